@@ -1,0 +1,203 @@
+"""Error classes and classification of provider failures.
+
+Every provider converts its SDK's exceptions into :class:`ModelError` through
+:func:`classify`, so retry, fallback and compaction decisions are made on one
+vocabulary of reasons whatever the vendor.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+
+class ErrorKind(StrEnum):
+    RATE_LIMIT = "rate_limit"
+    OVERLOADED = "overloaded"
+    TIMEOUT = "timeout"
+    AUTH = "auth"
+    BILLING = "billing"
+    CONTEXT_OVERFLOW = "context_overflow"
+    FORMAT = "format"
+    MODEL_NOT_FOUND = "model_not_found"
+    ABORTED = "aborted"
+    UNKNOWN = "unknown"
+
+
+# Kinds worth retrying on the same model before moving down the chain.
+RETRYABLE = frozenset({ErrorKind.RATE_LIMIT, ErrorKind.OVERLOADED, ErrorKind.TIMEOUT})
+# Kinds that must never move to another model: the user asked to stop, or the
+# conversation itself is too long and would fail the same way anywhere.
+NO_FAILOVER = frozenset({ErrorKind.ABORTED, ErrorKind.CONTEXT_OVERFLOW})
+
+
+class ModelError(Exception):
+    """A classified failure of one model call."""
+
+    def __init__(
+        self,
+        kind: ErrorKind,
+        message: str,
+        *,
+        status: int | None = None,
+        retry_after: float | None = None,
+        provider: str | None = None,
+        model: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+        self.status = status
+        self.retry_after = retry_after
+        self.provider = provider
+        self.model = model
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Keeps the error intact when it crosses a process boundary (Ray).
+        return (
+            _rebuild_model_error,
+            (self.kind, self.message, self.status, self.retry_after, self.provider, self.model),
+        )
+
+    def __str__(self) -> str:
+        status = f" {self.status}" if self.status else ""
+        return f"{self.kind.value}{status}: {self.message}"
+
+
+def _rebuild_model_error(
+    kind: ErrorKind,
+    message: str,
+    status: int | None,
+    retry_after: float | None,
+    provider: str | None,
+    model: str | None,
+) -> ModelError:
+    return ModelError(
+        kind, message, status=status, retry_after=retry_after, provider=provider, model=model
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """One failed try of one candidate in the fallback chain."""
+
+    provider: str
+    model: str
+    reason: str
+    status: int | None
+    message: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "provider": self.provider,
+            "model": self.model,
+            "reason": self.reason,
+            "status": self.status,
+            "message": self.message,
+        }
+
+
+class AllModelsFailed(ModelError):
+    """Every candidate of the fallback chain failed; ``attempts`` says how."""
+
+    def __init__(self, attempts: list[Attempt], last: ModelError) -> None:
+        parts = " | ".join(
+            f"{a.provider}:{a.model}: {a.reason}"
+            + (f" {a.status}" if a.status else "")
+            + f" ({a.message[:120]})"
+            for a in attempts
+        )
+        super().__init__(
+            last.kind,
+            f"All models failed ({len(attempts)}): {parts}",
+            status=last.status,
+            provider=last.provider,
+            model=last.model,
+        )
+        self.attempts = attempts
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        last = ModelError(self.kind, self.message, status=self.status)
+        return (AllModelsFailed, (self.attempts, last))
+
+
+_OVERFLOW = re.compile(
+    r"context[ _-]?length|context window|maximum context|too many tokens|prompt is too long"
+    r"|reduce the length|input is too long|exceeds the (?:model's )?(?:maximum|context)",
+    re.IGNORECASE,
+)
+_OVERLOAD = re.compile(r"overload|capacity|unavailable|try again later", re.IGNORECASE)
+_BILLING = re.compile(
+    r"billing|insufficient[_ ]quota|credit balance|payment|exceeded your current quota",
+    re.IGNORECASE,
+)
+_RATE = re.compile(r"rate[_ ]?limit|too many requests|throttl|resource_exhausted", re.IGNORECASE)
+_MODEL = re.compile(r"model[_ ]not[_ ]found|does not exist|unknown model|no such model", re.I)
+_TIMEOUT_CODES = ("ETIMEDOUT", "ECONNRESET", "ECONNREFUSED", "EPIPE", "ECONNABORTED")
+
+
+def classify(status: int | None, message: str, code: str | None = None) -> ErrorKind:
+    """Map an HTTP status, message and optional error code to an :class:`ErrorKind`.
+
+    Message text wins over status where vendors overload a status: a 400 that
+    says the prompt is too long is a context overflow, a 429 that speaks of
+    quota is billing, a 503 that says "overloaded" is an overload.
+    """
+    text = message or ""
+    if code:
+        upper = code.upper()
+        if upper.startswith(("RESOURCE_EXHAUSTED", "THROTTLING")):
+            return ErrorKind.RATE_LIMIT
+        if upper in _TIMEOUT_CODES:
+            return ErrorKind.TIMEOUT
+        if "CONTEXT_LENGTH" in upper:
+            return ErrorKind.CONTEXT_OVERFLOW
+    if _OVERFLOW.search(text) and status in (None, 400, 413, 422):
+        return ErrorKind.CONTEXT_OVERFLOW
+    if status is None:
+        if _RATE.search(text):
+            return ErrorKind.RATE_LIMIT
+        if _OVERLOAD.search(text):
+            return ErrorKind.OVERLOADED
+        return ErrorKind.UNKNOWN
+    if status == 429:
+        return ErrorKind.BILLING if _BILLING.search(text) else ErrorKind.RATE_LIMIT
+    if status in (401, 403):
+        return ErrorKind.BILLING if _BILLING.search(text) else ErrorKind.AUTH
+    if status == 402:
+        return ErrorKind.RATE_LIMIT if _RATE.search(text) else ErrorKind.BILLING
+    if status == 404:
+        return ErrorKind.MODEL_NOT_FOUND
+    if status == 413:
+        return ErrorKind.CONTEXT_OVERFLOW
+    if status == 529:
+        return ErrorKind.OVERLOADED
+    if status in (503, 499):
+        return ErrorKind.OVERLOADED if _OVERLOAD.search(text) else ErrorKind.TIMEOUT
+    if status in (408, 500, 502, 504):
+        return ErrorKind.TIMEOUT
+    if status in (400, 422):
+        if _MODEL.search(text):
+            return ErrorKind.MODEL_NOT_FOUND
+        return ErrorKind.FORMAT
+    return ErrorKind.UNKNOWN
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    """Seconds from a ``Retry-After`` (or ``retry-after-ms``) header value."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    from email.utils import parsedate_to_datetime
+    from datetime import UTC, datetime
+
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())

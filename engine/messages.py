@@ -1,0 +1,113 @@
+"""Vendor-neutral conversation model used inside the engine.
+
+Each provider module translates these into its own wire format; nothing
+outside ``engine/providers`` sees a vendor's message shape. Messages are
+pydantic models because transcripts are persisted by the store and loaded
+back, and a validated round trip is worth the small cost.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+Role = Literal["user", "assistant", "tool"]
+
+
+class ToolCall(BaseModel):
+    """A tool invocation requested by the model."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class Thinking(BaseModel):
+    """A reasoning block; ``signature`` is kept for providers that verify it."""
+
+    text: str
+    signature: str | None = None
+
+
+class Message(BaseModel):
+    """One entry of a transcript.
+
+    ``role="tool"`` carries the result of the tool call named by
+    ``tool_call_id``. ``speaker`` is the VP that wrote an assistant message or
+    the user that wrote a user message; the engine itself ignores it, the
+    group layer uses it to decide what a VP may see.
+    """
+
+    role: Role
+    content: str = ""
+    thinking: list[Thinking] = Field(default_factory=list)
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    tool_call_id: str | None = None
+    tool_name: str | None = None
+    is_error: bool = False
+    speaker: str | None = None
+    meta: dict[str, Any] = Field(default_factory=dict)
+
+    @classmethod
+    def user(cls, text: str, **kw: Any) -> Message:
+        return cls(role="user", content=text, **kw)
+
+    @classmethod
+    def assistant(cls, text: str = "", **kw: Any) -> Message:
+        return cls(role="assistant", content=text, **kw)
+
+    @classmethod
+    def tool_result(
+        cls, call_id: str, content: str, *, name: str | None = None, is_error: bool = False
+    ) -> Message:
+        return cls(
+            role="tool", content=content, tool_call_id=call_id, tool_name=name, is_error=is_error
+        )
+
+
+class Usage(BaseModel):
+    """Token counts for one model call or, summed, for one turn."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
+            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
+        )
+
+
+class Conversation(BaseModel):
+    """The engine-side state of one conversation (one group and VP pair).
+
+    ``summary`` holds the latest compaction summary; ``messages`` holds what
+    comes after it verbatim. The owner persists this after every turn.
+    """
+
+    id: str
+    summary: str | None = None
+    messages: list[Message] = Field(default_factory=list)
+    compactions: int = 0
+
+
+def estimate_tokens(text: str) -> int:
+    """A cheap token estimate (about four characters a token).
+
+    Used only for budgets and compaction decisions, never for billing.
+    """
+    return max(1, (len(text) + 3) // 4) if text else 0
+
+
+def message_tokens(msg: Message) -> int:
+    n = estimate_tokens(msg.content) + 4
+    for t in msg.thinking:
+        n += estimate_tokens(t.text)
+    for c in msg.tool_calls:
+        n += estimate_tokens(c.name) + estimate_tokens(str(c.arguments)) + 4
+    return n

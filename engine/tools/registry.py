@@ -1,0 +1,191 @@
+"""Tool registry: typed parameters, per-mode allowlists, timeouts and approval.
+
+A tool declares a pydantic model for its parameters; the model's JSON Schema
+is what the LLM sees, and every call is validated against it before the
+handler runs, so a handler only ever receives well-formed input.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ValidationError
+
+from engine.messages import ToolCall
+from engine.providers.base import ToolSpec
+
+log = logging.getLogger(__name__)
+
+Approval = Literal["auto", "ask"]
+# Asks the user a question; returns the answer text, or raises TimeoutError.
+AskUser = Callable[[str, list[str] | None], Awaitable[str]]
+
+
+@dataclass(slots=True)
+class EndTurnRequest:
+    """A tool's request to end the turn after the current tool batch."""
+
+    kind: str
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class ToolContext:
+    """What a tool may know and do besides its own parameters."""
+
+    conversation_id: str
+    vp_id: str | None = None
+    group_id: str | None = None
+    mode: str = "default"
+    ask_user: AskUser | None = None
+    # Anything the hosting layer wants to hand its tools (router, memory, ...).
+    services: dict[str, Any] = field(default_factory=dict)
+    end_turn: EndTurnRequest | None = None
+
+    def request_end_turn(self, kind: str, **detail: Any) -> None:
+        """Ask the engine to stop after this tool batch. The first request wins."""
+        if self.end_turn is None:
+            self.end_turn = EndTurnRequest(kind, dict(detail))
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutcome:
+    content: str
+    is_error: bool = False
+
+
+Handler = Callable[[Any, ToolContext], Awaitable[Any]]
+
+
+@dataclass(slots=True)
+class Tool:
+    """A tool the model can call.
+
+    ``modes`` limits the modes it is offered in (``None``: every mode).
+    ``approval="ask"`` asks the user before every call through the context's
+    ask-user callback; a refusal or an unanswered question is returned to the
+    model as an error result, never raised.
+    """
+
+    name: str
+    description: str
+    params: type[BaseModel]
+    handler: Handler
+    modes: frozenset[str] | None = None
+    timeout: float = 90.0
+    approval: Approval = "auto"
+    # Decides at request time whether the tool is offered (e.g. route_forward
+    # is hidden in one-VP groups).
+    available: Callable[[ToolContext], bool] | None = None
+
+    def spec(self) -> ToolSpec:
+        schema = self.params.model_json_schema()
+        schema.pop("title", None)
+        return ToolSpec(self.name, self.description, schema)
+
+
+def render(value: Any) -> str:
+    """Tool results go to the model as text; structured ones as compact JSON."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, BaseModel):
+        return value.model_dump_json()
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+class ToolRegistry:
+    """The set of tools one engine can offer."""
+
+    def __init__(self, tools: list[Tool] | None = None) -> None:
+        self._tools: dict[str, Tool] = {}
+        for t in tools or []:
+            self.register(t)
+
+    def register(self, tool: Tool) -> None:
+        if tool.name in self._tools:
+            raise ValueError(f"tool {tool.name!r} is already registered")
+        self._tools[tool.name] = tool
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def names(self) -> list[str]:
+        return sorted(self._tools)
+
+    def offered(
+        self, ctx: ToolContext, allowed: set[str] | frozenset[str] | None = None
+    ) -> list[Tool]:
+        """Tools offered in ``ctx.mode``, narrowed by an optional allowlist."""
+        out = []
+        for tool in self._tools.values():
+            if tool.modes is not None and ctx.mode not in tool.modes:
+                continue
+            if allowed is not None and tool.name not in allowed:
+                continue
+            if tool.available is not None and not tool.available(ctx):
+                continue
+            out.append(tool)
+        return out
+
+    def specs(
+        self, ctx: ToolContext, allowed: set[str] | frozenset[str] | None = None
+    ) -> list[ToolSpec]:
+        return [t.spec() for t in self.offered(ctx, allowed)]
+
+    async def execute(
+        self,
+        call: ToolCall,
+        ctx: ToolContext,
+        allowed: set[str] | frozenset[str] | None = None,
+    ) -> ToolOutcome:
+        """Run one call. Failures come back as error outcomes, never exceptions.
+
+        Cancellation (an abort) is the one thing that propagates.
+        """
+        tool = self._tools.get(call.name)
+        if tool is None or tool not in self.offered(ctx, allowed):
+            return ToolOutcome(f"unknown or unavailable tool: {call.name}", is_error=True)
+        try:
+            params = tool.params.model_validate(call.arguments)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}"
+                for e in exc.errors()
+            )
+            return ToolOutcome(f"invalid arguments for {call.name}: {problems}", is_error=True)
+        if tool.approval == "ask":
+            refusal = await self._approve(tool, call, ctx)
+            if refusal is not None:
+                return ToolOutcome(refusal, is_error=True)
+        try:
+            async with asyncio.timeout(tool.timeout):
+                result = await tool.handler(params, ctx)
+        except TimeoutError:
+            return ToolOutcome(f"{call.name} timed out after {tool.timeout:g}s", is_error=True)
+        except Exception as exc:
+            log.warning("tool %s failed: %s", call.name, exc, exc_info=True)
+            return ToolOutcome(f"{call.name} failed: {exc}", is_error=True)
+        if isinstance(result, ToolOutcome):
+            return result
+        return ToolOutcome(render(result))
+
+    @staticmethod
+    async def _approve(tool: Tool, call: ToolCall, ctx: ToolContext) -> str | None:
+        """Returns ``None`` when approved, else the refusal to give the model."""
+        if ctx.ask_user is None:
+            return f"{tool.name} needs the user's approval and no user can be asked here"
+        question = (
+            f"Allow {tool.name} with {json.dumps(call.arguments, ensure_ascii=False)}?"
+        )
+        try:
+            answer = await ctx.ask_user(question, ["allow", "deny"])
+        except TimeoutError:
+            return f"{tool.name} was not approved: the question expired unanswered"
+        if answer.strip().lower() not in ("allow", "yes", "y", "approve", "ok"):
+            return f"{tool.name} was denied by the user"
+        return None

@@ -1,0 +1,149 @@
+"""The store contract shared by the embedded and Redis backends.
+
+One interface, two backends: every method here is implemented by both, and
+one test suite runs against both through a parametrised fixture.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from abc import ABC, abstractmethod
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from engine.messages import Conversation
+
+
+def new_id(prefix: str) -> str:
+    """Time-ordered unique ids (``msg_...``, ``grp_...``)."""
+    return f"{prefix}_{time.time_ns():x}{uuid.uuid4().hex[:8]}"
+
+
+class GroupSettings(BaseModel):
+    """Per-group knobs; defaults follow DESIGN.md."""
+
+    language: str = "en"
+    # Dispatch every VP when a message mentions nobody (the seeds' rule); when
+    # False, only ``Group.default_vp`` answers.
+    broadcast_when_unmentioned: bool = True
+    # Whether ``@name`` written in a VP's own reply dispatches that VP.
+    vp_mentions_dispatch: bool = True
+    fanout_cap: int = 16
+    max_chain_depth: int = 8
+    throttle_hits: int = 8
+    throttle_window_s: float = 5.0
+    max_pair_exchanges: int = 4
+    max_turns_per_message: int = 32
+    model: str | None = None
+
+
+class Group(BaseModel):
+    id: str
+    name: str
+    roster: list[str] = Field(default_factory=list)
+    default_vp: str | None = None
+    members: list[str] = Field(default_factory=list)
+    settings: GroupSettings = Field(default_factory=GroupSettings)
+    created_at: float = Field(default_factory=time.time)
+
+
+class GroupMessage(BaseModel):
+    """One row of a group's log: what a person or a VP said in the group."""
+
+    id: str = Field(default_factory=lambda: new_id("msg"))
+    ts: float = Field(default_factory=time.time)
+    author: str
+    role: str  # "user" | "assistant" | "system"
+    text: str
+    mentions: list[str] = Field(default_factory=list)
+    # causedBy chain, clientMessageId, route_forward fields, ...
+    meta: dict[str, Any] = Field(default_factory=dict)
+
+
+class EventBatch(BaseModel):
+    """What a read of a group's event log returns.
+
+    ``events`` are ``(seq, envelope)`` pairs in order. ``gap`` is True when
+    the reader asked for sequence numbers older than retention: the events it
+    missed are gone and ``first_seq`` is the oldest still held. ``last_seq``
+    is the newest sequence number the log has assigned.
+    """
+
+    events: list[tuple[int, dict[str, Any]]] = Field(default_factory=list)
+    gap: bool = False
+    first_seq: int = 0
+    last_seq: int = 0
+
+
+class StoreError(Exception):
+    """A store operation failed for a reason the caller can report."""
+
+
+class NotFound(StoreError):
+    pass
+
+
+class Store(ABC):
+    """Persistence for groups, group logs, transcripts and event logs."""
+
+    # -- groups ----------------------------------------------------------
+    @abstractmethod
+    async def create_group(self, group: Group) -> Group:
+        """Create a group; raises StoreError if the id exists."""
+
+    @abstractmethod
+    async def get_group(self, group_id: str) -> Group | None: ...
+
+    @abstractmethod
+    async def save_group(self, group: Group) -> Group:
+        """Overwrite an existing group; raises NotFound if it does not exist."""
+
+    @abstractmethod
+    async def delete_group(self, group_id: str) -> bool:
+        """Delete a group and everything under it; False if it did not exist."""
+
+    @abstractmethod
+    async def list_groups(self, member: str | None = None) -> list[Group]: ...
+
+    # -- group log -------------------------------------------------------
+    @abstractmethod
+    async def append_message(
+        self, group_id: str, message: GroupMessage
+    ) -> tuple[GroupMessage, bool]:
+        """Append to the group log. Idempotent on ``meta['clientMessageId']``:
+        a repeat returns the stored message and ``False``."""
+
+    @abstractmethod
+    async def read_messages(
+        self, group_id: str, *, before: str | None = None, limit: int = 100
+    ) -> list[GroupMessage]:
+        """The newest ``limit`` messages older than message id ``before``, oldest first."""
+
+    @abstractmethod
+    async def get_message(self, group_id: str, message_id: str) -> GroupMessage | None: ...
+
+    # -- engine transcripts ----------------------------------------------
+    @abstractmethod
+    async def load_transcript(self, group_id: str, vp_id: str) -> Conversation | None: ...
+
+    @abstractmethod
+    async def save_transcript(self, group_id: str, vp_id: str, conv: Conversation) -> None: ...
+
+    # -- event log -------------------------------------------------------
+    @abstractmethod
+    async def append_event(self, group_id: str, envelope: dict[str, Any]) -> int:
+        """Append one envelope; returns its per-group sequence number (1, 2, ...).
+        The envelope is stored with ``seq`` set to that number."""
+
+    @abstractmethod
+    async def read_events(
+        self, group_id: str, after_seq: int, *, limit: int = 500, wait: float = 0.0
+    ) -> EventBatch:
+        """Events with seq > ``after_seq``. With ``wait`` > 0, blocks up to that
+        many seconds for the first new event when none is there yet."""
+
+    # -- lifecycle -------------------------------------------------------
+    @abstractmethod
+    async def close(self) -> None: ...
