@@ -179,9 +179,7 @@ class ToolRegistry:
         """Returns ``None`` when approved, else the refusal to give the model."""
         if ctx.ask_user is None:
             return f"{tool.name} needs the user's approval and no user can be asked here"
-        question = (
-            f"Allow {tool.name} with {json.dumps(call.arguments, ensure_ascii=False)}?"
-        )
+        question = f"Allow {tool.name} with {json.dumps(call.arguments, ensure_ascii=False)}?"
         try:
             answer = await ctx.ask_user(question, ["allow", "deny"])
         except TimeoutError:

@@ -1,0 +1,220 @@
+"""One model call with retries and a fallback chain across models and providers.
+
+Retry on the same model only for transient failures (rate limit, overload,
+timeout), with exponential backoff and jitter that yields to the server's
+``Retry-After``. Never retry, and never fail over, once the failed attempt
+emitted a tool call: the call may already have had an effect. User aborts
+and context overflow are never failed over either; the loop handles them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from engine.errors import NO_FAILOVER, RETRYABLE, AllModelsFailed, Attempt, ErrorKind, ModelError
+from engine.events import EngineEvent, NoticeEvent, TextDelta, ThinkingDelta, ToolCallEvent
+from engine.messages import Thinking, ToolCall, Usage
+from engine.providers.base import ModelRequest, StopItem, ToolSpec, UsageItem
+from engine.providers.registry import ProviderRegistry
+
+log = logging.getLogger(__name__)
+
+Emit = Callable[[EngineEvent], Awaitable[None]]
+Sleep = Callable[[float], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    max_retries: int = 3
+    base_delay: float = 1.0
+    max_delay: float = 30.0
+    jitter: float = 0.25
+    # A Retry-After longer than this is not waited for: the next model is tried.
+    max_retry_after: float = 60.0
+
+    def delay(self, retry: int, retry_after: float | None, rand: float) -> float | None:
+        """Seconds before retry number ``retry`` (1-based); None means do not wait."""
+        if retry_after is not None:
+            return retry_after if retry_after <= self.max_retry_after else None
+        base = min(self.max_delay, self.base_delay * (2 ** (retry - 1)))
+        return max(0.0, base * (1 + self.jitter * (2 * rand - 1)))
+
+
+@dataclass(slots=True)
+class CallResult:
+    """What one successful model call produced."""
+
+    model: str  # provider:name of the candidate that answered
+    text: str = ""
+    thinking: list[Thinking] = field(default_factory=list)
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    stop: str = "end_turn"
+    attempts: list[Attempt] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class CallSpec:
+    system: str
+    messages: list
+    tools: list[ToolSpec]
+    max_tokens: int
+    options: dict
+
+
+class _AttemptFailed(Exception):
+    def __init__(self, error: ModelError, emitted_tool_call: bool) -> None:
+        self.error = error
+        self.emitted_tool_call = emitted_tool_call
+
+
+class ModelCaller:
+    """Runs a call against a chain of ``provider:model`` candidates."""
+
+    def __init__(
+        self,
+        registry: ProviderRegistry,
+        chain: list[str],
+        policy: RetryPolicy | None = None,
+        *,
+        sleep: Sleep = asyncio.sleep,
+        rand: Callable[[], float] = random.random,
+    ) -> None:
+        if not chain:
+            raise ValueError("the model chain is empty")
+        # Deduplicate while keeping order: the same model twice is one candidate.
+        self.chain = list(dict.fromkeys(chain))
+        self.registry = registry
+        self.policy = policy or RetryPolicy()
+        self._sleep = sleep
+        self._rand = rand
+
+    async def call(
+        self, spec: CallSpec, emit: Emit | None, on_partial: Callable[[str], None]
+    ) -> CallResult:
+        """Stream one call, forwarding deltas to ``emit`` as they arrive.
+
+        ``on_partial`` receives streamed text so an abort can keep what was
+        said. Raises :class:`ModelError` for no-failover kinds and
+        :class:`AllModelsFailed` when every candidate failed.
+        """
+        attempts: list[Attempt] = []
+        last: ModelError | None = None
+        for index, model in enumerate(self.chain):
+            retry = 0
+            while True:
+                try:
+                    result = await self._attempt(model, spec, emit, on_partial)
+                except _AttemptFailed as failed:
+                    err = failed.error
+                    vendor, _, name = model.partition(":")
+                    attempts.append(Attempt(vendor, name, err.kind.value, err.status, err.message))
+                    last = err
+                    if err.kind in NO_FAILOVER:
+                        raise err from None
+                    if failed.emitted_tool_call:
+                        raise AllModelsFailed(attempts, err) from None
+                    wait = self._retry_wait(err, retry)
+                    if wait is None:
+                        break
+                    retry += 1
+                    await self._notice(
+                        emit,
+                        "retry",
+                        f"{model} failed ({err.kind.value}); retry {retry} in {wait:.1f}s",
+                        {
+                            "model": model,
+                            "reason": err.kind.value,
+                            "retry": retry,
+                            "delay": wait,
+                            "discard_partial": True,
+                        },
+                    )
+                    await self._sleep(wait)
+                    continue
+                result.attempts = attempts
+                return result
+            if index + 1 < len(self.chain):
+                nxt = self.chain[index + 1]
+                await self._notice(
+                    emit,
+                    "fallback",
+                    f"{model} failed ({last.kind.value if last else 'error'}); trying {nxt}",
+                    {
+                        "from": model,
+                        "to": nxt,
+                        "reason": last.kind.value if last else None,
+                        "discard_partial": True,
+                    },
+                )
+        assert last is not None
+        raise AllModelsFailed(attempts, last)
+
+    def _retry_wait(self, err: ModelError, retry: int) -> float | None:
+        if err.kind not in RETRYABLE or retry >= self.policy.max_retries:
+            return None
+        return self.policy.delay(retry + 1, err.retry_after, self._rand())
+
+    async def _attempt(
+        self,
+        model: str,
+        spec: CallSpec,
+        emit: Emit | None,
+        on_partial: Callable[[str], None],
+    ) -> CallResult:
+        emitted_tool_call = False
+        try:
+            provider, name = self.registry.resolve(model)
+            request = ModelRequest(
+                model=name,
+                system=spec.system,
+                messages=spec.messages,
+                tools=spec.tools,
+                max_tokens=spec.max_tokens,
+                options=spec.options,
+            )
+            result = CallResult(model=model)
+            text: list[str] = []
+            thinking: list[str] = []
+            signature: str | None = None
+            async for item in provider.stream(request):
+                if isinstance(item, TextDelta):
+                    text.append(item.text)
+                    on_partial(item.text)
+                elif isinstance(item, ThinkingDelta):
+                    thinking.append(item.text)
+                    signature = item.signature or signature
+                elif isinstance(item, ToolCallEvent):
+                    emitted_tool_call = True
+                    result.tool_calls.append(
+                        ToolCall(id=item.id, name=item.name, arguments=item.arguments)
+                    )
+                elif isinstance(item, UsageItem):
+                    result.usage = result.usage + item.usage
+                elif isinstance(item, StopItem):
+                    result.stop = item.reason
+                if emit is not None and not isinstance(item, UsageItem | StopItem):
+                    await emit(item)
+        except ModelError as err:
+            raise _AttemptFailed(err, emitted_tool_call) from err
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            raise
+        except Exception as exc:  # a provider bug must not kill the turn unexplained
+            log.exception("provider for %s raised an unclassified error", model)
+            unknown = ModelError(ErrorKind.UNKNOWN, f"{type(exc).__name__}: {exc}")
+            raise _AttemptFailed(unknown, emitted_tool_call) from exc
+        result.text = "".join(text)
+        if thinking:
+            result.thinking = [Thinking(text="".join(thinking), signature=signature)]
+        if result.tool_calls and result.stop == "end_turn":
+            result.stop = "tool_use"
+        return result
+
+    @staticmethod
+    async def _notice(emit: Emit | None, kind: str, message: str, detail: dict) -> None:
+        if emit is not None:
+            await emit(NoticeEvent(kind, message, detail))

@@ -1,0 +1,434 @@
+"""The query loop: one turn of one agent, from input to a single stop event.
+
+A turn streams a model call, runs the tools it asked for, appends their
+results and calls the model again, until the model ends its turn. Around that
+loop sit the rules that make it safe to run unattended: ``max_tokens``
+continuation, a tool-iteration budget with a final no-tools answer, retries
+and a fallback chain (``engine.caller``), compaction on context overflow,
+transcript repair before every request, and abort at any await point.
+
+Each step returns what happens next (``None``: another model call; a
+:class:`_Stop`: the turn ends), so the loop itself stays a few lines long.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.caller import CallResult, CallSpec, ModelCaller, RetryPolicy
+from engine.compaction import compact
+from engine.errors import AllModelsFailed, ErrorKind, ModelError
+from engine.events import (
+    EngineEvent,
+    NoticeEvent,
+    StopEvent,
+    StopReason,
+    ToolResultEvent,
+    UsageEvent,
+)
+from engine.history import repair, truncate_tool_result
+from engine.messages import Conversation, Message, Usage, estimate_tokens, message_tokens
+from engine.pricing import PriceTable
+from engine.providers.registry import ProviderRegistry
+from engine.settings import EngineSettings
+from engine.tools.builtin import builtin_tools
+from engine.tools.registry import ToolContext, ToolRegistry
+
+log = logging.getLogger(__name__)
+
+Emit = Callable[[EngineEvent], Awaitable[None]]
+
+FINAL_ANSWER_PROMPT = (
+    "Your tool budget for this turn is spent. Do not call any tool. Answer now from the "
+    "conversation and the tool results above; say plainly what is uncertain or unfinished."
+)
+CONTINUE_PROMPT = "Continue exactly where you stopped; do not repeat what you already wrote."
+OVERFLOW_MESSAGE = (
+    "The conversation no longer fits the model's context window, even after compaction. "
+    "Start a new conversation or use a model with a larger context window."
+)
+_SHRUNK_RESULT_CHARS = 2000
+
+
+async def _drop(_: EngineEvent) -> None:
+    return None
+
+
+@dataclass(slots=True)
+class TurnResult:
+    """How a turn ended. ``text`` is everything the model said in it."""
+
+    reason: StopReason
+    text: str
+    usage: Usage
+    cost_usd: float
+    duration_ms: int
+    model: str | None = None
+    error: str | None = None
+    error_kind: str | None = None
+    attempts: list[dict[str, Any]] = field(default_factory=list)
+    end_turn: dict[str, Any] | None = None
+
+
+@dataclass(slots=True)
+class _Stop:
+    reason: StopReason
+    error: ModelError | None = None
+
+
+class Engine:
+    """An agent engine: providers, a model chain, tools and limits.
+
+    It keeps no conversation state; a caller hands in a :class:`Conversation`
+    per turn, which the turn updates in place and the caller persists.
+    """
+
+    def __init__(
+        self,
+        providers: ProviderRegistry | None = None,
+        *,
+        model: str | None = None,
+        fallbacks: list[str] | None = None,
+        tools: ToolRegistry | None = None,
+        settings: EngineSettings | None = None,
+        prices: PriceTable | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        rand: Callable[[], float] = random.random,
+        final_answer_prompt: str = FINAL_ANSWER_PROMPT,
+    ) -> None:
+        self.settings = settings or EngineSettings()
+        self.providers = providers or ProviderRegistry(self.settings)
+        self.model = model or self.settings.default_model()
+        self.fallbacks = list(self.settings.fallback_models if fallbacks is None else fallbacks)
+        self.tools = tools if tools is not None else ToolRegistry(builtin_tools())
+        self.prices = prices or PriceTable.load(self.settings.prices_file)
+        self.final_answer_prompt = final_answer_prompt
+        s = self.settings
+        self.retry_policy = RetryPolicy(
+            s.max_retries, s.retry_base_delay, s.retry_max_delay, s.retry_jitter
+        )
+        self._sleep = sleep
+        self._rand = rand
+
+    def caller(self, model: str | None = None) -> ModelCaller:
+        chain = [model or self.model, *self.fallbacks]
+        return ModelCaller(
+            self.providers, chain, self.retry_policy, sleep=self._sleep, rand=self._rand
+        )
+
+    @property
+    def tool_result_max_chars(self) -> int:
+        return min(int(self.settings.context_window * 0.3 * 4), 40_000)
+
+    async def run_turn(
+        self,
+        conv: Conversation,
+        user_input: Message | None,
+        *,
+        system: str,
+        emit: Emit | None = None,
+        ctx: ToolContext | None = None,
+        allowed_tools: set[str] | frozenset[str] | None = None,
+        abort: asyncio.Event | None = None,
+        options: dict[str, Any] | None = None,
+        model: str | None = None,
+    ) -> TurnResult:
+        """Run one turn; always ends with exactly one :class:`StopEvent`.
+
+        Setting ``abort`` stops the turn at its next await point; the turn
+        then ends with reason ``aborted`` and a consistent transcript.
+        Cancelling the calling task does the same and then propagates.
+        """
+        turn = _Turn(
+            self,
+            conv,
+            system,
+            emit or _drop,
+            ctx or ToolContext(conv.id),
+            allowed_tools,
+            options or {},
+            self.caller(model),
+        )
+        if user_input is not None:
+            conv.messages.append(user_input)
+        task = asyncio.ensure_future(turn.run())
+        waiter = asyncio.ensure_future(abort.wait()) if abort is not None else None
+        try:
+            await asyncio.wait({t for t in (task, waiter) if t}, return_when="FIRST_COMPLETED")
+        except asyncio.CancelledError:
+            await _cancel(task)
+            await turn.finish_aborted()
+            raise
+        finally:
+            if waiter is not None:
+                waiter.cancel()
+        if not task.done():
+            await _cancel(task)
+            return await turn.finish_aborted()
+        return task.result()
+
+
+async def _cancel(task: asyncio.Future[Any]) -> None:
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+
+
+class _Turn:
+    """The state of one running turn."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        conv: Conversation,
+        system: str,
+        emit: Emit,
+        ctx: ToolContext,
+        allowed: set[str] | frozenset[str] | None,
+        options: dict[str, Any],
+        caller: ModelCaller,
+    ) -> None:
+        self.e = engine
+        self.conv = conv
+        self.system = system
+        self.emit = emit
+        self.ctx = ctx
+        self.allowed = allowed
+        self.options = options
+        self.caller = caller
+        self.started = time.monotonic()
+        self.usage = Usage()
+        self.cost = 0.0
+        self.model: str | None = None
+        self.texts: list[str] = []
+        self.partial: list[str] = []
+        self.attempts: list[dict[str, Any]] = []
+        self.continuations = 0
+        self.tool_iterations = 0
+        self.compactions = 0
+        self.shrunk_results = False
+        self.finished = False
+
+    # -- the loop ---------------------------------------------------------
+    async def run(self) -> TurnResult:
+        try:
+            while True:
+                stop = await self.step()
+                if stop is not None:
+                    return await self.finish(stop)
+        except ModelError as err:
+            return await self.finish(_Stop("error", err))
+        except Exception as exc:
+            log.exception("turn of %s failed", self.conv.id)
+            return await self.finish(_Stop("error", ModelError(ErrorKind.UNKNOWN, repr(exc))))
+
+    async def step(self) -> _Stop | None:
+        await self.prepare_history()
+        final = self.tool_iterations >= self.e.settings.max_tool_iterations
+        if (
+            self.prompt_tokens()
+            > self.e.settings.context_window - self.e.settings.max_output_tokens
+        ):
+            await self.recover_overflow()
+        try:
+            result = await self.call_model(final)
+        except ModelError as err:
+            if err.kind is ErrorKind.CONTEXT_OVERFLOW and await self.recover_overflow():
+                return None
+            if err.kind is ErrorKind.CONTEXT_OVERFLOW:
+                raise ModelError(
+                    ErrorKind.CONTEXT_OVERFLOW, OVERFLOW_MESSAGE, status=err.status
+                ) from err
+            raise
+        if final:
+            result.tool_calls = []
+            await self.record(result)
+            return _Stop("end_turn")
+        await self.record(result)
+        if result.tool_calls:
+            return await self.run_tools(result)
+        if result.stop == "max_tokens":
+            return await self.continue_after_max_tokens()
+        return _Stop("end_turn")
+
+    async def call_model(self, final: bool) -> CallResult:
+        system = self.system
+        if self.conv.summary:
+            system += f"\n\n# Summary of the earlier conversation\n{self.conv.summary}"
+        if final:
+            system += f"\n\n{self.e.final_answer_prompt}"
+            await self.emit(
+                NoticeEvent(
+                    "budget",
+                    "tool budget spent; answering without tools",
+                    {"tool_iterations": self.tool_iterations},
+                )
+            )
+        tools = [] if final else self.e.tools.specs(self.ctx, self.allowed)
+        spec = CallSpec(
+            system, list(self.conv.messages), tools, self.e.settings.max_output_tokens, self.options
+        )
+        self.partial = []
+        try:
+            return await self.caller.call(spec, self.emit, self.partial.append)
+        except AllModelsFailed as err:
+            self.attempts = [a.as_dict() for a in err.attempts]
+            raise
+
+    async def record(self, result: CallResult) -> None:
+        """Account for a finished call and append the assistant message."""
+        self.partial = []
+        self.model = result.model
+        self.attempts = [a.as_dict() for a in result.attempts]
+        self.usage = self.usage + result.usage
+        self.cost += self.e.prices.cost(result.model, result.usage)
+        vendor, _, name = result.model.partition(":")
+        await self.emit(UsageEvent(result.usage, vendor, name))
+        if result.text:
+            self.texts.append(result.text)
+        self.conv.messages.append(
+            Message.assistant(
+                result.text,
+                thinking=result.thinking,
+                tool_calls=result.tool_calls,
+                meta={"model": result.model, "stop": result.stop},
+            )
+        )
+
+    async def run_tools(self, result: CallResult) -> _Stop | None:
+        for call in result.tool_calls:
+            outcome = await self.e.tools.execute(call, self.ctx, self.allowed)
+            content = truncate_tool_result(outcome.content, self.e.tool_result_max_chars)
+            self.conv.messages.append(
+                Message.tool_result(call.id, content, name=call.name, is_error=outcome.is_error)
+            )
+            await self.emit(ToolResultEvent(call.id, call.name, content, outcome.is_error))
+        self.tool_iterations += 1
+        if self.ctx.end_turn is not None:
+            kind = self.ctx.end_turn.kind
+            return _Stop("finish" if kind == "finish" else "tool_handoff")
+        return None
+
+    async def continue_after_max_tokens(self) -> _Stop | None:
+        if self.continuations >= self.e.settings.max_continuations:
+            return _Stop("max_tokens")
+        self.continuations += 1
+        self.conv.messages.append(
+            Message.user(CONTINUE_PROMPT, meta={"internal": True, "continuation": True})
+        )
+        await self.emit(
+            NoticeEvent(
+                "continue", "output limit reached; continuing", {"continuation": self.continuations}
+            )
+        )
+        return None
+
+    # -- context management ----------------------------------------------
+    def prompt_tokens(self) -> int:
+        n = estimate_tokens(self.system) + estimate_tokens(self.conv.summary or "")
+        return n + sum(message_tokens(m) for m in self.conv.messages)
+
+    async def prepare_history(self) -> None:
+        fixed, report = repair(self.conv.messages)
+        if report.changed:
+            self.conv.messages = fixed
+            await self.emit(
+                NoticeEvent(
+                    "repair",
+                    "transcript repaired before the request",
+                    {
+                        "added": report.added,
+                        "dropped_orphans": report.dropped_orphans,
+                        "dropped_duplicates": report.dropped_duplicates,
+                    },
+                )
+            )
+
+    async def recover_overflow(self) -> bool:
+        """Make room: compact (at most N times a turn), then shrink tool results once."""
+        s = self.e.settings
+        while self.compactions < s.max_compactions:
+            self.compactions += 1
+            keep = max(1, s.keep_recent_turns - (self.compactions - 1))
+            if await compact(self.conv, keep, self.summarize):
+                await self.emit(
+                    NoticeEvent(
+                        "compact",
+                        "older turns were summarised",
+                        {"summary": self.conv.summary, "compactions": self.conv.compactions},
+                    )
+                )
+                return True
+        if not self.shrunk_results:
+            self.shrunk_results = True
+            shrunk = 0
+            for m in self.conv.messages:
+                if m.role == "tool" and len(m.content) > _SHRUNK_RESULT_CHARS:
+                    m.content = truncate_tool_result(m.content, _SHRUNK_RESULT_CHARS)
+                    shrunk += 1
+            if shrunk:
+                await self.emit(
+                    NoticeEvent(
+                        "truncate", f"{shrunk} large tool results shortened", {"count": shrunk}
+                    )
+                )
+                return True
+        return False
+
+    async def summarize(self, system: str, transcript: str) -> str:
+        spec = CallSpec(system, [Message.user(transcript)], [], 2048, self.options)
+        result = await self.caller.call(spec, None, lambda _t: None)
+        self.usage = self.usage + result.usage
+        self.cost += self.e.prices.cost(result.model, result.usage)
+        return result.text
+
+    # -- endings ------------------------------------------------------------
+    async def finish(self, stop: _Stop) -> TurnResult:
+        self.finished = True
+        err = stop.error
+        result = TurnResult(
+            reason=stop.reason,
+            text="\n\n".join(self.texts) if self.continuations == 0 else "".join(self.texts),
+            usage=self.usage,
+            cost_usd=round(self.cost, 8),
+            duration_ms=int((time.monotonic() - self.started) * 1000),
+            model=self.model,
+            error=err.message if err else None,
+            error_kind=err.kind.value if err else None,
+            attempts=self.attempts,
+            end_turn=(
+                {"kind": self.ctx.end_turn.kind, **self.ctx.end_turn.detail}
+                if self.ctx.end_turn
+                else None
+            ),
+        )
+        await self.emit(
+            StopEvent(
+                reason=result.reason,
+                usage=result.usage,
+                cost_usd=result.cost_usd,
+                duration_ms=result.duration_ms,
+                model=result.model,
+                error=result.error,
+                error_kind=result.error_kind,
+                attempts=result.attempts,
+            )
+        )
+        return result
+
+    async def finish_aborted(self) -> TurnResult:
+        """Close an interrupted turn: keep what was said, repair, emit the stop."""
+        if self.finished:
+            raise RuntimeError("turn already finished")
+        said = "".join(self.partial)
+        if said:
+            self.texts.append(said)
+            self.conv.messages.append(Message.assistant(said, meta={"incomplete": True}))
+        self.partial = []
+        self.conv.messages, _ = repair(self.conv.messages)
+        return await self.finish(_Stop("aborted", ModelError(ErrorKind.ABORTED, "turn aborted")))

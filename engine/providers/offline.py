@@ -1,0 +1,228 @@
+"""A built-in offline model: the system runs with no key and no network.
+
+By default it writes deterministic, persona-aware replies at a configurable
+latency and token rate. In tests it is scripted: a queue of :class:`Reply`
+and :class:`Fail` steps, or a function of the request, covers text,
+thinking, tool calls and failures of any class.
+
+Options ride on the model string, so they survive a trip through settings
+and process boundaries: ``offline:default?ttft=0.2&tps=100&tokens=60``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import itertools
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+from urllib.parse import parse_qsl
+
+from engine.errors import ErrorKind, ModelError
+from engine.events import TextDelta, ThinkingDelta, ToolCallEvent
+from engine.messages import Usage, estimate_tokens, message_tokens
+from engine.providers.base import ModelRequest, StopItem, StreamItem, UsageItem
+
+
+@dataclass(slots=True)
+class Reply:
+    """One scripted model response."""
+
+    text: str = ""
+    thinking: str = ""
+    tool_calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    stop: Literal["end_turn", "max_tokens", "tool_use"] | None = None
+    # Seconds to wait before the first token (overrides the model's ttft).
+    delay: float | None = None
+
+
+@dataclass(slots=True)
+class Fail:
+    """A scripted failure, raised as a :class:`ModelError`.
+
+    ``after_text`` streams that text first, to exercise failures mid-stream;
+    ``after_tool_call`` emits a tool call first (the engine must not retry).
+    """
+
+    kind: ErrorKind
+    message: str = "scripted failure"
+    status: int | None = None
+    retry_after: float | None = None
+    after_text: str = ""
+    after_tool_call: bool = False
+
+
+Step = Reply | Fail | str
+ScriptFn = Callable[[ModelRequest], Step]
+
+
+@dataclass(frozen=True, slots=True)
+class OfflineOptions:
+    variant: str = "default"
+    ttft: float = 0.0
+    tps: float = 0.0  # tokens per second; 0 streams without pauses
+    tokens: int | None = None  # fixed reply length in tokens (benchmarks)
+
+    @classmethod
+    def parse(cls, model: str) -> OfflineOptions:
+        variant, _, query = model.partition("?")
+        opts = dict(parse_qsl(query))
+        try:
+            return cls(
+                variant=variant or "default",
+                ttft=float(opts.get("ttft", 0.0)),
+                tps=float(opts.get("tps", 0.0)),
+                tokens=int(opts["tokens"]) if "tokens" in opts else None,
+            )
+        except ValueError as exc:
+            raise ModelError(
+                ErrorKind.FORMAT, f"bad offline model options {query!r}: {exc}"
+            ) from exc
+
+
+_OPENERS = [
+    "Here is how I see it.",
+    "Let me take this apart.",
+    "Short answer first, then the reasoning.",
+    "Good question; the answer depends on one thing.",
+    "I would start somewhere else.",
+]
+_MOVES = [
+    "name the one outcome that matters and cut everything that does not serve it",
+    "write down the assumption we are most likely wrong about and test it first",
+    "make the smallest change that proves the idea, then measure",
+    "look at what the user actually does, not what we wish they did",
+    "keep the interface boring and the implementation replaceable",
+    "find where the data comes from and who owns it before touching code",
+]
+_QUESTIONS = [
+    "What would make this unnecessary?",
+    "How will we know it worked?",
+    "What breaks first when load doubles?",
+    "Who is this for, exactly?",
+    "What is the simplest version we could ship this week?",
+]
+
+
+def _pick(seq: list[str], seed: bytes, salt: str) -> str:
+    digest = hashlib.sha256(seed + salt.encode()).digest()
+    return seq[int.from_bytes(digest[:4], "big") % len(seq)]
+
+
+def persona_reply(request: ModelRequest) -> str:
+    """A deterministic reply shaped by the persona named in the request options."""
+    persona = request.options.get("persona") or {}
+    name = persona.get("name") or "Assistant"
+    role = persona.get("role") or "generalist"
+    traits: list[str] = list(persona.get("traits") or [])
+    last = next((m for m in reversed(request.messages) if m.role == "user"), None)
+    topic = (last.content if last else "").strip().replace("\n", " ")
+    if len(topic) > 80:
+        topic = topic[:77] + "..."
+    seed = f"{name}|{topic}".encode()
+    trait = f" As someone {traits[0]}," if traits else ""
+    return (
+        f'{_pick(_OPENERS, seed, "o")}{trait} speaking as a {role}: on "{topic}", '
+        f"I would {_pick(_MOVES, seed, 'm')}. {_pick(_QUESTIONS, seed, 'q')} — {name}"
+    )
+
+
+def _tokens(text: str) -> list[str]:
+    """Split text into word-sized tokens that join back to the same text."""
+    out: list[str] = []
+    for i, word in enumerate(text.split(" ")):
+        out.append(word if i == 0 else " " + word)
+    return [t for t in out if t]
+
+
+def _fixed_length(text: str, n: int) -> str:
+    words = text.split()
+    filler = itertools.cycle(words or ["ok"])
+    while len(words) < n:
+        words.append(next(filler))
+    return " ".join(words[:n])
+
+
+class OfflineProvider:
+    """The offline model. Deterministic, scriptable, and free."""
+
+    def __init__(
+        self,
+        script: Iterable[Step] | ScriptFn | None = None,
+        *,
+        name: str = "offline",
+        strict: bool = False,
+    ) -> None:
+        self.name = name
+        self._fn: ScriptFn | None = script if callable(script) else None
+        self._queue: deque[Step] = deque() if callable(script) else deque(script or [])
+        # When strict, an exhausted script is an error instead of a persona reply.
+        self._strict = strict
+        self.requests: list[ModelRequest] = []
+
+    def push(self, *steps: Step) -> None:
+        self._queue.extend(steps)
+
+    @property
+    def calls(self) -> int:
+        return len(self.requests)
+
+    def _next_step(self, request: ModelRequest) -> Step:
+        if self._queue:
+            return self._queue.popleft()
+        if self._fn is not None:
+            return self._fn(request)
+        if self._strict:
+            raise ModelError(ErrorKind.UNKNOWN, "offline script exhausted")
+        return Reply(persona_reply(request))
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
+        opts = OfflineOptions.parse(request.model)
+        self.requests.append(request)
+        step = self._next_step(request)
+        if isinstance(step, str):
+            step = Reply(step)
+        delay = step.delay if isinstance(step, Reply) and step.delay is not None else opts.ttft
+        if delay > 0:
+            await asyncio.sleep(delay)
+        if isinstance(step, Fail):
+            if step.after_text:
+                yield TextDelta(step.after_text)
+            if step.after_tool_call:
+                yield ToolCallEvent("call_failed", "rethink", {"reason": "scripted"})
+            raise ModelError(
+                step.kind,
+                step.message,
+                status=step.status,
+                retry_after=step.retry_after,
+                provider=self.name,
+                model=request.model,
+            )
+        text = step.text
+        if opts.tokens is not None and not step.tool_calls:
+            text = _fixed_length(text, opts.tokens)
+        if step.thinking:
+            yield ThinkingDelta(step.thinking)
+        out_tokens = 0
+        interval = 1.0 / opts.tps if opts.tps > 0 else 0.0
+        for i, tok in enumerate(_tokens(text)):
+            if interval and i:
+                await asyncio.sleep(interval)
+            out_tokens += 1
+            yield TextDelta(tok)
+        for i, (tool, args) in enumerate(step.tool_calls):
+            call_id = f"call_{len(self.requests)}_{i}"
+            yield ToolCallEvent(call_id, tool, args)
+            out_tokens += estimate_tokens(str(args)) + 2
+        yield UsageItem(Usage(input_tokens=_prompt_tokens(request), output_tokens=out_tokens))
+        stop = step.stop or ("tool_use" if step.tool_calls else "end_turn")
+        yield StopItem(stop)
+
+    async def aclose(self) -> None:
+        return None
+
+
+def _prompt_tokens(request: ModelRequest) -> int:
+    return estimate_tokens(request.system) + sum(message_tokens(m) for m in request.messages)

@@ -1,0 +1,81 @@
+"""From a model string (``openai:gpt-4o``) to a provider instance.
+
+Providers are created lazily and cached, so a process that only ever uses
+the offline model never constructs an SDK client.
+"""
+
+from __future__ import annotations
+
+from engine.errors import ErrorKind, ModelError
+from engine.providers.base import Provider
+from engine.providers.offline import OfflineProvider
+from engine.settings import EngineSettings
+
+KNOWN = ("openai", "anthropic", "offline")
+
+
+def split_model(model: str) -> tuple[str, str]:
+    """``"openai:gpt-4o"`` → ``("openai", "gpt-4o")``. A bare name means offline."""
+    provider, sep, name = model.partition(":")
+    if not sep:
+        return "offline", model
+    return provider.strip().lower(), name.strip()
+
+
+class ProviderRegistry:
+    """Creates and caches one provider per vendor.
+
+    ``overrides`` replaces a vendor's provider (tests hand in a scripted
+    offline model this way, under any vendor name).
+    """
+
+    def __init__(
+        self,
+        settings: EngineSettings | None = None,
+        overrides: dict[str, Provider] | None = None,
+    ) -> None:
+        self.settings = settings or EngineSettings()
+        self._providers: dict[str, Provider] = dict(overrides or {})
+
+    def resolve(self, model: str) -> tuple[Provider, str]:
+        vendor, name = split_model(model)
+        if not name:
+            raise ModelError(ErrorKind.MODEL_NOT_FOUND, f"model string {model!r} names no model")
+        provider = self._providers.get(vendor)
+        if provider is None:
+            provider = self._create(vendor)
+            self._providers[vendor] = provider
+        return provider, name
+
+    def _create(self, vendor: str) -> Provider:
+        s = self.settings
+        if vendor == "offline":
+            return OfflineProvider()
+        if vendor == "openai":
+            if not s.openai_api_key and not s.openai_base_url:
+                raise ModelError(
+                    ErrorKind.AUTH,
+                    "OPENAI_API_KEY is not set (set it, or OPENAI_BASE_URL for a local "
+                    "OpenAI-compatible server)",
+                    provider="openai",
+                )
+            from engine.providers.openai import OpenAIProvider
+
+            # Local OpenAI-compatible servers (vLLM, Ollama, LM Studio) accept any key.
+            return OpenAIProvider(api_key=s.openai_api_key or "local", base_url=s.openai_base_url)
+        if vendor == "anthropic":
+            if not s.anthropic_api_key:
+                raise ModelError(
+                    ErrorKind.AUTH, "ANTHROPIC_API_KEY is not set", provider="anthropic"
+                )
+            from engine.providers.anthropic import AnthropicProvider
+
+            return AnthropicProvider(api_key=s.anthropic_api_key, base_url=s.anthropic_base_url)
+        raise ModelError(
+            ErrorKind.MODEL_NOT_FOUND,
+            f"unknown provider {vendor!r}; use one of {', '.join(KNOWN)} (e.g. openai:gpt-4o)",
+        )
+
+    async def aclose(self) -> None:
+        for p in self._providers.values():
+            await p.aclose()

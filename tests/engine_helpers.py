@@ -1,0 +1,60 @@
+"""Helpers shared by the engine tests: a scripted engine and an event recorder."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.engine import Engine
+from engine.events import EngineEvent
+from engine.providers.offline import OfflineProvider, Step
+from engine.providers.registry import ProviderRegistry
+from engine.settings import EngineSettings
+
+
+class Recorder:
+    """Collects engine events; ``kinds`` gives their type names in order."""
+
+    def __init__(self) -> None:
+        self.events: list[EngineEvent] = []
+
+    async def __call__(self, event: EngineEvent) -> None:
+        self.events.append(event)
+
+    @property
+    def kinds(self) -> list[str]:
+        return [e.type for e in self.events]
+
+    def of(self, kind: str) -> list[Any]:
+        return [e for e in self.events if e.type == kind]
+
+
+class FakeSleep:
+    """Records requested delays instead of waiting."""
+
+    def __init__(self) -> None:
+        self.delays: list[float] = []
+
+    async def __call__(self, seconds: float) -> None:
+        self.delays.append(seconds)
+
+
+def scripted_engine(
+    *steps: Step,
+    providers: dict[str, OfflineProvider] | None = None,
+    model: str = "offline:test",
+    fallbacks: list[str] | None = None,
+    **settings: Any,
+) -> tuple[Engine, OfflineProvider, FakeSleep]:
+    """An engine on a strict scripted offline model, with instant retries."""
+    provider = OfflineProvider(list(steps), strict=True)
+    overrides: dict[str, Any] = {"offline": provider, **(providers or {})}
+    sleep = FakeSleep()
+    engine = Engine(
+        ProviderRegistry(EngineSettings(**settings), overrides),
+        model=model,
+        fallbacks=fallbacks or [],
+        settings=EngineSettings(**settings),
+        sleep=sleep,
+        rand=lambda: 0.5,
+    )
+    return engine, provider, sleep
