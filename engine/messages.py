@@ -94,6 +94,8 @@ class Conversation(BaseModel):
     summary: str | None = None
     messages: list[Message] = Field(default_factory=list)
     compactions: int = 0
+    # Owner bookkeeping the engine ignores (e.g. how far a VP has read the group log).
+    meta: dict[str, Any] = Field(default_factory=dict)
 
 
 def estimate_tokens(text: str) -> int:

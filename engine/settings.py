@@ -19,6 +19,9 @@ class EngineSettings(BaseSettings):
         description="Primary model as provider:name. Unset: the first provider with a key, "
         "else the offline model.",
     )
+    fast_model: str | None = Field(
+        default=None, description="Model for personas whose modelHint is 'fast'."
+    )
     fallback_models: list[str] = Field(
         default_factory=list, description="Models tried in order when the primary fails."
     )
