@@ -8,15 +8,24 @@ is not loopback, so no test can reach the internet by accident.
 from __future__ import annotations
 
 import ipaddress
+import os
+import secrets
 import socket
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+# Ray reads its auth mode when it is first imported, so token authentication
+# is configured here, before any fixture module imports ray: a fresh random
+# token for this test session, never a developer's own.
+os.environ["RAY_AUTH_MODE"] = "token"
+os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
+
 pytest_plugins = [
     "tests.fixtures.llm_server",
     "tests.fixtures.stores",
+    "tests.fixtures.memory",
     "tests.fixtures.ray_cluster",
 ]
 

@@ -118,7 +118,9 @@ def persona_reply(request: ModelRequest) -> str:
     role = persona.get("role") or "generalist"
     traits: list[str] = list(persona.get("traits") or [])
     last = next((m for m in reversed(request.messages) if m.role == "user"), None)
-    topic = (last.content if last else "").strip().replace("\n", " ")
+    # Quoting the question must not quote its @mentions: in a group that
+    # would address the other VPs again and start a chain nobody asked for.
+    topic = (last.content if last else "").strip().replace("\n", " ").replace("@", "")
     if len(topic) > 80:
         topic = topic[:77] + "..."
     seed = f"{name}|{topic}".encode()

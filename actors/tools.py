@@ -1,0 +1,54 @@
+"""Tools that only make sense inside a group: ``route_forward``.
+
+The tool asks the group's coordinator (``ctx.services["router"]``) to hand
+work to another VP. Refusals come back to the model as ``{ok: false, error}``
+and the turn goes on; a successful forward ends the sender's turn.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from engine.tools.registry import Tool, ToolContext
+
+
+class RouteForwardParams(BaseModel):
+    to: str = Field(
+        min_length=1, max_length=64, description="The id of the VP to hand over to, or 'all'."
+    )
+    text: str = Field(
+        min_length=1, max_length=20_000, description="What the other VP should do, self-contained."
+    )
+    reason: str | None = Field(
+        default=None, max_length=500, description="Why this VP is the right one."
+    )
+
+
+async def _route_forward(params: RouteForwardParams, ctx: ToolContext) -> dict[str, Any]:
+    router = ctx.services.get("router")
+    if router is None or ctx.vp_id is None or ctx.group_id is None:
+        return {"ok": False, "error": "router_unavailable"}
+    target = params.to.removeprefix("@")
+    result: dict[str, Any] = await router(target, params.text, params.reason)
+    if result.get("ok"):
+        ctx.request_end_turn("route_forward", to=target, dispatched=result.get("dispatched"))
+    return result
+
+
+def _has_company(ctx: ToolContext) -> bool:
+    # Hidden in one-VP groups: there is nobody to forward to.
+    roster = ctx.services.get("roster") or []
+    return ctx.services.get("router") is not None and len(roster) > 1
+
+
+def route_forward_tool() -> Tool:
+    return Tool(
+        "route_forward",
+        "Hand this work to another VP in the group. Ends your turn when it succeeds.",
+        RouteForwardParams,
+        _route_forward,
+        available=_has_company,
+        timeout=30.0,
+    )

@@ -1,0 +1,428 @@
+"""Anthropic's Messages API through the ``anthropic`` SDK.
+
+This is the only module that imports ``anthropic``. It streams with
+``messages.create(stream=True)`` and reads the raw events itself: the SDK's
+higher-level stream helper would accumulate a full message the engine does
+not need and hide the per-block boundaries that tell when a tool call is
+complete.
+
+The SDK's own retries are off (``max_retries=0``): the engine retries with
+its own backoff and fallback chain, and two retry layers would multiply.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, cast
+
+import anthropic
+from anthropic import AsyncAnthropic
+from anthropic import types as wire
+
+from engine.errors import ErrorKind, ModelError, classify, parse_retry_after
+from engine.events import TextDelta, ThinkingDelta, ToolCallEvent
+from engine.messages import Message, Usage
+from engine.providers.base import ModelRequest, StopItem, StreamItem, ToolSpec, UsageItem
+
+StopReason = Literal["end_turn", "max_tokens", "tool_use"]
+
+_STOP: dict[str, StopReason] = {
+    "end_turn": "end_turn",
+    "stop_sequence": "end_turn",
+    "max_tokens": "max_tokens",
+    "tool_use": "tool_use",
+    # The context window filled while generating: to the engine that is a
+    # length stop, and continuing then overflows into compaction as it should.
+    "model_context_window_exceeded": "max_tokens",
+}
+
+# An ``error`` event arrives inside a 200 response, so its HTTP status says
+# nothing. These are the statuses Anthropic uses for the same error types
+# before a stream starts, so classify() sees the same input either way.
+_ERROR_TYPE_STATUS = {
+    "invalid_request_error": 400,
+    "authentication_error": 401,
+    "billing_error": 402,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "request_too_large": 413,
+    "rate_limit_error": 429,
+    "api_error": 500,
+    "timeout_error": 504,
+    "overloaded_error": 529,
+}
+
+# Network failures during the body are raised by the HTTP stack itself (the
+# SDK wraps them only while connecting); these are the packages they come from.
+_TRANSPORT_PACKAGES = frozenset({"httpx", "httpx2", "httpcore", "httpcore2", "h11", "anyio"})
+
+
+class AnthropicProvider:
+    """A :class:`~engine.providers.base.Provider` for Anthropic's Messages API.
+
+    ``api_key`` falls back to what the SDK finds (``ANTHROPIC_API_KEY`` and
+    its other credential sources). Request options understood:
+    ``thinking_budget`` (int, enables extended thinking with that budget) and
+    ``thinking="adaptive"``.
+    """
+
+    def __init__(
+        self,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        name: str = "anthropic",
+        timeout: float = 600.0,
+        extra_headers: Mapping[str, str] | None = None,
+    ) -> None:
+        self.name = name
+        try:
+            self._client = AsyncAnthropic(
+                api_key=api_key or None,
+                base_url=base_url,
+                timeout=timeout,
+                max_retries=0,
+                default_headers=dict(extra_headers) if extra_headers else None,
+            )
+        except anthropic.AnthropicError as exc:
+            # Without an api_key the SDK reads credential profiles from disk
+            # and raises on a broken one; to the engine that is an auth problem.
+            raise ModelError(ErrorKind.AUTH, str(exc), provider=name) from exc
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
+        """Stream one Messages call as engine stream items.
+
+        Ends with exactly one :class:`StopItem`; raises :class:`ModelError`
+        for every failure. Cancellation propagates untouched.
+        """
+        self._check_credentials(request.model)
+        max_tokens, thinking = _thinking(request)
+        extra_body: dict[str, Any] = {}
+        if request.temperature is not None and thinking is None:
+            # The 2.x SDK's create() has no temperature parameter; the API
+            # still takes one, except together with thinking.
+            extra_body["temperature"] = request.temperature
+        reader = _EventReader()
+        try:
+            stream = await self._client.messages.create(
+                model=request.model,
+                max_tokens=max_tokens,
+                messages=cast(Any, to_anthropic_messages(request.messages)),
+                system=request.system or anthropic.omit,
+                tools=cast(Any, [to_anthropic_tool(t) for t in request.tools]) or anthropic.omit,
+                thinking=cast(Any, thinking) if thinking is not None else anthropic.omit,
+                stream=True,
+                extra_body=extra_body or None,
+            )
+            async with stream:
+                async for event in stream:
+                    for item in reader.feed(event):
+                        yield item
+        except Exception as exc:
+            # SDK errors, transport errors, and malformed payloads (ValueError
+            # from JSON decoding) are the server's doing; anything else is a
+            # bug here and propagates as itself. CancelledError is not an
+            # Exception, so it always passes through untouched.
+            if not (
+                isinstance(exc, anthropic.AnthropicError | ValueError | OSError)
+                or _is_transport_error(exc)
+            ):
+                raise
+            raise self._error(exc, request.model) from exc
+        for item in reader.finish(self.name, request.model):
+            yield item
+
+    async def aclose(self) -> None:
+        """Close the SDK client and its connection pool."""
+        await self._client.close()
+
+    def _check_credentials(self, model: str) -> None:
+        # Without any credential the SDK raises a bare TypeError at request
+        # time; saying so here gives the engine an auth error it can report.
+        client = self._client
+        if not (client.api_key or client.auth_token or getattr(client, "credentials", None)):
+            raise ModelError(
+                ErrorKind.AUTH,
+                "no Anthropic API key: pass api_key or set ANTHROPIC_API_KEY",
+                provider=self.name,
+                model=model,
+            )
+
+    def _error(self, exc: Exception, model: str) -> ModelError:
+        """Translate an SDK (or transport) exception into a classified ModelError."""
+        if isinstance(exc, anthropic.APIConnectionError | OSError) or _is_transport_error(exc):
+            # APITimeoutError is a subclass: both mean the server never answered
+            # in full, which is worth a retry like any other timeout.
+            sdk_message = ""
+            if isinstance(exc, anthropic.APIError):
+                # The SDK's timeout text is a paragraph with a link; keep it short.
+                timed_out = isinstance(exc, anthropic.APITimeoutError)
+                sdk_message = "request timed out" if timed_out else "connection error"
+            return ModelError(
+                ErrorKind.TIMEOUT,
+                _transport_message(exc, sdk_message),
+                provider=self.name,
+                model=model,
+            )
+        status: int | None = None
+        retry_after: float | None = None
+        code: str | None = None
+        if isinstance(exc, anthropic.APIStatusError):
+            error_type, message = _error_fields(exc.body)
+            message = message or exc.message
+            code = getattr(exc, "error_code", None)
+            if exc.status_code >= 400:
+                status = exc.status_code
+                retry_after = retry_after_from(exc.response.headers)
+            else:
+                status = _ERROR_TYPE_STATUS.get(error_type or "")
+        else:
+            message = f"{type(exc).__name__}: {exc}"
+        return ModelError(
+            classify(status, message, code),
+            message,
+            status=status,
+            retry_after=retry_after,
+            provider=self.name,
+            model=model,
+        )
+
+
+# --- request translation -------------------------------------------------
+
+
+def to_anthropic_tool(spec: ToolSpec) -> dict[str, Any]:
+    """A tool spec in the Messages API shape."""
+    return {"name": spec.name, "description": spec.description, "input_schema": spec.parameters}
+
+
+def to_anthropic_messages(messages: list[Message]) -> list[dict[str, Any]]:
+    """The transcript as Messages API content blocks.
+
+    Tool results become ``tool_result`` blocks in user messages. Consecutive
+    messages of one role are merged, because the API requires user and
+    assistant to alternate, and in a merged user message the tool results
+    come first, because the API requires that too.
+    """
+    out: list[dict[str, Any]] = []
+    for msg in messages:
+        role = "assistant" if msg.role == "assistant" else "user"
+        blocks = _assistant_blocks(msg) if role == "assistant" else _user_blocks(msg)
+        if not blocks:
+            continue  # the API rejects empty content, and an empty turn says nothing
+        if out and out[-1]["role"] == role:
+            out[-1]["content"].extend(blocks)
+        else:
+            out.append({"role": role, "content": blocks})
+    for entry in out:
+        if entry["role"] == "user":
+            blocks = entry["content"]
+            results = [b for b in blocks if b["type"] == "tool_result"]
+            entry["content"] = results + [b for b in blocks if b["type"] != "tool_result"]
+    return out
+
+
+def _user_blocks(msg: Message) -> list[dict[str, Any]]:
+    if msg.role == "tool":
+        block: dict[str, Any] = {
+            "type": "tool_result",
+            "tool_use_id": msg.tool_call_id or "",
+            "content": msg.content,
+        }
+        if msg.is_error:
+            block["is_error"] = True
+        return [block]
+    return [{"type": "text", "text": msg.content}] if msg.content else []
+
+
+def _assistant_blocks(msg: Message) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = []
+    # Thinking goes back first and only with its signature: the API verifies
+    # it, and thinking from another provider has none to verify.
+    for thought in msg.thinking:
+        if thought.signature:
+            blocks.append(
+                {"type": "thinking", "thinking": thought.text, "signature": thought.signature}
+            )
+    if msg.content:
+        blocks.append({"type": "text", "text": msg.content})
+    for call in msg.tool_calls:
+        blocks.append(
+            {"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments}
+        )
+    return blocks
+
+
+def _thinking(request: ModelRequest) -> tuple[int, dict[str, Any] | None]:
+    """``max_tokens`` and the ``thinking`` parameter for this request."""
+    max_tokens = request.max_tokens
+    if request.options.get("thinking") == "adaptive":
+        return max_tokens, {"type": "adaptive"}
+    budget = request.options.get("thinking_budget")
+    if not budget:
+        return max_tokens, None
+    budget = int(budget)
+    if budget >= max_tokens:
+        # The API requires budget < max_tokens. Treat max_tokens as the room
+        # left for the answer, on top of the thinking budget.
+        max_tokens = budget + max_tokens
+    return max_tokens, {"type": "enabled", "budget_tokens": budget}
+
+
+# --- response translation ------------------------------------------------
+
+
+@dataclass
+class _ToolBlock:
+    id: str
+    name: str
+    initial: dict[str, Any]
+    parts: list[str] = field(default_factory=list)
+
+
+class _EventReader:
+    """Turns raw stream events into stream items, accumulating tool input per block."""
+
+    def __init__(self) -> None:
+        self._tools: dict[int, _ToolBlock] = {}
+        self._usage = Usage()
+        self._stop: str | None = None
+        self._emitted_calls = False
+
+    def feed(self, event: Any) -> list[StreamItem]:
+        if isinstance(event, wire.RawContentBlockDeltaEvent):
+            return self._delta(event)
+        if isinstance(event, wire.RawContentBlockStartEvent):
+            return self._start(event)
+        if isinstance(event, wire.RawContentBlockStopEvent):
+            return self._stop_block(event.index)
+        if isinstance(event, wire.RawMessageStartEvent):
+            self._usage = _merge_usage(self._usage, event.message.usage)
+        elif isinstance(event, wire.RawMessageDeltaEvent):
+            self._stop = event.delta.stop_reason or self._stop
+            self._usage = _merge_usage(self._usage, event.usage)
+        return []
+
+    def finish(self, provider: str, model: str) -> list[StreamItem]:
+        """The closing items; raises if the stream ended before the model did."""
+        if self._stop is None:
+            # No stop reason means the stream was cut; a retry is better than
+            # taking half an answer for a whole one.
+            raise ModelError(
+                ErrorKind.TIMEOUT,
+                "the stream ended before the model finished (no stop_reason)",
+                provider=provider,
+                model=model,
+            )
+        reason: StopReason = (
+            "tool_use" if self._emitted_calls else _STOP.get(self._stop, "end_turn")
+        )
+        return [UsageItem(self._usage), StopItem(reason)]
+
+    def _start(self, event: wire.RawContentBlockStartEvent) -> list[StreamItem]:
+        block = event.content_block
+        if isinstance(block, wire.ToolUseBlock):
+            self._tools[event.index] = _ToolBlock(block.id, block.name, dict(block.input or {}))
+        elif isinstance(block, wire.TextBlock) and block.text:
+            return [TextDelta(block.text)]
+        elif isinstance(block, wire.ThinkingBlock) and (block.thinking or block.signature):
+            return [ThinkingDelta(block.thinking, signature=block.signature or None)]
+        # Redacted thinking and server-side tool blocks have no engine form; skipped.
+        return []
+
+    def _delta(self, event: wire.RawContentBlockDeltaEvent) -> list[StreamItem]:
+        delta = event.delta
+        if isinstance(delta, wire.TextDelta):
+            return [TextDelta(delta.text)] if delta.text else []
+        if isinstance(delta, wire.ThinkingDelta):
+            return [ThinkingDelta(delta.thinking)] if delta.thinking else []
+        if isinstance(delta, wire.SignatureDelta):
+            return [ThinkingDelta("", signature=delta.signature)]
+        if isinstance(delta, wire.InputJSONDelta):
+            tool = self._tools.get(event.index)
+            if tool is not None:
+                tool.parts.append(delta.partial_json)
+        return []
+
+    def _stop_block(self, index: int) -> list[StreamItem]:
+        tool = self._tools.pop(index, None)
+        if tool is None:
+            return []
+        raw = "".join(tool.parts)
+        arguments = parse_arguments(raw) if raw.strip() else tool.initial
+        self._emitted_calls = True
+        return [ToolCallEvent(id=tool.id, name=tool.name, arguments=arguments)]
+
+
+def _merge_usage(current: Usage, raw: Any) -> Usage:
+    """``current`` updated with the counts ``raw`` carries.
+
+    ``message_start`` has the input side, ``message_delta`` the output and,
+    on newer servers, final input counts too; whichever came last wins.
+    """
+
+    def pick(name: str, old: int) -> int:
+        value = getattr(raw, name, None)
+        return int(value) if value is not None else old
+
+    return Usage(
+        input_tokens=pick("input_tokens", current.input_tokens),
+        output_tokens=pick("output_tokens", current.output_tokens),
+        cache_read_tokens=pick("cache_read_input_tokens", current.cache_read_tokens),
+        cache_write_tokens=pick("cache_creation_input_tokens", current.cache_write_tokens),
+    )
+
+
+def parse_arguments(raw: str) -> dict[str, Any]:
+    """Tool input from its JSON text; anything but a JSON object becomes ``{"_raw": text}``.
+
+    The ``_raw`` form matches no tool's schema, so the registry answers the
+    model with a clear validation error rather than running a guessed call.
+    """
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return {"_raw": raw}
+    return value if isinstance(value, dict) else {"_raw": raw}
+
+
+# --- errors --------------------------------------------------------------
+
+
+def retry_after_from(headers: Mapping[str, str]) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` (preferred, finer) or ``retry-after``."""
+    millis = headers.get("retry-after-ms")
+    if millis:
+        try:
+            return max(0.0, float(millis) / 1000.0)
+        except ValueError:
+            pass
+    return parse_retry_after(headers.get("retry-after"))
+
+
+def _error_fields(body: object) -> tuple[str | None, str | None]:
+    """``(error.type, error.message)`` from an Anthropic error body."""
+    if isinstance(body, dict):
+        inner = body.get("error")
+        if isinstance(inner, dict):
+            kind, message = inner.get("type"), inner.get("message")
+            return (
+                kind if isinstance(kind, str) else None,
+                message if isinstance(message, str) else None,
+            )
+    if isinstance(body, str) and body:
+        return None, body
+    return None, None
+
+
+def _transport_message(exc: BaseException, sdk_message: str) -> str:
+    # The SDK's own text hides the cause worth logging.
+    if not sdk_message:
+        return f"{type(exc).__name__}: {exc}"
+    cause = exc.__cause__ or exc.__context__
+    return f"{sdk_message} ({type(cause).__name__}: {cause})" if cause else sdk_message
+
+
+def _is_transport_error(exc: BaseException) -> bool:
+    return type(exc).__module__.partition(".")[0] in _TRANSPORT_PACKAGES

@@ -1,0 +1,424 @@
+"""OpenAI and OpenAI-compatible servers through the ``openai`` SDK.
+
+Speaks Chat Completions, the one API that vLLM, Ollama, LM Studio, llama.cpp
+and most hosted gateways implement as well, so the same class serves all of
+them through ``base_url``. This is the only module that imports ``openai``.
+
+The SDK's own retries are off (``max_retries=0``): the engine retries with
+its own backoff and fallback chain, and two retry layers would multiply.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, cast
+
+import openai
+from openai import AsyncOpenAI
+
+from engine.errors import ErrorKind, ModelError, classify, parse_retry_after
+from engine.events import TextDelta, ThinkingDelta, ToolCallEvent
+from engine.messages import Message, Usage
+from engine.providers.base import ModelRequest, StopItem, StreamItem, ToolSpec, UsageItem
+
+StopReason = Literal["end_turn", "max_tokens", "tool_use"]
+
+_FINISH: dict[str, StopReason] = {
+    "stop": "end_turn",
+    "length": "max_tokens",
+    "tool_calls": "tool_use",
+    "function_call": "tool_use",
+    "content_filter": "end_turn",
+}
+
+# Reasoning text is not part of the official schema; vLLM and DeepSeek send
+# ``reasoning_content``, OpenRouter and newer vLLM send ``reasoning``. Some
+# servers send both with the same text, so only the first one found is used.
+_REASONING_FIELDS = ("reasoning_content", "reasoning")
+
+# A mid-stream error payload has no HTTP status of its own. These are the
+# statuses its error type or code would have had before the stream began, so
+# that classify() sees the same input for the same failure either way.
+_STREAM_ERROR_STATUS = {
+    "server_error": 500,
+    "internal_error": 500,
+    "rate_limit_exceeded": 429,
+    "rate_limit_error": 429,
+    "requests": 429,
+    "tokens": 429,
+    "overloaded_error": 529,
+    "service_unavailable": 503,
+    "timeout": 504,
+}
+
+# Local servers ignore the key, but the SDK refuses to start without one.
+_LOCAL_KEY = "not-needed"
+
+# Network failures the SDK does not wrap while a body is being read surface
+# as exceptions of the HTTP stack itself; these are the packages they come from.
+_TRANSPORT_PACKAGES = frozenset({"httpx", "httpx2", "httpcore", "httpcore2", "h11", "anyio"})
+
+
+class OpenAIProvider:
+    """A :class:`~engine.providers.base.Provider` for OpenAI-compatible Chat Completions.
+
+    ``api_key`` falls back to ``OPENAI_API_KEY``; with a ``base_url`` (a local
+    server) a missing key is replaced by a placeholder, since such servers do
+    not check it. ``timeout`` is the SDK's per-request timeout in seconds.
+    """
+
+    def __init__(
+        self,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        name: str = "openai",
+        timeout: float = 600.0,
+        extra_headers: Mapping[str, str] | None = None,
+    ) -> None:
+        self.name = name
+        key = api_key or os.environ.get("OPENAI_API_KEY") or (_LOCAL_KEY if base_url else None)
+        if key is None:
+            raise ModelError(
+                ErrorKind.AUTH,
+                "no OpenAI API key: pass api_key, set OPENAI_API_KEY, or give a base_url",
+                provider=name,
+            )
+        # The official API wants ``max_completion_tokens`` (reasoning models
+        # reject ``max_tokens``); compatible servers reliably know only
+        # ``max_tokens``. ``options["max_tokens_field"]`` overrides the guess.
+        self._max_tokens_field = "max_tokens" if base_url else "max_completion_tokens"
+        self._client = AsyncOpenAI(
+            api_key=key,
+            base_url=base_url,
+            timeout=timeout,
+            max_retries=0,
+            default_headers=dict(extra_headers) if extra_headers else None,
+        )
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
+        """Stream one Chat Completions call as engine stream items.
+
+        Ends with exactly one :class:`StopItem`; raises :class:`ModelError`
+        for every failure. Cancellation propagates untouched.
+        """
+        reader = _ChunkReader()
+        max_tokens_field = request.options.get("max_tokens_field", self._max_tokens_field)
+        try:
+            stream = await self._client.chat.completions.create(
+                model=request.model,
+                messages=cast(Any, to_openai_messages(request.system, request.messages)),
+                stream=True,
+                stream_options={"include_usage": True},
+                tools=cast(Any, [to_openai_tool(t) for t in request.tools]) or openai.omit,
+                temperature=(
+                    request.temperature if request.temperature is not None else openai.omit
+                ),
+                # Through extra_body because the field's name is chosen at run time.
+                extra_body={max_tokens_field: request.max_tokens},
+            )
+            async with stream:
+                async for chunk in stream:
+                    for item in reader.feed(chunk):
+                        yield item
+        except Exception as exc:
+            # SDK errors, transport errors, and malformed payloads (ValueError
+            # from JSON decoding) are the server's doing; anything else is a
+            # bug here and propagates as itself. CancelledError is not an
+            # Exception, so it always passes through untouched.
+            if not (
+                isinstance(exc, openai.OpenAIError | ValueError | OSError)
+                or _is_transport_error(exc)
+            ):
+                raise
+            raise self._error(exc, request.model) from exc
+        for item in reader.finish(self.name, request.model):
+            yield item
+
+    async def aclose(self) -> None:
+        """Close the SDK client and its connection pool."""
+        await self._client.close()
+
+    def _error(self, exc: Exception, model: str) -> ModelError:
+        """Translate an SDK (or transport) exception into a classified ModelError."""
+        status: int | None = None
+        retry_after: float | None = None
+        code: str | None = None
+        if isinstance(exc, openai.APIConnectionError | OSError) or _is_transport_error(exc):
+            # APITimeoutError is a subclass: both mean the server never answered
+            # in full, which is worth a retry like any other timeout.
+            return ModelError(
+                ErrorKind.TIMEOUT,
+                _transport_message(exc, exc.message if isinstance(exc, openai.APIError) else ""),
+                provider=self.name,
+                model=model,
+            )
+        if isinstance(exc, openai.APIStatusError):
+            status = exc.status_code
+            message = _body_message(exc.body) or exc.message
+            code = exc.code
+            retry_after = retry_after_from(exc.response.headers)
+        elif isinstance(exc, openai.APIError):
+            # An error payload inside an otherwise successful stream.
+            message = exc.message
+            code = exc.code
+            by_type = _STREAM_ERROR_STATUS.get(exc.type or "")
+            status = _STREAM_ERROR_STATUS.get(code or "", by_type)
+        else:
+            message = f"{type(exc).__name__}: {exc}"
+        return ModelError(
+            classify(status, message, code),
+            message,
+            status=status,
+            retry_after=retry_after,
+            provider=self.name,
+            model=model,
+        )
+
+
+# --- request translation -------------------------------------------------
+
+
+def to_openai_tool(spec: ToolSpec) -> dict[str, Any]:
+    """A tool spec as a Chat Completions function tool."""
+    return {
+        "type": "function",
+        "function": {
+            "name": spec.name,
+            "description": spec.description,
+            "parameters": spec.parameters,
+        },
+    }
+
+
+def to_openai_messages(system: str, messages: list[Message]) -> list[dict[str, Any]]:
+    """The system prompt and transcript as Chat Completions messages.
+
+    Thinking is dropped: OpenAI does not accept reasoning back, and
+    compatible servers differ on whether they do.
+    """
+    out: list[dict[str, Any]] = []
+    if system:
+        out.append({"role": "system", "content": system})
+    for msg in messages:
+        if msg.role == "user":
+            out.append({"role": "user", "content": msg.content})
+        elif msg.role == "assistant":
+            entry: dict[str, Any] = {"role": "assistant", "content": msg.content}
+            if msg.tool_calls:
+                # ``content`` stays even when empty: several compatible servers
+                # reject an assistant message that lacks the key.
+                entry["tool_calls"] = [
+                    {
+                        "id": call.id,
+                        "type": "function",
+                        "function": {"name": call.name, "arguments": _dump_args(call.arguments)},
+                    }
+                    for call in msg.tool_calls
+                ]
+            out.append(entry)
+        else:
+            content = msg.content
+            if msg.is_error and not content.lower().startswith("error"):
+                # Chat Completions has no error flag on tool results; say it in words.
+                content = f"Error: {content}"
+            out.append({"role": "tool", "tool_call_id": msg.tool_call_id or "", "content": content})
+    return out
+
+
+def _dump_args(arguments: dict[str, Any]) -> str:
+    # Arguments that did not parse are sent back exactly as the model wrote them.
+    if set(arguments) == {"_raw"} and isinstance(arguments["_raw"], str):
+        return arguments["_raw"]
+    return json.dumps(arguments, ensure_ascii=False)
+
+
+# --- response translation ------------------------------------------------
+
+
+@dataclass
+class _PendingCall:
+    id: str = ""
+    name: str = ""
+    parts: list[str] = field(default_factory=list)
+
+
+class _ChunkReader:
+    """Turns streamed chunks into stream items, accumulating tool-call fragments."""
+
+    def __init__(self) -> None:
+        self._calls: dict[int, _PendingCall] = {}
+        self._last_key: int | None = None
+        self._finish: str | None = None
+        self._usage: Usage | None = None
+        self._emitted_calls = False
+
+    def feed(self, chunk: Any) -> list[StreamItem]:
+        items: list[StreamItem] = []
+        if getattr(chunk, "usage", None) is not None:
+            self._usage = _usage(chunk.usage)
+        for choice in chunk.choices or []:
+            if choice.index:
+                continue  # only one choice is ever requested
+            delta = choice.delta
+            if delta is not None:
+                reasoning = _reasoning(delta)
+                if reasoning:
+                    items.append(ThinkingDelta(reasoning))
+                if delta.content:
+                    items.append(TextDelta(delta.content))
+                for fragment in delta.tool_calls or []:
+                    # getattr: the SDK builds chunks without validation, so a
+                    # field a server left out is missing rather than None.
+                    fn = getattr(fragment, "function", None)
+                    self._add(
+                        getattr(fragment, "index", None),
+                        getattr(fragment, "id", None),
+                        getattr(fn, "name", None),
+                        getattr(fn, "arguments", None),
+                    )
+                if delta.function_call is not None:
+                    # The deprecated single-function form, still sent by some servers.
+                    self._add(-1, None, delta.function_call.name, delta.function_call.arguments)
+            if choice.finish_reason:
+                self._finish = choice.finish_reason
+                items.extend(self._flush())
+        return items
+
+    def finish(self, provider: str, model: str) -> list[StreamItem]:
+        """The closing items; raises if the stream ended before the model did."""
+        if self._finish is None:
+            # Without a finish reason the reply may be cut short; a retry is
+            # better than taking half an answer for a whole one.
+            raise ModelError(
+                ErrorKind.TIMEOUT,
+                "the stream ended before the model finished (no finish_reason)",
+                provider=provider,
+                model=model,
+            )
+        items: list[StreamItem] = list(self._flush())
+        if self._usage is not None:
+            items.append(UsageItem(self._usage))
+        reason: StopReason = (
+            "tool_use" if self._emitted_calls else _FINISH.get(self._finish, "end_turn")
+        )
+        items.append(StopItem(reason))
+        return items
+
+    def _add(
+        self, index: int | None, call_id: str | None, name: str | None, arguments: str | None
+    ) -> None:
+        if index is None:
+            # Servers that omit the index send each call whole; a new id is a new call.
+            if call_id or self._last_key is None:
+                index = max(self._calls, default=-1) + 1
+            else:
+                index = self._last_key
+        pending = self._calls.setdefault(index, _PendingCall())
+        self._last_key = index
+        if call_id:
+            pending.id = call_id
+        if name and name != pending.name:
+            # The name normally arrives once. A few gateways repeat it whole in
+            # every fragment (equal, so kept once); fragments of it are joined.
+            pending.name = pending.name + name if pending.name else name
+        if arguments:
+            pending.parts.append(arguments)
+
+    def _flush(self) -> list[StreamItem]:
+        items: list[StreamItem] = []
+        for key in sorted(self._calls):
+            call = self._calls[key]
+            items.append(
+                ToolCallEvent(
+                    id=call.id or f"call_{uuid.uuid4().hex[:24]}",
+                    name=call.name,
+                    arguments=parse_arguments("".join(call.parts)),
+                )
+            )
+        self._emitted_calls = self._emitted_calls or bool(items)
+        self._calls.clear()
+        self._last_key = None
+        return items
+
+
+def parse_arguments(raw: str) -> dict[str, Any]:
+    """Tool arguments from their JSON text.
+
+    Text that is not a JSON object comes back as ``{"_raw": text}``, which
+    no tool's schema accepts, so the registry answers the model with a clear
+    validation error instead of the call failing silently.
+    """
+    if not raw.strip():
+        return {}
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return {"_raw": raw}
+    return value if isinstance(value, dict) else {"_raw": raw}
+
+
+def _reasoning(delta: Any) -> str | None:
+    extra = getattr(delta, "model_extra", None) or {}
+    for name in _REASONING_FIELDS:
+        value = extra.get(name, getattr(delta, name, None))
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+def _usage(raw: Any) -> Usage:
+    details = getattr(raw, "prompt_tokens_details", None)
+    cached = (getattr(details, "cached_tokens", None) or 0) if details else 0
+    written = (getattr(details, "cache_write_tokens", None) or 0) if details else 0
+    prompt = raw.prompt_tokens or 0
+    # OpenAI counts cached tokens inside prompt_tokens; the engine's Usage
+    # counts them apart (as Anthropic does), so pricing never charges twice.
+    return Usage(
+        input_tokens=max(0, prompt - cached - written),
+        output_tokens=raw.completion_tokens or 0,
+        cache_read_tokens=cached,
+        cache_write_tokens=written,
+    )
+
+
+# --- errors --------------------------------------------------------------
+
+
+def retry_after_from(headers: Mapping[str, str]) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` (preferred, finer) or ``retry-after``."""
+    millis = headers.get("retry-after-ms")
+    if millis:
+        try:
+            return max(0.0, float(millis) / 1000.0)
+        except ValueError:
+            pass
+    return parse_retry_after(headers.get("retry-after"))
+
+
+def _body_message(body: object) -> str | None:
+    # The SDK hands over the inner ``error`` object; some servers send a bare string.
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict) and isinstance(inner.get("message"), str):
+            return str(inner["message"])
+        if isinstance(inner, str):
+            return inner
+    if isinstance(body, str) and body:
+        return body
+    return None
+
+
+def _transport_message(exc: BaseException, sdk_message: str) -> str:
+    # The SDK's own text ("Connection error.") hides the cause worth logging.
+    if not sdk_message:
+        return f"{type(exc).__name__}: {exc}"
+    cause = exc.__cause__ or exc.__context__
+    return f"{sdk_message} ({type(cause).__name__}: {cause})" if cause else sdk_message
+
+
+def _is_transport_error(exc: BaseException) -> bool:
+    return type(exc).__module__.partition(".")[0] in _TRANSPORT_PACKAGES

@@ -1,0 +1,86 @@
+"""Building blocks shared by every wire model: base classes, field types, limits.
+
+Two base classes encode the asymmetry of the protocol. Frames a client sends
+are untrusted, so they are strict: unknown fields are refused (a misspelt
+``grupId`` is reported instead of silently ignored), types are not coerced
+and NaN is refused. Frames the server sends are ours, and clients must keep
+working when a newer server adds a field, so they allow extra fields.
+
+Wire names are camelCase; Python code uses the snake_case attribute names.
+Both are accepted when a model is built in Python, and dumps use the wire
+names. Parsing off the wire (``protocol.codec``) accepts the wire names only.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, StringConstraints
+from pydantic.alias_generators import to_camel
+
+ID_PATTERN = r"^[A-Za-z0-9_-]+$"
+"""Characters allowed in every id a client sends (group, VP, turn, request...)."""
+
+MAX_ID_LENGTH = 128
+MAX_TEXT_LENGTH = 100_000
+MAX_NAME_LENGTH = 200
+MAX_PATH_LENGTH = 4096
+MAX_MENTIONS = 32
+MAX_ATTACHMENTS = 16
+MAX_ROSTER = 256
+MAX_CHOICES = 64
+
+Id = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID_LENGTH, pattern=ID_PATTERN)]
+"""A non-empty identifier of ``[A-Za-z0-9_-]``, at most 128 characters."""
+
+Text = Annotated[str, StringConstraints(min_length=1, max_length=MAX_TEXT_LENGTH)]
+"""A non-empty message text of at most 100,000 characters."""
+
+Name = Annotated[str, StringConstraints(min_length=1, max_length=MAX_NAME_LENGTH)]
+"""A short human-readable name (a group name, a file name)."""
+
+DirPath = Annotated[str, StringConstraints(min_length=1, max_length=MAX_PATH_LENGTH)]
+"""A filesystem path as the client spells it; never trusted as a real path here."""
+
+
+class ErrorCode(StrEnum):
+    """The ``code`` of an ``error`` frame; clients switch on it."""
+
+    BAD_JSON = "bad_json"
+    UNKNOWN_TYPE = "unknown_type"
+    INVALID_FRAME = "invalid_frame"
+    FRAME_TOO_LARGE = "frame_too_large"
+    RATE_LIMITED = "rate_limited"
+    UNAUTHORIZED = "unauthorized"
+    FORBIDDEN = "forbidden"
+    NOT_FOUND = "not_found"
+    GAP = "gap"
+    CONFLICT = "conflict"
+    INTERNAL = "internal"
+
+
+class ClientModel(BaseModel):
+    """Base of everything a client sends: strict, closed, camelCase on the wire."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        validate_by_name=True,
+        validate_by_alias=True,
+        serialize_by_alias=True,
+        extra="forbid",
+        strict=True,
+        allow_inf_nan=False,
+    )
+
+
+class ServerModel(BaseModel):
+    """Base of every server frame: open to extra fields, camelCase on the wire."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        validate_by_name=True,
+        validate_by_alias=True,
+        serialize_by_alias=True,
+        extra="allow",
+    )

@@ -1,0 +1,132 @@
+"""Frames the server sends to a client.
+
+These models are built by our own code, so ids are plain strings rather than
+the strict client id type: an engine that names a turn ``1a2b3c4d:linus`` must
+not fail to report it. Extra fields are allowed so that older clients keep
+parsing frames from a newer server.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
+
+from protocol.common import ErrorCode, ServerModel
+from protocol.data import DataPayload
+
+AgentState = Literal["idle", "thinking", "streaming", "tool", "error"]
+
+
+class ClaudeOutput(ServerModel):
+    """Output of a one-to-one conversation, one stream-json payload per frame."""
+
+    type: Literal["claude_output"] = "claude_output"
+    conversation_id: str
+    data: DataPayload
+
+
+class YeaftOutput(ServerModel):
+    """Output of one VP's turn in a group.
+
+    ``seq`` is the group's event-log sequence number; a reconnecting client
+    sends the last one it saw and receives everything after it.
+    """
+
+    type: Literal["yeaft_output"] = "yeaft_output"
+    conversation_id: str
+    group_id: str
+    vp_id: str
+    turn_id: str
+    seq: int = Field(ge=0)
+    data: DataPayload
+
+
+class SessionReady(ServerModel):
+    """A conversation is ready to take messages."""
+
+    type: Literal["session_ready"] = "session_ready"
+    conversation_id: str
+    session_id: str | None = None
+    model: str | None = None
+    capabilities: dict[str, Any] | None = None
+
+
+class AgentStatus(ServerModel):
+    """What a VP is doing right now, for typing indicators and status dots."""
+
+    type: Literal["agent_status"] = "agent_status"
+    group_id: str | None = None
+    vp_id: str | None = None
+    state: AgentState
+    turn_id: str | None = None
+
+
+class AskUserQuestion(ServerModel):
+    """A tool needs the user's decision; the client replies with ``ask_user_answer``.
+
+    ``expiresAt`` is a Unix time in seconds after which the answer is ignored.
+    """
+
+    type: Literal["ask_user_question"] = "ask_user_question"
+    request_id: str
+    prompt: str
+    choices: list[str] | None = None
+    multi_select: bool = False
+    conversation_id: str | None = None
+    group_id: str | None = None
+    vp_id: str | None = None
+    turn_id: str | None = None
+    expires_at: float | None = None
+
+
+class ErrorFrame(ServerModel):
+    """Something the client sent, or something the server tried, went wrong.
+
+    ``field`` is the dotted path of the offending field of the client's frame;
+    ``requestId`` echoes the request it answers when that is known.
+    """
+
+    type: Literal["error"] = "error"
+    code: ErrorCode
+    message: str
+    field: str | None = None
+    request_id: str | None = None
+    detail: dict[str, Any] | None = None
+
+
+class Ack(ServerModel):
+    """A group message is stored durably; ``messageId`` is its id in the group log."""
+
+    type: Literal["ack"] = "ack"
+    client_message_id: str | None = None
+    message_id: str
+    group_id: str
+
+
+class GroupUpdate(ServerModel):
+    """The current state of a group after it was created or changed."""
+
+    type: Literal["group_update"] = "group_update"
+    group: dict[str, Any]
+
+
+class Pong(ServerModel):
+    """The answer to ``ping``."""
+
+    type: Literal["pong"] = "pong"
+
+
+ServerFrame = Annotated[
+    ClaudeOutput
+    | YeaftOutput
+    | SessionReady
+    | AgentStatus
+    | AskUserQuestion
+    | ErrorFrame
+    | Ack
+    | GroupUpdate
+    | Pong,
+    Field(discriminator="type"),
+]
+"""Every frame the server may send, told apart by ``type``."""

@@ -1,0 +1,558 @@
+"""The embedded store: SQLite in WAL mode under a data directory.
+
+This is the default backend. It needs no server, and several processes (Ray
+actor processes and a gateway) may open the same directory at once:
+
+- WAL mode lets readers run while one writer commits, and ``busy_timeout``
+  makes a writer wait for another process's write lock instead of failing.
+- Every write that must be atomic (per-group event seq, idempotent message
+  append) runs in a ``BEGIN IMMEDIATE`` transaction, which takes the database
+  write lock up front, so a read-then-write inside it cannot race a writer in
+  another process. Unique indexes back the same rules up.
+- Blocking SQLite calls run on one dedicated thread per store instance, so
+  the event loop never blocks and the connection is only ever used by the
+  thread that opened it.
+
+Blocking event reads. SQLite has no notifications, so each store instance
+runs at most one poller thread, and only while some coroutine is waiting. It
+reads one number, the global AUTOINCREMENT counter of the events table, every
+``poll_interval`` seconds; when the counter moved it asks which groups got
+the new rows and wakes only their waiters. Cost is therefore one tiny query
+per interval per process, however many groups are watched. A writer in the
+same process wakes waiters (of every instance on the same file) at once,
+without waiting for a poll.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import sqlite3
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+
+from engine.messages import Conversation
+from store._shared import (
+    DEFAULT_EVENT_RETENTION,
+    check_retention,
+    client_message_id,
+    dump_envelope,
+    make_batch,
+)
+from store.base import EventBatch, Group, GroupMessage, NotFound, Store, StoreError
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+DB_FILENAME = "yeaft-store.sqlite3"
+
+# When the poller falls this many event rows behind (it was idle, or a burst
+# arrived), scanning them to find the groups is not worth it: it wakes every
+# waiter instead, and each re-reads its own group once.
+_SCAN_LIMIT = 1_000
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS groups (
+    id TEXT PRIMARY KEY,
+    created_at REAL NOT NULL,
+    data TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS messages (
+    pos INTEGER PRIMARY KEY,
+    group_id TEXT NOT NULL,
+    id TEXT NOT NULL,
+    client_id TEXT,
+    data TEXT NOT NULL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS messages_by_id ON messages (group_id, id);
+CREATE UNIQUE INDEX IF NOT EXISTS messages_by_client_id
+    ON messages (group_id, client_id) WHERE client_id IS NOT NULL;
+CREATE INDEX IF NOT EXISTS messages_by_pos ON messages (group_id, pos);
+CREATE TABLE IF NOT EXISTS transcripts (
+    group_id TEXT NOT NULL,
+    vp_id TEXT NOT NULL,
+    data TEXT NOT NULL,
+    PRIMARY KEY (group_id, vp_id)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS event_heads (
+    group_id TEXT PRIMARY KEY,
+    last_seq INTEGER NOT NULL
+) WITHOUT ROWID;
+-- AUTOINCREMENT (not a plain rowid) because the poller needs a counter that
+-- never goes back, even when the newest rows are deleted with their group.
+CREATE TABLE IF NOT EXISTS events (
+    row_id INTEGER PRIMARY KEY AUTOINCREMENT,
+    group_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    data TEXT NOT NULL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS events_by_seq ON events (group_id, seq);
+"""
+
+# Every live instance per database file in this process, so a writer can wake
+# the waiters of its siblings at once instead of leaving it to their pollers.
+_PEERS: dict[str, weakref.WeakSet[EmbeddedStore]] = {}
+_PEERS_LOCK = threading.Lock()
+
+
+def _resolve(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
+@contextlib.contextmanager
+def _write_txn(conn: sqlite3.Connection) -> Iterator[None]:
+    """A write transaction holding the database write lock from its start."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+        conn.execute("COMMIT")
+    except BaseException:
+        # After a failed COMMIT the transaction may already be gone.
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("ROLLBACK")
+        raise
+
+
+@contextlib.contextmanager
+def _read_txn(conn: sqlite3.Connection) -> Iterator[None]:
+    """A read snapshot, so related SELECTs see one consistent state."""
+    conn.execute("BEGIN")
+    try:
+        yield
+    finally:
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("COMMIT")
+
+
+def _event_counter(conn: sqlite3.Connection) -> int:
+    row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'events'").fetchone()
+    return int(row[0]) if row else 0
+
+
+class EmbeddedStore(Store):
+    """A Store on one SQLite file under ``data_dir``; safe across processes."""
+
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        event_retention: int = DEFAULT_EVENT_RETENTION,
+        poll_interval: float = 0.003,
+        busy_timeout: float = 10.0,
+    ) -> None:
+        self.data_dir = Path(data_dir).expanduser()
+        # absolute() (no disk access) so instances in one process that name the
+        # same directory differently still find each other in _PEERS.
+        self.path = (self.data_dir / DB_FILENAME).absolute()
+        self.event_retention = check_retention(event_retention)
+        self.poll_interval = poll_interval
+        self._busy_timeout = busy_timeout
+        self._closed = False
+        # Opening the file and creating the schema is disk I/O, so it happens
+        # lazily on the store thread, never in this (possibly async) caller.
+        self._conn: sqlite3.Connection | None = None
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="yeaft-store")
+        self._lock = threading.Lock()
+        self._waiters: dict[str, set[asyncio.Future[None]]] = {}
+        self._has_waiters = threading.Event()
+        self._stop = threading.Event()
+        self._poller: threading.Thread | None = None
+        self._poll_base = 0
+        with _PEERS_LOCK:
+            _PEERS.setdefault(str(self.path), weakref.WeakSet()).add(self)
+
+    # -- plumbing ----------------------------------------------------------
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, timeout=self._busy_timeout, isolation_level=None)
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout * 1000)}")
+            # Switching a new file to WAL needs a brief exclusive lock; when
+            # several processes open a fresh directory together one may lose,
+            # so it retries. Once the file is in WAL mode this is a no-op.
+            for attempt in range(50):
+                try:
+                    conn.execute("PRAGMA journal_mode = WAL")
+                    break
+                except sqlite3.OperationalError:
+                    if attempt == 49:
+                        raise
+                    time.sleep(0.05)
+            # NORMAL in WAL mode survives a crash of any process; only a power
+            # loss can drop the last commits. FULL would fsync every append.
+            conn.execute("PRAGMA synchronous = NORMAL")
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _db(self) -> sqlite3.Connection:
+        """The store thread's connection, opened (and the schema made) on first use."""
+        if self._conn is None:
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            conn = self._connect()
+            try:
+                conn.executescript(f"BEGIN IMMEDIATE;{_SCHEMA}COMMIT;")
+                # The poller starts from here; every waiter reads after this
+                # point, so no event committed after a waiter's read is missed.
+                self._poll_base = _event_counter(conn)
+            except BaseException:
+                conn.close()  # also releases the write lock if the script failed
+                raise
+            self._conn = conn
+        return self._conn
+
+    def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        try:
+            return fn(self._db())
+        except sqlite3.Error as exc:
+            raise StoreError(f"embedded store ({self.path}): {exc}") from exc
+
+    async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        if self._closed:
+            raise StoreError("store is closed")
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, self._call, fn)
+
+    # -- groups ------------------------------------------------------------
+    async def create_group(self, group: Group) -> Group:
+        def op(conn: sqlite3.Connection) -> None:
+            try:
+                conn.execute(
+                    "INSERT INTO groups (id, created_at, data) VALUES (?, ?, ?)",
+                    (group.id, group.created_at, group.model_dump_json()),
+                )
+            except sqlite3.IntegrityError as exc:
+                raise StoreError(f"group {group.id!r} already exists") from exc
+
+        await self._run(op)
+        return group
+
+    async def get_group(self, group_id: str) -> Group | None:
+        def op(conn: sqlite3.Connection) -> str | None:
+            row = conn.execute("SELECT data FROM groups WHERE id = ?", (group_id,)).fetchone()
+            return row[0] if row else None
+
+        data = await self._run(op)
+        return Group.model_validate_json(data) if data else None
+
+    async def save_group(self, group: Group) -> Group:
+        def op(conn: sqlite3.Connection) -> int:
+            cur = conn.execute(
+                "UPDATE groups SET created_at = ?, data = ? WHERE id = ?",
+                (group.created_at, group.model_dump_json(), group.id),
+            )
+            return cur.rowcount
+
+        if await self._run(op) == 0:
+            raise NotFound(f"group {group.id!r} not found")
+        return group
+
+    async def delete_group(self, group_id: str) -> bool:
+        def op(conn: sqlite3.Connection) -> bool:
+            with _write_txn(conn):
+                existed = conn.execute("DELETE FROM groups WHERE id = ?", (group_id,)).rowcount
+                # Data written under the id without a group row is removed too.
+                for table in ("messages", "transcripts", "events", "event_heads"):
+                    conn.execute(f"DELETE FROM {table} WHERE group_id = ?", (group_id,))
+            return existed > 0
+
+        return await self._run(op)
+
+    async def list_groups(self, member: str | None = None) -> list[Group]:
+        def op(conn: sqlite3.Connection) -> list[str]:
+            if member is None:
+                rows = conn.execute("SELECT data FROM groups ORDER BY created_at, id")
+            else:
+                rows = conn.execute(
+                    "SELECT data FROM groups WHERE EXISTS ("
+                    " SELECT 1 FROM json_each(groups.data, '$.members') WHERE value = ?"
+                    ") ORDER BY created_at, id",
+                    (member,),
+                )
+            return [r[0] for r in rows]
+
+        return [Group.model_validate_json(d) for d in await self._run(op)]
+
+    # -- group log ---------------------------------------------------------
+    async def append_message(
+        self, group_id: str, message: GroupMessage
+    ) -> tuple[GroupMessage, bool]:
+        client_id = client_message_id(message)
+        data = message.model_dump_json()
+
+        def op(conn: sqlite3.Connection) -> str | None:
+            with _write_txn(conn):
+                # Inside BEGIN IMMEDIATE no other process can insert between
+                # this lookup and the insert, so the check is race-free.
+                row = None
+                if client_id is not None:
+                    row = conn.execute(
+                        "SELECT data FROM messages WHERE group_id = ? AND client_id = ?",
+                        (group_id, client_id),
+                    ).fetchone()
+                if row is None:
+                    row = conn.execute(
+                        "SELECT data FROM messages WHERE group_id = ? AND id = ?",
+                        (group_id, message.id),
+                    ).fetchone()
+                if row is not None:
+                    return str(row[0])
+                conn.execute(
+                    "INSERT INTO messages (group_id, id, client_id, data) VALUES (?, ?, ?, ?)",
+                    (group_id, message.id, client_id, data),
+                )
+            return None
+
+        existing = await self._run(op)
+        if existing is not None:
+            return GroupMessage.model_validate_json(existing), False
+        return message, True
+
+    async def read_messages(
+        self, group_id: str, *, before: str | None = None, limit: int = 100
+    ) -> list[GroupMessage]:
+        if limit <= 0:
+            return []
+
+        def op(conn: sqlite3.Connection) -> list[str]:
+            with _read_txn(conn):
+                bound = None
+                if before is not None:
+                    row = conn.execute(
+                        "SELECT pos FROM messages WHERE group_id = ? AND id = ?",
+                        (group_id, before),
+                    ).fetchone()
+                    if row is None:
+                        return []
+                    bound = row[0]
+                rows = conn.execute(
+                    "SELECT data FROM messages WHERE group_id = ? AND pos < ?"
+                    " ORDER BY pos DESC LIMIT ?",
+                    (group_id, bound if bound is not None else 2**63 - 1, limit),
+                ).fetchall()
+            return [r[0] for r in reversed(rows)]
+
+        return [GroupMessage.model_validate_json(d) for d in await self._run(op)]
+
+    async def get_message(self, group_id: str, message_id: str) -> GroupMessage | None:
+        def op(conn: sqlite3.Connection) -> str | None:
+            row = conn.execute(
+                "SELECT data FROM messages WHERE group_id = ? AND id = ?", (group_id, message_id)
+            ).fetchone()
+            return row[0] if row else None
+
+        data = await self._run(op)
+        return GroupMessage.model_validate_json(data) if data else None
+
+    # -- engine transcripts ------------------------------------------------
+    async def load_transcript(self, group_id: str, vp_id: str) -> Conversation | None:
+        def op(conn: sqlite3.Connection) -> str | None:
+            row = conn.execute(
+                "SELECT data FROM transcripts WHERE group_id = ? AND vp_id = ?", (group_id, vp_id)
+            ).fetchone()
+            return row[0] if row else None
+
+        data = await self._run(op)
+        return Conversation.model_validate_json(data) if data else None
+
+    async def save_transcript(self, group_id: str, vp_id: str, conv: Conversation) -> None:
+        data = conv.model_dump_json()
+
+        def op(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT INTO transcripts (group_id, vp_id, data) VALUES (?, ?, ?)"
+                " ON CONFLICT (group_id, vp_id) DO UPDATE SET data = excluded.data",
+                (group_id, vp_id, data),
+            )
+
+        await self._run(op)
+
+    # -- event log ---------------------------------------------------------
+    async def append_event(self, group_id: str, envelope: dict[str, Any]) -> int:
+        def op(conn: sqlite3.Connection) -> int:
+            with _write_txn(conn):
+                seq = int(
+                    conn.execute(
+                        "INSERT INTO event_heads (group_id, last_seq) VALUES (?, 1)"
+                        " ON CONFLICT (group_id) DO UPDATE SET last_seq = last_seq + 1"
+                        " RETURNING last_seq",
+                        (group_id,),
+                    ).fetchone()[0]
+                )
+                conn.execute(
+                    "INSERT INTO events (group_id, seq, data) VALUES (?, ?, ?)",
+                    (group_id, seq, dump_envelope({**envelope, "seq": seq})),
+                )
+                if seq > self.event_retention:
+                    conn.execute(
+                        "DELETE FROM events WHERE group_id = ? AND seq <= ?",
+                        (group_id, seq - self.event_retention),
+                    )
+            return seq
+
+        seq = await self._run(op)
+        self._wake_local(group_id)
+        return seq
+
+    async def read_events(
+        self, group_id: str, after_seq: int, *, limit: int = 500, wait: float = 0.0
+    ) -> EventBatch:
+        after_seq = max(0, after_seq)
+        limit = max(1, limit)
+
+        def op(conn: sqlite3.Connection) -> EventBatch:
+            return self._read_events_sync(conn, group_id, after_seq, limit)
+
+        batch = await self._run(op)
+        if batch.events or wait <= 0:
+            return batch
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait
+        while not self._closed:
+            # Register before reading: an event committed after this read is
+            # then certain to wake the future (by the writer or the poller).
+            fut = self._add_waiter(group_id)
+            try:
+                batch = await self._run(op)
+                remaining = deadline - loop.time()
+                if batch.events or remaining <= 0:
+                    return batch
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(fut, remaining)
+            finally:
+                self._remove_waiter(group_id, fut)
+        return batch
+
+    @staticmethod
+    def _read_events_sync(
+        conn: sqlite3.Connection, group_id: str, after_seq: int, limit: int
+    ) -> EventBatch:
+        with _read_txn(conn):
+            head = conn.execute(
+                "SELECT last_seq FROM event_heads WHERE group_id = ?", (group_id,)
+            ).fetchone()
+            first = conn.execute(
+                "SELECT MIN(seq) FROM events WHERE group_id = ?", (group_id,)
+            ).fetchone()
+            rows = conn.execute(
+                "SELECT seq, data FROM events WHERE group_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+                (group_id, after_seq, limit),
+            ).fetchall()
+        events = [(int(seq), json.loads(data)) for seq, data in rows]
+        first_seq = int(first[0]) if first and first[0] is not None else 0
+        return make_batch(after_seq, events, first_seq, int(head[0]) if head else 0)
+
+    # -- waking waiters ----------------------------------------------------
+    def _add_waiter(self, group_id: str) -> asyncio.Future[None]:
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        with self._lock:
+            self._waiters.setdefault(group_id, set()).add(fut)
+            self._has_waiters.set()
+            if self._poller is None:
+                self._poller = threading.Thread(
+                    target=self._poll_forever, name="yeaft-store-poll", daemon=True
+                )
+                self._poller.start()
+        return fut
+
+    def _remove_waiter(self, group_id: str, fut: asyncio.Future[None]) -> None:
+        with self._lock:
+            futs = self._waiters.get(group_id)
+            if futs is not None:
+                futs.discard(fut)
+                if not futs:
+                    del self._waiters[group_id]
+            if not self._waiters:
+                self._has_waiters.clear()
+
+    def _notify(self, group_ids: Iterable[str] | None) -> None:
+        """Wake the waiters of these groups (of all groups for None); thread-safe."""
+        with self._lock:
+            if group_ids is None:
+                woken = [f for futs in self._waiters.values() for f in futs]
+                self._waiters.clear()
+            else:
+                woken = [f for g in group_ids for f in self._waiters.pop(g, ())]
+            if not self._waiters:
+                self._has_waiters.clear()
+        for fut in woken:
+            # A waiter may live on another thread's loop (the poller always
+            # does this from its own thread), so go through the loop's queue.
+            with contextlib.suppress(RuntimeError):  # that loop is already closed
+                fut.get_loop().call_soon_threadsafe(_resolve, fut)
+
+    def _wake_local(self, group_id: str) -> None:
+        with _PEERS_LOCK:
+            peers = list(_PEERS.get(str(self.path), ()))
+        for peer in peers:
+            peer._notify((group_id,))
+
+    def _poll_forever(self) -> None:
+        """The poller thread: watch the global event counter while anyone waits."""
+        conn: sqlite3.Connection | None = None
+        base = self._poll_base
+        try:
+            while not self._stop.is_set():
+                if not self._has_waiters.is_set():
+                    self._has_waiters.wait()
+                    continue
+                try:
+                    if conn is None:
+                        conn = self._connect()
+                    top = _event_counter(conn)
+                    if top > base:
+                        if top - base > _SCAN_LIMIT:
+                            self._notify(None)
+                        else:
+                            rows = conn.execute(
+                                "SELECT DISTINCT group_id FROM events"
+                                " WHERE row_id > ? AND row_id <= ?",
+                                (base, top),
+                            ).fetchall()
+                            self._notify(r[0] for r in rows)
+                        base = top
+                except sqlite3.Error:
+                    log.warning("event poller on %s failed; retrying", self.path, exc_info=True)
+                    # Back off so a broken file does not flood the log.
+                    self._stop.wait(1.0)
+                    continue
+                # A plain sleep costs about half the CPU of Event.wait(timeout);
+                # close() then waits at most one interval for this thread.
+                time.sleep(self.poll_interval)
+        finally:
+            if conn is not None:
+                conn.close()
+
+    # -- lifecycle ---------------------------------------------------------
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        with _PEERS_LOCK:
+            peers = _PEERS.get(str(self.path))
+            if peers is not None:
+                peers.discard(self)
+                if not peers:
+                    del _PEERS[str(self.path)]
+        self._stop.set()
+        self._notify(None)  # blocked readers return what they have
+        self._has_waiters.set()  # let an idle poller see the stop flag
+        loop = asyncio.get_running_loop()
+        if self._poller is not None:
+            await loop.run_in_executor(self._executor, self._poller.join)
+        await loop.run_in_executor(self._executor, self._close_conn)
+        self._executor.shutdown(wait=False)
+
+    def _close_conn(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None

@@ -1,0 +1,263 @@
+"""The embedded memory backend: one SQLite file with an FTS5 index.
+
+Why these choices:
+
+- WAL mode and a busy timeout let several processes (gateway, actors) share
+  one file: readers never block the writer, and a writer waits for another
+  instead of failing. Every write is one ``BEGIN IMMEDIATE`` transaction so
+  the item row and its index row change together.
+- sqlite3 blocks, so every call runs on one dedicated thread that owns the
+  connection; the event loop never waits on disk, and one connection on one
+  thread needs no locking of its own.
+- English goes through FTS5's ``porter unicode61`` tokenizer. unicode61 keeps
+  a whole run of Chinese characters (and any Latin letters touching it) as
+  one token, which would make a Chinese word findable only as the entire
+  sentence. So the index is fed ``text.fts_document``: the words, and each
+  CJK run as overlapping bigrams, separated by spaces; queries are split the
+  same way. The alternative, FTS5's ``trigram`` tokenizer in a second table,
+  cannot match a query shorter than three characters, and most Chinese words
+  are two; it would also index every English word again and split the ranking
+  over two tables. Item rows keep the original text; the index only matches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import json
+import sqlite3
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+
+from store.memory.model import MemoryBackend, MemoryItem
+from store.memory.text import fts_document, fts_query
+
+T = TypeVar("T")
+
+# bm25() column weights for (text, tags): a word the writer chose as a tag
+# says more about the topic than a word of the text.
+_WEIGHTS = (1.0, 2.0)
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS memory_items (
+    rowid INTEGER PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    scope TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    text TEXT NOT NULL,
+    tags TEXT NOT NULL,
+    importance REAL NOT NULL,
+    source TEXT,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS memory_items_scope
+    ON memory_items (scope, kind, created_at);
+CREATE VIRTUAL TABLE IF NOT EXISTS memory_fts
+    USING fts5(text, tags, tokenize = 'porter unicode61');
+"""
+
+_COLUMNS = "id, scope, kind, text, tags, importance, source, created_at, updated_at"
+
+
+def _create_schema(conn: sqlite3.Connection) -> None:
+    # One statement at a time: executescript() would commit the surrounding
+    # transaction first, and two processes creating the schema at once must
+    # be serialised by it.
+    for statement in _SCHEMA.split(";"):
+        if statement.strip():
+            conn.execute(statement)
+
+
+def _row_to_item(row: tuple[Any, ...]) -> MemoryItem:
+    id_, scope, kind, text, tags, importance, source, created, updated = row
+    return MemoryItem(
+        id=id_,
+        scope=scope,
+        kind=kind,
+        text=text,
+        tags=json.loads(tags),
+        importance=importance,
+        source=source,
+        created_at=created,
+        updated_at=updated,
+    )
+
+
+def _fts_row(text: str, tags: list[str]) -> tuple[str, str]:
+    return fts_document(text), fts_document(" ".join(tags))
+
+
+class SQLiteMemory(MemoryBackend):
+    """Memory in ``<path>``; safe to open from several processes at once."""
+
+    def __init__(self, path: Path, *, busy_timeout_s: float = 10.0) -> None:
+        self.path = Path(path)
+        self._busy_timeout_s = busy_timeout_s
+        self._conn: sqlite3.Connection | None = None
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memory-sqlite")
+        self._closed = False
+
+    # -- plumbing ---------------------------------------------------------
+
+    async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        if self._closed:
+            raise RuntimeError("memory backend is closed")
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, self._call, fn)
+
+    def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        # Runs on the executor thread, which is the only one to touch the
+        # connection; it is opened there on first use.
+        if self._conn is None:
+            self._conn = self._open()
+        return fn(self._conn)
+
+    def _open(self) -> sqlite3.Connection:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        # isolation_level=None: transactions are explicit, see _write.
+        conn = sqlite3.connect(self.path, timeout=self._busy_timeout_s, isolation_level=None)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        self._write(conn, _create_schema)
+        return conn
+
+    @staticmethod
+    def _write(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:
+        # IMMEDIATE takes the write lock up front, so two processes never
+        # both read and then both fail to upgrade to a writer.
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            result = fn(conn)
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+        return result
+
+    # -- MemoryBackend ----------------------------------------------------
+
+    async def add(self, item: MemoryItem) -> MemoryItem:
+        item = item.model_copy(deep=True)
+
+        def op(conn: sqlite3.Connection) -> None:
+            try:
+                cur = conn.execute(
+                    f"INSERT INTO memory_items ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?)",
+                    (
+                        item.id,
+                        item.scope,
+                        item.kind,
+                        item.text,
+                        json.dumps(item.tags, ensure_ascii=False),
+                        item.importance,
+                        item.source,
+                        item.created_at,
+                        item.updated_at,
+                    ),
+                )
+            except sqlite3.IntegrityError as exc:
+                raise ValueError(f"memory id {item.id!r} already exists") from exc
+            conn.execute(
+                "INSERT INTO memory_fts (rowid, text, tags) VALUES (?,?,?)",
+                (cur.lastrowid, *_fts_row(item.text, item.tags)),
+            )
+
+        await self._run(lambda conn: self._write(conn, op))
+        return item
+
+    async def update(
+        self, item_id: str, text: str | None = None, tags: builtins.list[str] | None = None
+    ) -> MemoryItem | None:
+        def op(conn: sqlite3.Connection) -> MemoryItem | None:
+            row = conn.execute(
+                f"SELECT rowid, {_COLUMNS} FROM memory_items WHERE id = ?", (item_id,)
+            ).fetchone()
+            if row is None:
+                return None
+            item = _row_to_item(row[1:])
+            if text is not None:
+                item.text = text
+            if tags is not None:
+                item.tags = builtins.list(tags)
+            item.updated_at = time.time()
+            conn.execute(
+                "UPDATE memory_items SET text = ?, tags = ?, updated_at = ? WHERE rowid = ?",
+                (item.text, json.dumps(item.tags, ensure_ascii=False), item.updated_at, row[0]),
+            )
+            conn.execute(
+                "UPDATE memory_fts SET text = ?, tags = ? WHERE rowid = ?",
+                (*_fts_row(item.text, item.tags), row[0]),
+            )
+            return item
+
+        return await self._run(lambda conn: self._write(conn, op))
+
+    async def delete(self, item_id: str) -> bool:
+        def op(conn: sqlite3.Connection) -> bool:
+            row = conn.execute("SELECT rowid FROM memory_items WHERE id = ?", (item_id,)).fetchone()
+            if row is None:
+                return False
+            conn.execute("DELETE FROM memory_fts WHERE rowid = ?", (row[0],))
+            conn.execute("DELETE FROM memory_items WHERE rowid = ?", (row[0],))
+            return True
+
+        return await self._run(lambda conn: self._write(conn, op))
+
+    async def get(self, item_id: str) -> MemoryItem | None:
+        def op(conn: sqlite3.Connection) -> MemoryItem | None:
+            row = conn.execute(
+                f"SELECT {_COLUMNS} FROM memory_items WHERE id = ?", (item_id,)
+            ).fetchone()
+            return None if row is None else _row_to_item(row)
+
+        return await self._run(op)
+
+    async def list(
+        self, scope: str, kind: str | None = None, limit: int = 50
+    ) -> builtins.list[MemoryItem]:
+        sql = f"SELECT {_COLUMNS} FROM memory_items WHERE scope = ?"
+        args: builtins.list[Any] = [scope]
+        if kind is not None:
+            sql += " AND kind = ?"
+            args.append(kind)
+        sql += " ORDER BY created_at DESC, rowid DESC LIMIT ?"
+        args.append(max(0, limit))
+        rows = await self._run(lambda conn: conn.execute(sql, args).fetchall())
+        return [_row_to_item(r) for r in rows]
+
+    async def search(
+        self, scopes: builtins.list[str], query: str, limit: int = 50
+    ) -> builtins.list[tuple[MemoryItem, float]]:
+        match = fts_query(query)
+        if match is None or not scopes or limit <= 0:
+            return []
+        cols = ", ".join(f"m.{c.strip()}" for c in _COLUMNS.split(","))
+        marks = ",".join("?" for _ in scopes)
+        weights = ", ".join(str(w) for w in _WEIGHTS)
+        # bm25() is lower-is-better and negative; flip it so higher is better.
+        sql = (
+            f"SELECT {cols}, -bm25(memory_fts, {weights}) AS score "
+            "FROM memory_fts JOIN memory_items m ON m.rowid = memory_fts.rowid "
+            f"WHERE memory_fts MATCH ? AND m.scope IN ({marks}) "
+            "ORDER BY score DESC LIMIT ?"
+        )
+        args = [match, *scopes, limit]
+        rows = await self._run(lambda conn: conn.execute(sql, args).fetchall())
+        return [(_row_to_item(r[:-1]), float(r[-1])) for r in rows]
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+
+        def op() -> None:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+        await asyncio.get_running_loop().run_in_executor(self._executor, op)
+        self._closed = True
+        self._executor.shutdown(wait=False)

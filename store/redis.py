@@ -1,0 +1,341 @@
+"""The Redis store: the backend for several machines (redis-py asyncio).
+
+Key layout (``P`` is the prefix, ``G`` a group id). Every per-group key
+carries ``{G}`` as a Redis Cluster hash tag, so each Lua script below only
+touches keys of one slot:
+
+=======================  ======  ===============================================
+``P:groups``             set     ids of all groups (the index for list_groups)
+``P:g:{G}:group``        string  the Group as JSON
+``P:g:{G}:msgs``         hash    message id -> GroupMessage JSON
+``P:g:{G}:order``        zset    message id scored by append position
+``P:g:{G}:mpos``         string  counter of append positions
+``P:g:{G}:cmid``         hash    clientMessageId -> message id
+``P:g:{G}:tx``           hash    VP id -> Conversation JSON
+``P:g:{G}:events``       stream  one entry per event, id ``<seq>-0``, field ``d``
+``P:g:{G}:eseq``         string  the last event seq assigned
+=======================  ======  ===============================================
+
+Atomicity comes from Lua scripts (one script runs alone on the server):
+the idempotent message append, and the event append that takes the next seq
+and XADDs it with the exact MAXLEN retention in one step, so seqs are
+gap-free however many writers there are. A blocking read is one XREAD BLOCK
+on a connection pool kept apart from the one ordinary commands use, so
+readers parked for seconds never starve writers of connections.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError
+
+from engine.messages import Conversation
+from store._shared import (
+    DEFAULT_EVENT_RETENTION,
+    check_retention,
+    client_message_id,
+    dump_envelope,
+    make_batch,
+)
+from store.base import EventBatch, Group, GroupMessage, NotFound, Store, StoreError
+
+_GROUP_KINDS = ("group", "msgs", "order", "mpos", "cmid", "tx", "events", "eseq")
+
+# KEYS: group, index. ARGV: group JSON, group id.
+_CREATE_GROUP = """
+if redis.call('SET', KEYS[1], ARGV[1], 'NX') then
+  redis.call('SADD', KEYS[2], ARGV[2])
+  return 1
+end
+return 0
+"""
+
+# KEYS: msgs, order, mpos, cmid. ARGV: message id, message JSON, clientMessageId or ''.
+# Returns {1, json} when stored, {0, stored json} for a repeat.
+_APPEND_MESSAGE = """
+local known = nil
+if ARGV[3] ~= '' then
+  known = redis.call('HGET', KEYS[4], ARGV[3])
+end
+if not known then
+  known = ARGV[1]
+end
+local stored = redis.call('HGET', KEYS[1], known)
+if stored then
+  return {0, stored}
+end
+local pos = redis.call('INCR', KEYS[3])
+redis.call('ZADD', KEYS[2], pos, ARGV[1])
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+if ARGV[3] ~= '' then
+  redis.call('HSET', KEYS[4], ARGV[3], ARGV[1])
+end
+return {1, ARGV[2]}
+"""
+
+# KEYS: eseq, events. ARGV: envelope JSON (an object), retention.
+# The seq is spliced into the JSON text rather than decoded and re-encoded with
+# cjson, which would turn empty lists into objects and reformat numbers.
+_APPEND_EVENT = """
+local seq = redis.call('INCR', KEYS[1])
+local body = ARGV[1]
+local data
+if body == '{}' then
+  data = '{"seq":' .. seq .. '}'
+else
+  data = '{"seq":' .. seq .. ',' .. string.sub(body, 2)
+end
+redis.call('XADD', KEYS[2], 'MAXLEN', ARGV[2], seq .. '-0', 'd', data)
+return seq
+"""
+
+# KEYS: eseq, events. ARGV: first wanted id, count.
+# Returns {last_seq, first_seq, entries}, all from one consistent moment.
+_READ_EVENTS = """
+local last = tonumber(redis.call('GET', KEYS[1]) or '0')
+local first = 0
+local head = redis.call('XRANGE', KEYS[2], '-', '+', 'COUNT', 1)
+if #head > 0 then
+  first = tonumber(string.match(head[1][1], '^(%d+)'))
+end
+local entries = redis.call('XRANGE', KEYS[2], ARGV[1], '+', 'COUNT', ARGV[2])
+return {last, first, entries}
+"""
+
+
+@contextlib.contextmanager
+def _redis_errors() -> Iterator[None]:
+    try:
+        yield
+    except RedisError as exc:
+        raise StoreError(f"redis store: {exc}") from exc
+
+
+def _seq_of(entry_id: str) -> int:
+    return int(entry_id.split("-", 1)[0])
+
+
+class RedisStore(Store):
+    """A Store on a Redis server; all keys live under ``prefix``."""
+
+    def __init__(
+        self,
+        url: str,
+        prefix: str = "yeaft",
+        *,
+        event_retention: int = DEFAULT_EVENT_RETENTION,
+        max_connections: int = 64,
+        max_blocking_reads: int = 10_000,
+    ) -> None:
+        self.url = url
+        self.prefix = prefix
+        self.event_retention = check_retention(event_retention)
+        # RESP2 is pinned so reply shapes (XREAD, script results) do not depend
+        # on the client library's default protocol.
+        common: dict[str, Any] = {"decode_responses": True, "protocol": 2}
+        # Ordinary commands share a bounded pool: a burst of concurrent calls
+        # waits for a connection instead of opening hundreds of sockets.
+        self._pool = aioredis.BlockingConnectionPool.from_url(
+            url, max_connections=max_connections, timeout=None, **common
+        )
+        self._r = aioredis.Redis(connection_pool=self._pool)
+        # Blocking reads hold a connection for up to their whole wait, so they
+        # get their own pool, one connection per parked reader. Its cap is only
+        # a safety net (redis-py's default of 100 would fail a busy gateway).
+        self._blocking_pool = aioredis.ConnectionPool.from_url(
+            url, max_connections=max_blocking_reads, **common
+        )
+        self._blocking = aioredis.Redis(connection_pool=self._blocking_pool)
+        self._create_group = self._r.register_script(_CREATE_GROUP)
+        self._append_message = self._r.register_script(_APPEND_MESSAGE)
+        self._append_event = self._r.register_script(_APPEND_EVENT)
+        self._read_events = self._r.register_script(_READ_EVENTS)
+        self._closed = False
+
+    # -- keys --------------------------------------------------------------
+    def _key(self, group_id: str, kind: str) -> str:
+        return f"{self.prefix}:g:{{{group_id}}}:{kind}"
+
+    @property
+    def _index(self) -> str:
+        return f"{self.prefix}:groups"
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreError("store is closed")
+
+    # -- groups ------------------------------------------------------------
+    async def create_group(self, group: Group) -> Group:
+        self._check_open()
+        with _redis_errors():
+            created = await self._create_group(
+                keys=[self._key(group.id, "group"), self._index],
+                args=[group.model_dump_json(), group.id],
+            )
+        if not created:
+            raise StoreError(f"group {group.id!r} already exists")
+        return group
+
+    async def get_group(self, group_id: str) -> Group | None:
+        self._check_open()
+        with _redis_errors():
+            data = await self._r.get(self._key(group_id, "group"))
+        return Group.model_validate_json(data) if data else None
+
+    async def save_group(self, group: Group) -> Group:
+        self._check_open()
+        with _redis_errors():
+            done = await self._r.set(self._key(group.id, "group"), group.model_dump_json(), xx=True)
+        if not done:
+            raise NotFound(f"group {group.id!r} not found")
+        return group
+
+    async def delete_group(self, group_id: str) -> bool:
+        self._check_open()
+        with _redis_errors():
+            async with self._r.pipeline(transaction=True) as pipe:
+                pipe.delete(self._key(group_id, "group"))
+                pipe.delete(*(self._key(group_id, k) for k in _GROUP_KINDS[1:]))
+                pipe.srem(self._index, group_id)
+                existed, _, _ = await pipe.execute()
+        return bool(existed)
+
+    async def list_groups(self, member: str | None = None) -> list[Group]:
+        self._check_open()
+        with _redis_errors():
+            ids = sorted(str(g) for g in await self._r.smembers(self._index))
+            if not ids:
+                return []
+            blobs = await self._r.mget([self._key(g, "group") for g in ids])
+        groups = [Group.model_validate_json(b) for b in blobs if b]
+        if member is not None:
+            groups = [g for g in groups if member in g.members]
+        return sorted(groups, key=lambda g: (g.created_at, g.id))
+
+    # -- group log ---------------------------------------------------------
+    async def append_message(
+        self, group_id: str, message: GroupMessage
+    ) -> tuple[GroupMessage, bool]:
+        self._check_open()
+        with _redis_errors():
+            stored, data = await self._append_message(
+                keys=[self._key(group_id, k) for k in ("msgs", "order", "mpos", "cmid")],
+                args=[message.id, message.model_dump_json(), client_message_id(message) or ""],
+            )
+        if int(stored):
+            return message, True
+        return GroupMessage.model_validate_json(data), False
+
+    async def read_messages(
+        self, group_id: str, *, before: str | None = None, limit: int = 100
+    ) -> list[GroupMessage]:
+        self._check_open()
+        if limit <= 0:
+            return []
+        order = self._key(group_id, "order")
+        with _redis_errors():
+            if before is None:
+                found = await self._r.zrange(order, 0, limit - 1, desc=True)
+            else:
+                pos = await self._r.zscore(order, before)
+                if pos is None:
+                    return []
+                found = await self._r.zrange(
+                    order, f"({int(pos)}", "-inf", desc=True, byscore=True, offset=0, num=limit
+                )
+            # Fetched newest first so ``limit`` keeps the newest; returned oldest first.
+            ids = [str(i) for i in reversed(found)]
+            if not ids:
+                return []
+            blobs = await self._r.hmget(self._key(group_id, "msgs"), ids)
+        return [GroupMessage.model_validate_json(b) for b in blobs if b]
+
+    async def get_message(self, group_id: str, message_id: str) -> GroupMessage | None:
+        self._check_open()
+        with _redis_errors():
+            data = await self._r.hget(self._key(group_id, "msgs"), message_id)
+        return GroupMessage.model_validate_json(data) if data else None
+
+    # -- engine transcripts ------------------------------------------------
+    async def load_transcript(self, group_id: str, vp_id: str) -> Conversation | None:
+        self._check_open()
+        with _redis_errors():
+            data = await self._r.hget(self._key(group_id, "tx"), vp_id)
+        return Conversation.model_validate_json(data) if data else None
+
+    async def save_transcript(self, group_id: str, vp_id: str, conv: Conversation) -> None:
+        self._check_open()
+        with _redis_errors():
+            await self._r.hset(self._key(group_id, "tx"), vp_id, conv.model_dump_json())
+
+    # -- event log ---------------------------------------------------------
+    async def append_event(self, group_id: str, envelope: dict[str, Any]) -> int:
+        self._check_open()
+        body = dump_envelope({k: v for k, v in envelope.items() if k != "seq"})
+        with _redis_errors():
+            seq = await self._append_event(
+                keys=[self._key(group_id, "eseq"), self._key(group_id, "events")],
+                args=[body, self.event_retention],
+            )
+        return int(seq)
+
+    async def read_events(
+        self, group_id: str, after_seq: int, *, limit: int = 500, wait: float = 0.0
+    ) -> EventBatch:
+        self._check_open()
+        after_seq = max(0, after_seq)
+        limit = max(1, limit)
+        batch = await self._snapshot(group_id, after_seq, limit)
+        if batch.events or wait <= 0:
+            return batch
+        deadline = time.monotonic() + wait
+        stream = self._key(group_id, "events")
+        while not self._closed:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return batch
+            # XREAD with an explicit id answers at once when a newer entry
+            # already exists, so nothing appended since the snapshot is missed.
+            with _redis_errors():
+                woke = await self._blocking.xread(
+                    {stream: f"{after_seq}-0"}, count=1, block=max(1, int(remaining * 1000))
+                )
+            # Re-read through the snapshot script so gap and first/last seq
+            # are computed the same way as for a non-blocking read.
+            batch = await self._snapshot(group_id, after_seq, limit)
+            if batch.events or not woke:
+                return batch
+        return batch
+
+    async def _snapshot(self, group_id: str, after_seq: int, limit: int) -> EventBatch:
+        with _redis_errors():
+            last, first, entries = await self._read_events(
+                keys=[self._key(group_id, "eseq"), self._key(group_id, "events")],
+                args=[f"{after_seq + 1}-0", limit],
+            )
+        events = [(_seq_of(eid), json.loads(_field(fields, "d"))) for eid, fields in entries]
+        return make_batch(after_seq, events, int(first), int(last))
+
+    # -- lifecycle ---------------------------------------------------------
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        await self._r.aclose()
+        await self._blocking.aclose()
+        await self._pool.aclose()
+        await self._blocking_pool.aclose()
+
+
+def _field(fields: list[str], name: str) -> str:
+    """A value from a stream entry's flat ``[name, value, ...]`` field list."""
+    for i in range(0, len(fields) - 1, 2):
+        if fields[i] == name:
+            return fields[i + 1]
+    raise StoreError(f"stream entry has no field {name!r}")

@@ -1,0 +1,88 @@
+"""Helpers for group-chat tests on a real Ray cluster."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from coordinator.runtime import Runtime
+from engine.providers.base import ModelRequest
+from engine.providers.offline import Reply
+
+ROSTER = ["steve", "linus", "martin"]
+
+
+async def all_events(runtime: Runtime, group_id: str) -> list[dict[str, Any]]:
+    store = await runtime.store()
+    batch = await store.read_events(group_id, 0, limit=100_000)
+    return [env for _, env in batch.events]
+
+
+async def wait_for_event(
+    runtime: Runtime, group_id: str, pred: Callable[[dict[str, Any]], bool], timeout_s: float = 30
+) -> dict[str, Any]:
+    """Block on the event log until an envelope matches ``pred``."""
+    store = await runtime.store()
+    seq = 0
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while (remaining := deadline - loop.time()) > 0:
+        batch = await store.read_events(group_id, seq, wait=min(remaining, 5.0))
+        for s, env in batch.events:
+            seq = s
+            if pred(env):
+                return env
+    raise AssertionError("no matching event before the timeout")
+
+
+def results(events: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """The ``result`` payloads per VP."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for env in events:
+        if env.get("type") == "yeaft_output" and env["data"].get("type") == "result":
+            out.setdefault(env["vpId"], []).append(env["data"])
+    return out
+
+
+def notices(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        env["data"]
+        for env in events
+        if env.get("type") == "yeaft_output" and env["data"].get("type") == "system"
+    ]
+
+
+def persona_of(request: ModelRequest) -> str:
+    return str(request.options.get("persona", {}).get("id"))
+
+
+def last_is_tool_result(request: ModelRequest) -> bool:
+    return bool(request.messages) and request.messages[-1].role == "tool"
+
+
+def mention_the_other(request: ModelRequest) -> Reply:
+    """A model that always hands the conversation to the other VP."""
+    other = "linus" if persona_of(request) == "steve" else "steve"
+    return Reply(f"@{other} what do you think?")
+
+
+def forward_around(request: ModelRequest) -> Reply:
+    """Forward to the next VP of the roster; after a tool result, answer plainly."""
+    if last_is_tool_result(request):
+        return Reply("understood, stopping here")
+    me = persona_of(request)
+    nxt = ROSTER[(ROSTER.index(me) + 1) % len(ROSTER)]
+    return Reply(tool_calls=[("route_forward", {"to": nxt, "text": "over to you", "reason": "r"})])
+
+
+def steve_forwards_to_linus(request: ModelRequest) -> Reply:
+    if persona_of(request) == "steve" and not last_is_tool_result(request):
+        return Reply(tool_calls=[("route_forward", {"to": "linus", "text": "please take it"})])
+    return Reply("done")
+
+
+def ask_then_answer(request: ModelRequest) -> Reply:
+    if last_is_tool_result(request):
+        return Reply(f"you said: {request.messages[-1].content}")
+    return Reply(tool_calls=[("ask_user", {"question": "which colour?", "choices": ["red"]})])

@@ -1,0 +1,541 @@
+"""AnthropicProvider with the real ``anthropic`` SDK against the fake LLM server."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.errors import ErrorKind, ModelError
+from engine.events import TextDelta, ThinkingDelta, ToolCallEvent
+from engine.messages import Message, Thinking, ToolCall, Usage
+from engine.providers.anthropic import AnthropicProvider
+from engine.providers.base import ModelRequest, StopItem, StreamItem, ToolSpec, UsageItem
+from tests.fixtures.llm_server import FakeLLM, Reply, ScriptedToolCall, unused_port
+
+MODEL = "claude-test"  # not a real model name, so the SDK has no deprecation warning for it
+
+SEARCH = ToolSpec(
+    name="search",
+    description="Search the notes.",
+    parameters={
+        "type": "object",
+        "properties": {"query": {"type": "string"}, "limit": {"type": "integer"}},
+        "required": ["query"],
+    },
+)
+
+
+@pytest.fixture
+async def provider(fake_llm: FakeLLM) -> AsyncIterator[AnthropicProvider]:
+    p = AnthropicProvider(api_key="sk-ant-test", base_url=fake_llm.anthropic_base_url)
+    yield p
+    await p.aclose()
+
+
+def request(**kw: Any) -> ModelRequest:
+    kw.setdefault("model", MODEL)
+    kw.setdefault("system", "You are terse.")
+    kw.setdefault("messages", [Message.user("hi")])
+    return ModelRequest(**kw)
+
+
+async def collect(provider: AnthropicProvider, req: ModelRequest | None = None) -> list[StreamItem]:
+    return [item async for item in provider.stream(req or request())]
+
+
+def of_type(items: list[StreamItem], kind: type) -> list[Any]:
+    return [i for i in items if isinstance(i, kind)]
+
+
+async def failure(provider: AnthropicProvider, req: ModelRequest | None = None) -> ModelError:
+    with pytest.raises(ModelError) as info:
+        await collect(provider, req)
+    return info.value
+
+
+# --- streaming -----------------------------------------------------------
+
+
+async def test_text_streams_in_order_and_ends_with_one_stop(
+    fake_llm: FakeLLM, provider: AnthropicProvider
+) -> None:
+    fake_llm.text("Small steps, often.", chunks=5)
+
+    items = await collect(provider)
+
+    deltas = of_type(items, TextDelta)
+    assert len(deltas) == 5
+    assert "".join(d.text for d in deltas) == "Small steps, often."
+    assert of_type(items, StopItem) == [StopItem("end_turn")]
+    assert items[-1] == StopItem("end_turn")
+
+
+async def test_usage_combines_message_start_and_delta(
+    fake_llm: FakeLLM, provider: AnthropicProvider
+) -> None:
+    fake_llm.text(
+        "ok", input_tokens=42, output_tokens=17, cache_read_tokens=1000, cache_write_tokens=300
+    )
+
+    items = await collect(provider)
+
+    assert of_type(items, UsageItem) == [
+        UsageItem(
+            Usage(input_tokens=42, output_tokens=17, cache_read_tokens=1000, cache_write_tokens=300)
+        )
+    ]
+    assert isinstance(items[-2], UsageItem)
+
+
+@pytest.mark.parametrize(
+    ("stop", "expected"),
+    [("max_tokens", "max_tokens"), ("stop_sequence", "end_turn"), ("end_turn", "end_turn")],
+)
+async def test_stop_reasons(
+    fake_llm: FakeLLM, provider: AnthropicProvider, stop: str, expected: str
+) -> None:
+    fake_llm.text("some text", stop=stop)
+
+    assert (await collect(provider))[-1] == StopItem(expected)  # type: ignore[arg-type]
+
+
+async def test_thinking_streams_with_its_signature(
+    fake_llm: FakeLLM, provider: AnthropicProvider
+) -> None:
+    fake_llm.push(
+        Reply(thinking="First, the premise.", signature="sig-123", text="Done.", chunks=3)
+    )
+
+    items = await collect(provider)
+
+    thinking = of_type(items, ThinkingDelta)
+    assert "".join(t.text for t in thinking) == "First, the premise."
+    assert [t.signature for t in thinking if t.signature] == ["sig-123"]
+    assert "".join(t.text for t in of_type(items, TextDelta)) == "Done."
+    assert items.index(thinking[-1]) < items.index(of_type(items, TextDelta)[0])
+
+
+async def test_thinking_budget_enables_thinking(
+    fake_llm: FakeLLM, provider: AnthropicProvider
+) -> None:
+    fake_llm.text("ok")
+
+    await collect(
+        provider,
+        request(max_tokens=1000, temperature=0.5, options={"thinking_budget": 2048}),
+    )
+
+    body = fake_llm.last_request.body
+    assert body["thinking"] == {"type": "enabled", "budget_tokens": 2048}
+    # The API needs max_tokens above the budget; the answer keeps its 1000.
+    assert body["max_tokens"] == 3048
+    # Temperature cannot be combined with thinking.
+    assert "temperature" not in body
+
+
+async def test_temperature_is_sent_without_thinking(
+    fake_llm: FakeLLM, provider: AnthropicProvider
+) -> None:
+    fake_llm.text("ok")
+
+    await collect(provider, request(temperature=0.3))
+
+    body = fake_llm.last_request.body
+    assert body["temperature"] == 0.3
+    assert "thinking" not in body
+
+
+# --- tool calls ----------------------------------------------------------
+
+
+async def test_tool_input_is_accumulated_until_block_stop(
+    fake_llm: FakeLLM, provider: AnthropicProvider
+) -> None:
+    args = {"query": "loop guard design", "limit": 5}
+    fake_llm.tool_calls(
+        ScriptedToolCall("search", args, id="toolu_1", chunks=7), text="Let me look."
+    )
+
+    items = await collect(provider, request(tools=[SEARCH]))
+
+    assert of_type(items, ToolCallEvent) == [ToolCallEvent("toolu_1", "search", args)]
+    assert "".join(t.text for t in of_type(items, TextDelta)) == "Let me look."
+    assert items[-1] == StopItem("tool_use")
+
+
+async def test_multiple_tool_calls(fake_llm: FakeLLM, provider: AnthropicProvider) -> None:
+    fake_llm.tool_calls(
+        ScriptedToolCall("search", {"query": "a"}, id="toolu_a", chunks=2),
+        ScriptedToolCall("search", {"query": "b", "limit": 2}, id="toolu_b", chunks=3),
+    )
+
+    items = await collect(provider, request(tools=[SEARCH]))
+
+    calls = of_type(items, ToolCallEvent)
+    assert [(c.id, c.arguments) for c in calls] == [
+        ("toolu_a", {"query": "a"}),
+        ("toolu_b", {"query": "b", "limit": 2}),
+    ]
+
+
+async def test_tool_call_without_input_has_empty_arguments(
+    fake_llm: FakeLLM, provider: AnthropicProvider
+) -> None:
+    fake_llm.tool_calls(ScriptedToolCall("search", "", id="toolu_e"))
+
+    items = await collect(provider, request(tools=[SEARCH]))
+
+    assert of_type(items, ToolCallEvent)[0].arguments == {}
+
+
+async def test_invalid_tool_input_is_kept_raw(
+    fake_llm: FakeLLM, provider: AnthropicProvider
+) -> None:
+    fake_llm.tool_calls(ScriptedToolCall("search", '{"query": [1,', id="toolu_x"))
+
+    items = await collect(provider, request(tools=[SEARCH]))
+
+    assert of_type(items, ToolCallEvent)[0].arguments == {"_raw": '{"query": [1,'}
+
+
+# --- request translation -------------------------------------------------
+
+
+async def test_system_and_tools_are_split_out(
+    fake_llm: FakeLLM, provider: AnthropicProvider
+) -> None:
+    fake_llm.text("ok")
+
+    await collect(provider, request(tools=[SEARCH], max_tokens=777))
+
+    sent = fake_llm.last_request
+    assert sent.path == "/v1/messages"
+    # SDK 2.x sends the key as a bearer token; older releases used x-api-key.
+    assert (
+        sent.headers.get("x-api-key") == "sk-ant-test"
+        or sent.headers.get("authorization") == "Bearer sk-ant-test"
+    )
+    assert "anthropic-version" in sent.headers
+    body = sent.body
+    assert body["system"] == "You are terse."
+    assert body["messages"] == [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]
+    assert body["tools"] == [
+        {"name": "search", "description": "Search the notes.", "input_schema": SEARCH.parameters}
+    ]
+    assert body["max_tokens"] == 777
+    assert body["stream"] is True
+    assert "thinking" not in body
+
+
+async def test_empty_system_is_omitted(fake_llm: FakeLLM, provider: AnthropicProvider) -> None:
+    fake_llm.text("ok")
+
+    await collect(provider, request(system=""))
+
+    assert "system" not in fake_llm.last_request.body
+
+
+async def test_history_translation_merges_and_orders_blocks(
+    fake_llm: FakeLLM, provider: AnthropicProvider
+) -> None:
+    fake_llm.text("Both found.")
+    history = [
+        Message.user("Find a and b."),
+        Message.user("Quickly, please."),
+        Message.assistant(
+            "Searching.",
+            thinking=[
+                Thinking(text="two searches", signature="sig-x"),
+                Thinking(text="from another provider"),
+            ],
+            tool_calls=[
+                ToolCall(id="toolu_a", name="search", arguments={"query": "a"}),
+                ToolCall(id="toolu_b", name="search", arguments={"query": "b"}),
+            ],
+        ),
+        Message.tool_result("toolu_a", "found a", name="search"),
+        Message.tool_result("toolu_b", "index offline", name="search", is_error=True),
+        Message.user("And summarise."),
+    ]
+
+    await collect(provider, request(messages=history, tools=[SEARCH]))
+
+    messages = fake_llm.last_request.body["messages"]
+    assert [m["role"] for m in messages] == ["user", "assistant", "user"]
+    assert messages[0]["content"] == [
+        {"type": "text", "text": "Find a and b."},
+        {"type": "text", "text": "Quickly, please."},
+    ]
+    assert messages[1]["content"] == [
+        # Signed thinking first; the unsigned one cannot be verified and is dropped.
+        {"type": "thinking", "thinking": "two searches", "signature": "sig-x"},
+        {"type": "text", "text": "Searching."},
+        {"type": "tool_use", "id": "toolu_a", "name": "search", "input": {"query": "a"}},
+        {"type": "tool_use", "id": "toolu_b", "name": "search", "input": {"query": "b"}},
+    ]
+    assert messages[2]["content"] == [
+        {"type": "tool_result", "tool_use_id": "toolu_a", "content": "found a"},
+        {
+            "type": "tool_result",
+            "tool_use_id": "toolu_b",
+            "content": "index offline",
+            "is_error": True,
+        },
+        {"type": "text", "text": "And summarise."},
+    ]
+
+
+async def test_tool_results_go_first_in_a_merged_user_message(
+    fake_llm: FakeLLM, provider: AnthropicProvider
+) -> None:
+    fake_llm.text("ok")
+    history = [
+        Message.user("go"),
+        Message.assistant(tool_calls=[ToolCall(id="t1", name="search", arguments={"query": "q"})]),
+        # A user interjection stored before the result must not precede it on the wire.
+        Message.user("also this"),
+        Message.tool_result("t1", "result"),
+    ]
+
+    await collect(provider, request(messages=history))
+
+    content = fake_llm.last_request.body["messages"][2]["content"]
+    assert [b["type"] for b in content] == ["tool_result", "text"]
+
+
+async def test_empty_assistant_message_is_skipped(
+    fake_llm: FakeLLM, provider: AnthropicProvider
+) -> None:
+    fake_llm.text("ok")
+    history = [Message.user("one"), Message.assistant(""), Message.user("two")]
+
+    await collect(provider, request(messages=history))
+
+    messages = fake_llm.last_request.body["messages"]
+    assert len(messages) == 1
+    assert [b["text"] for b in messages[0]["content"]] == ["one", "two"]
+
+
+async def test_malformed_history_is_rejected_as_format_error(
+    fake_llm: FakeLLM, provider: AnthropicProvider
+) -> None:
+    # A tool call with no result after it: the real API answers 400, so does the fake.
+    history = [
+        Message.user("go"),
+        Message.assistant(tool_calls=[ToolCall(id="t1", name="search")]),
+        Message.user("never mind"),
+    ]
+
+    err = await failure(provider, request(messages=history))
+
+    assert err.kind is ErrorKind.FORMAT
+    assert err.status == 400
+    assert "tool_result" in err.message
+
+
+# --- errors --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("reply", "kind", "retry_after"),
+    [
+        (Reply(status=429, headers={"retry-after": "12"}), ErrorKind.RATE_LIMIT, 12.0),
+        (
+            Reply(status=429, headers={"retry-after-ms": "250", "retry-after": "1"}),
+            ErrorKind.RATE_LIMIT,
+            0.25,
+        ),
+        (Reply(status=529), ErrorKind.OVERLOADED, None),
+        (Reply(status=503), ErrorKind.OVERLOADED, None),
+        (Reply(status=401), ErrorKind.AUTH, None),
+        (Reply(status=404, error_message="model: claude-nope"), ErrorKind.MODEL_NOT_FOUND, None),
+        (Reply(status=400, context_overflow=True), ErrorKind.CONTEXT_OVERFLOW, None),
+        (Reply(status=413), ErrorKind.CONTEXT_OVERFLOW, None),
+        (Reply(status=500), ErrorKind.TIMEOUT, None),
+        (Reply(status=400, error_message="Your credit balance is too low"), ErrorKind.FORMAT, None),
+    ],
+    ids=["429", "429-ms", "529", "503", "401", "404", "overflow", "413", "500", "400"],
+)
+async def test_http_errors_are_classified(
+    fake_llm: FakeLLM,
+    provider: AnthropicProvider,
+    reply: Reply,
+    kind: ErrorKind,
+    retry_after: float | None,
+) -> None:
+    fake_llm.push(reply)
+
+    err = await failure(provider)
+
+    assert err.kind is kind
+    assert err.status == reply.status
+    assert err.retry_after == retry_after
+    assert err.provider == "anthropic"
+    assert err.model == MODEL
+
+
+async def test_context_overflow_keeps_the_server_message(
+    fake_llm: FakeLLM, provider: AnthropicProvider
+) -> None:
+    fake_llm.context_overflow()
+
+    err = await failure(provider)
+
+    assert err.message.startswith("prompt is too long")
+
+
+@pytest.mark.parametrize(
+    ("error_type", "kind", "status"),
+    [
+        ("overloaded_error", ErrorKind.OVERLOADED, 529),
+        ("rate_limit_error", ErrorKind.RATE_LIMIT, 429),
+        ("api_error", ErrorKind.TIMEOUT, 500),
+    ],
+)
+async def test_error_event_mid_stream(
+    fake_llm: FakeLLM,
+    provider: AnthropicProvider,
+    error_type: str,
+    kind: ErrorKind,
+    status: int,
+) -> None:
+    fake_llm.push(
+        Reply(text="partial", chunks=2, stream_error="Overloaded", stream_error_type=error_type)
+    )
+    received: list[StreamItem] = []
+
+    with pytest.raises(ModelError) as info:
+        async for item in provider.stream(request()):
+            received.append(item)
+
+    assert "".join(t.text for t in of_type(received, TextDelta)) == "partial"
+    assert not of_type(received, StopItem)
+    assert info.value.kind is kind
+    # The event rode on a 200 response; the status is the one its type stands for.
+    assert info.value.status == status
+    assert info.value.message == "Overloaded"
+
+
+async def test_stream_cut_short_is_a_timeout(
+    fake_llm: FakeLLM, provider: AnthropicProvider
+) -> None:
+    fake_llm.push(Reply(text="half", truncate=True))
+
+    err = await failure(provider)
+
+    assert err.kind is ErrorKind.TIMEOUT
+
+
+async def test_connection_refused_is_a_timeout() -> None:
+    provider = AnthropicProvider(api_key="k", base_url=f"http://127.0.0.1:{unused_port()}")
+    try:
+        err = await failure(provider)
+    finally:
+        await provider.aclose()
+
+    assert err.kind is ErrorKind.TIMEOUT
+    assert err.status is None
+    assert err.provider == "anthropic"
+
+
+async def test_slow_first_byte_hits_the_client_timeout(fake_llm: FakeLLM) -> None:
+    fake_llm.push(Reply(text="late", delay=5.0))
+    provider = AnthropicProvider(api_key="k", base_url=fake_llm.anthropic_base_url, timeout=0.3)
+    try:
+        err = await failure(provider)
+    finally:
+        await provider.aclose()
+
+    assert err.kind is ErrorKind.TIMEOUT
+
+
+def _no_ambient_credentials(monkeypatch: pytest.MonkeyPatch, home: Path) -> None:
+    # Keep the SDK from finding credentials anywhere on this machine.
+    for var in (
+        "ANTHROPIC_AUTH_TOKEN",
+        "ANTHROPIC_PROFILE",
+        "ANTHROPIC_CONFIG_DIR",
+        "ANTHROPIC_IDENTITY_TOKEN",
+        "ANTHROPIC_IDENTITY_TOKEN_FILE",
+        "ANTHROPIC_FEDERATION_RULE_ID",
+        "ANTHROPIC_ORGANIZATION_ID",
+    ):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HOME", str(home))
+
+
+async def test_no_credentials_is_an_auth_error(
+    fake_llm: FakeLLM, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    _no_ambient_credentials(monkeypatch, tmp_path)
+    provider = AnthropicProvider(api_key=None, base_url=fake_llm.anthropic_base_url)
+    try:
+        err = await failure(provider)
+    finally:
+        await provider.aclose()
+
+    assert err.kind is ErrorKind.AUTH
+    assert fake_llm.requests == []
+
+
+async def test_broken_credential_profile_is_an_auth_error(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # A named config directory without a profile in it: the SDK raises while
+    # constructing, and the provider reports that as an auth error.
+    _no_ambient_credentials(monkeypatch, tmp_path)
+    monkeypatch.setenv("ANTHROPIC_CONFIG_DIR", str(tmp_path / "anthropic"))
+
+    with pytest.raises(ModelError) as info:
+        AnthropicProvider(api_key=None, base_url="http://127.0.0.1:9")
+
+    assert info.value.kind is ErrorKind.AUTH
+
+
+# --- cancellation and lifecycle -----------------------------------------
+
+
+async def test_cancelling_a_slow_stream_propagates(
+    fake_llm: FakeLLM, provider: AnthropicProvider
+) -> None:
+    fake_llm.push(Reply(text="one two three four", chunks=4, chunk_delay=5.0))
+    first = asyncio.Event()
+    received: list[StreamItem] = []
+
+    async def consume() -> None:
+        async for item in provider.stream(request()):
+            received.append(item)
+            first.set()
+
+    task = asyncio.create_task(consume())
+    await first.wait()
+    task.cancel()
+
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert len(of_type(received, TextDelta)) == 1
+
+
+async def test_cancelling_before_the_first_byte_propagates(
+    fake_llm: FakeLLM, provider: AnthropicProvider
+) -> None:
+    fake_llm.push(Reply(text="late", delay=5.0))
+
+    # wait_for turns the inner cancellation into TimeoutError only if the
+    # provider lets CancelledError through instead of converting it.
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(collect(provider), timeout=0.3)
+
+
+async def test_aclose_closes_the_client(fake_llm: FakeLLM) -> None:
+    provider = AnthropicProvider(api_key="k", base_url=fake_llm.anthropic_base_url)
+    fake_llm.text("ok")
+    await collect(provider)
+
+    await provider.aclose()
+
+    assert provider._client.is_closed()

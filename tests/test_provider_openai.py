@@ -1,0 +1,461 @@
+"""OpenAIProvider with the real ``openai`` SDK against the fake LLM server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from engine.errors import ErrorKind, ModelError
+from engine.events import TextDelta, ThinkingDelta, ToolCallEvent
+from engine.messages import Message, ToolCall, Usage
+from engine.providers.base import ModelRequest, StopItem, StreamItem, ToolSpec, UsageItem
+from engine.providers.openai import OpenAIProvider
+from tests.fixtures.llm_server import FakeLLM, Reply, ScriptedToolCall, unused_port
+
+WEATHER = ToolSpec(
+    name="get_weather",
+    description="Current weather for a city.",
+    parameters={
+        "type": "object",
+        "properties": {"city": {"type": "string"}},
+        "required": ["city"],
+    },
+)
+
+
+@pytest.fixture
+async def provider(fake_llm: FakeLLM) -> AsyncIterator[OpenAIProvider]:
+    p = OpenAIProvider(api_key="sk-test", base_url=fake_llm.openai_base_url)
+    yield p
+    await p.aclose()
+
+
+def request(**kw: Any) -> ModelRequest:
+    kw.setdefault("model", "gpt-test")
+    kw.setdefault("system", "You are terse.")
+    kw.setdefault("messages", [Message.user("hi")])
+    return ModelRequest(**kw)
+
+
+async def collect(provider: OpenAIProvider, req: ModelRequest | None = None) -> list[StreamItem]:
+    return [item async for item in provider.stream(req or request())]
+
+
+def of_type(items: list[StreamItem], kind: type) -> list[Any]:
+    return [i for i in items if isinstance(i, kind)]
+
+
+async def failure(provider: OpenAIProvider, req: ModelRequest | None = None) -> ModelError:
+    with pytest.raises(ModelError) as info:
+        await collect(provider, req)
+    return info.value
+
+
+# --- streaming -----------------------------------------------------------
+
+
+async def test_text_streams_in_order_and_ends_with_one_stop(
+    fake_llm: FakeLLM, provider: OpenAIProvider
+) -> None:
+    fake_llm.text("The quick brown fox jumps.", chunks=4)
+
+    items = await collect(provider)
+
+    deltas = of_type(items, TextDelta)
+    assert len(deltas) == 4
+    assert "".join(d.text for d in deltas) == "The quick brown fox jumps."
+    assert of_type(items, StopItem) == [StopItem("end_turn")]
+    assert items[-1] == StopItem("end_turn")
+
+
+async def test_usage_separates_cached_tokens(fake_llm: FakeLLM, provider: OpenAIProvider) -> None:
+    fake_llm.text("ok", input_tokens=120, output_tokens=7, cache_read_tokens=80)
+
+    items = await collect(provider)
+
+    # prompt_tokens on the wire is 200, of which 80 were cached.
+    assert of_type(items, UsageItem) == [
+        UsageItem(Usage(input_tokens=120, output_tokens=7, cache_read_tokens=80))
+    ]
+    assert isinstance(items[-2], UsageItem)  # usage comes just before the stop
+
+
+async def test_finish_reason_length_maps_to_max_tokens(
+    fake_llm: FakeLLM, provider: OpenAIProvider
+) -> None:
+    fake_llm.text("cut sh", stop="max_tokens")
+
+    items = await collect(provider)
+
+    assert items[-1] == StopItem("max_tokens")
+
+
+async def test_unknown_finish_reason_is_an_end_turn(
+    fake_llm: FakeLLM, provider: OpenAIProvider
+) -> None:
+    fake_llm.text("filtered", stop="content_filter")
+
+    assert (await collect(provider))[-1] == StopItem("end_turn")
+
+
+@pytest.mark.parametrize("field", ["reasoning_content", "reasoning"])
+async def test_reasoning_fields_become_thinking(
+    fake_llm: FakeLLM, provider: OpenAIProvider, field: str
+) -> None:
+    fake_llm.push(Reply(thinking="Let me think.", text="Answer.", chunks=2, reasoning_field=field))
+
+    items = await collect(provider)
+
+    thinking = of_type(items, ThinkingDelta)
+    assert "".join(t.text for t in thinking) == "Let me think."
+    assert "".join(t.text for t in of_type(items, TextDelta)) == "Answer."
+    # Reasoning streams before the answer, as the server sent it.
+    assert items.index(thinking[-1]) < items.index(of_type(items, TextDelta)[0])
+
+
+# --- tool calls ----------------------------------------------------------
+
+
+async def test_tool_call_arguments_are_accumulated_across_chunks(
+    fake_llm: FakeLLM, provider: OpenAIProvider
+) -> None:
+    args = {"city": "Zürich", "units": "metric", "days": 3}
+    fake_llm.tool_calls(ScriptedToolCall("get_weather", args, id="call_abc", chunks=6))
+
+    items = await collect(provider, request(tools=[WEATHER]))
+
+    assert of_type(items, ToolCallEvent) == [ToolCallEvent("call_abc", "get_weather", args)]
+    assert items[-1] == StopItem("tool_use")
+
+
+async def test_multiple_tool_calls_come_out_in_order(
+    fake_llm: FakeLLM, provider: OpenAIProvider
+) -> None:
+    fake_llm.tool_calls(
+        ScriptedToolCall("get_weather", {"city": "Oslo"}, id="call_1", chunks=3),
+        ScriptedToolCall("get_weather", {"city": "Lima"}, id="call_2", chunks=4),
+        text="Checking both.",
+    )
+
+    items = await collect(provider, request(tools=[WEATHER]))
+
+    calls = of_type(items, ToolCallEvent)
+    assert [(c.id, c.arguments["city"]) for c in calls] == [("call_1", "Oslo"), ("call_2", "Lima")]
+    assert "".join(t.text for t in of_type(items, TextDelta)) == "Checking both."
+    assert items[-1] == StopItem("tool_use")
+
+
+async def test_invalid_tool_arguments_are_kept_raw(
+    fake_llm: FakeLLM, provider: OpenAIProvider
+) -> None:
+    fake_llm.tool_calls(ScriptedToolCall("get_weather", '{"city": "Ro', id="call_x"))
+
+    items = await collect(provider, request(tools=[WEATHER]))
+
+    assert of_type(items, ToolCallEvent)[0].arguments == {"_raw": '{"city": "Ro'}
+
+
+async def test_tool_calls_win_over_the_finish_reason(
+    fake_llm: FakeLLM, provider: OpenAIProvider
+) -> None:
+    fake_llm.tool_calls(ScriptedToolCall("get_weather", {"city": "Rome"}), stop="end_turn")
+
+    items = await collect(provider, request(tools=[WEATHER]))
+
+    assert items[-1] == StopItem("tool_use")
+
+
+# --- request translation -------------------------------------------------
+
+
+async def test_request_carries_system_tools_usage_option_and_auth(
+    fake_llm: FakeLLM, provider: OpenAIProvider
+) -> None:
+    fake_llm.text("ok")
+
+    await collect(provider, request(tools=[WEATHER], max_tokens=321, temperature=0.2))
+
+    sent = fake_llm.last_request
+    assert sent.path == "/v1/chat/completions"
+    assert sent.headers["authorization"] == "Bearer sk-test"
+    body = sent.body
+    assert body["model"] == "gpt-test"
+    assert body["stream"] is True
+    assert body["stream_options"] == {"include_usage": True}
+    assert body["messages"][0] == {"role": "system", "content": "You are terse."}
+    assert body["messages"][1] == {"role": "user", "content": "hi"}
+    assert body["tools"] == [
+        {
+            "type": "function",
+            "function": {
+                "name": "get_weather",
+                "description": "Current weather for a city.",
+                "parameters": WEATHER.parameters,
+            },
+        }
+    ]
+    # A base_url means a compatible server, which knows max_tokens.
+    assert body["max_tokens"] == 321
+    assert body["temperature"] == 0.2
+
+
+async def test_no_system_message_and_no_tools_when_empty(
+    fake_llm: FakeLLM, provider: OpenAIProvider
+) -> None:
+    fake_llm.text("ok")
+
+    await collect(provider, request(system=""))
+
+    body = fake_llm.last_request.body
+    assert [m["role"] for m in body["messages"]] == ["user"]
+    assert "tools" not in body
+    assert "temperature" not in body
+
+
+async def test_max_tokens_field_can_be_chosen(fake_llm: FakeLLM, provider: OpenAIProvider) -> None:
+    fake_llm.text("ok")
+
+    await collect(
+        provider, request(max_tokens=99, options={"max_tokens_field": "max_completion_tokens"})
+    )
+
+    body = fake_llm.last_request.body
+    assert body["max_completion_tokens"] == 99
+    assert "max_tokens" not in body
+
+
+async def test_history_with_tool_calls_and_results(
+    fake_llm: FakeLLM, provider: OpenAIProvider
+) -> None:
+    fake_llm.text("It is sunny in Oslo; Lima failed.")
+    history = [
+        Message.user("Weather in Oslo and Lima?"),
+        Message.assistant(
+            "",
+            thinking=[{"text": "two lookups", "signature": "s"}],
+            tool_calls=[
+                ToolCall(id="call_1", name="get_weather", arguments={"city": "Oslo"}),
+                ToolCall(id="call_2", name="get_weather", arguments={"city": "Lima"}),
+            ],
+        ),
+        Message.tool_result("call_1", "sunny", name="get_weather"),
+        Message.tool_result("call_2", "service down", name="get_weather", is_error=True),
+    ]
+
+    await collect(provider, request(messages=history, tools=[WEATHER]))
+
+    messages = fake_llm.last_request.body["messages"]
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "tool", "tool"]
+    assistant = messages[2]
+    # The content key is present even though the text is empty; thinking is dropped.
+    assert assistant["content"] == ""
+    assert set(assistant) == {"role", "content", "tool_calls"}
+    assert assistant["tool_calls"][0] == {
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": "get_weather", "arguments": json.dumps({"city": "Oslo"})},
+    }
+    assert messages[3] == {"role": "tool", "tool_call_id": "call_1", "content": "sunny"}
+    assert messages[4]["tool_call_id"] == "call_2"
+    assert messages[4]["content"] == "Error: service down"
+
+
+async def test_raw_arguments_are_sent_back_verbatim(
+    fake_llm: FakeLLM, provider: OpenAIProvider
+) -> None:
+    fake_llm.text("ok")
+    history = [
+        Message.user("go"),
+        Message.assistant(
+            tool_calls=[ToolCall(id="c1", name="get_weather", arguments={"_raw": '{"city": '})]
+        ),
+        Message.tool_result("c1", "invalid arguments", is_error=True),
+    ]
+
+    await collect(provider, request(messages=history))
+
+    call = fake_llm.last_request.body["messages"][2]["tool_calls"][0]
+    assert call["function"]["arguments"] == '{"city": '
+
+
+async def test_malformed_history_is_rejected_as_format_error(
+    fake_llm: FakeLLM, provider: OpenAIProvider
+) -> None:
+    # A tool result that answers no call: the real API answers 400, so does the fake.
+    history = [Message.user("hi"), Message.tool_result("nope", "x")]
+
+    err = await failure(provider, request(messages=history))
+
+    assert err.kind is ErrorKind.FORMAT
+    assert err.status == 400
+
+
+# --- errors --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("reply", "kind", "retry_after"),
+    [
+        (Reply(status=429, headers={"Retry-After": "7"}), ErrorKind.RATE_LIMIT, 7.0),
+        (Reply(status=429, headers={"retry-after-ms": "1500"}), ErrorKind.RATE_LIMIT, 1.5),
+        (
+            Reply(
+                status=429,
+                error_message="You exceeded your current quota",
+                error_code="insufficient_quota",
+            ),
+            ErrorKind.BILLING,
+            None,
+        ),
+        (
+            Reply(status=503, error_message="The engine is currently overloaded"),
+            ErrorKind.OVERLOADED,
+            None,
+        ),
+        (Reply(status=529), ErrorKind.OVERLOADED, None),
+        (Reply(status=401, error_code="invalid_api_key"), ErrorKind.AUTH, None),
+        (Reply(status=404, error_code="model_not_found"), ErrorKind.MODEL_NOT_FOUND, None),
+        (Reply(status=400, context_overflow=True), ErrorKind.CONTEXT_OVERFLOW, None),
+        (Reply(status=500), ErrorKind.TIMEOUT, None),
+    ],
+    ids=["429", "429-ms", "quota", "503", "529", "401", "404", "overflow", "500"],
+)
+async def test_http_errors_are_classified(
+    fake_llm: FakeLLM,
+    provider: OpenAIProvider,
+    reply: Reply,
+    kind: ErrorKind,
+    retry_after: float | None,
+) -> None:
+    fake_llm.push(reply)
+
+    err = await failure(provider)
+
+    assert err.kind is kind
+    assert err.status == reply.status
+    assert err.retry_after == retry_after
+    assert err.provider == "openai"
+    assert err.model == "gpt-test"
+
+
+async def test_context_overflow_keeps_the_server_message(
+    fake_llm: FakeLLM, provider: OpenAIProvider
+) -> None:
+    fake_llm.context_overflow()
+
+    err = await failure(provider)
+
+    assert err.message.startswith("This model's maximum context length is")
+
+
+async def test_mid_stream_error_after_some_text(
+    fake_llm: FakeLLM, provider: OpenAIProvider
+) -> None:
+    fake_llm.push(Reply(text="partial answer", chunks=2, stream_error="The server had an error"))
+    received: list[StreamItem] = []
+
+    with pytest.raises(ModelError) as info:
+        async for item in provider.stream(request()):
+            received.append(item)
+
+    assert "".join(t.text for t in of_type(received, TextDelta)) == "partial answer"
+    assert not of_type(received, StopItem)
+    assert info.value.kind is ErrorKind.TIMEOUT  # a server_error: worth a retry
+    assert "server had an error" in info.value.message
+
+
+async def test_mid_stream_rate_limit_error(fake_llm: FakeLLM, provider: OpenAIProvider) -> None:
+    fake_llm.push(
+        Reply(text="a", stream_error="Slow down", stream_error_type="rate_limit_exceeded")
+    )
+
+    err = await failure(provider)
+
+    assert err.kind is ErrorKind.RATE_LIMIT
+
+
+async def test_stream_cut_short_is_a_timeout(fake_llm: FakeLLM, provider: OpenAIProvider) -> None:
+    fake_llm.push(Reply(text="half an ans", truncate=True))
+
+    err = await failure(provider)
+
+    assert err.kind is ErrorKind.TIMEOUT
+
+
+async def test_connection_refused_is_a_timeout() -> None:
+    provider = OpenAIProvider(api_key="sk-test", base_url=f"http://127.0.0.1:{unused_port()}/v1")
+    try:
+        err = await failure(provider)
+    finally:
+        await provider.aclose()
+
+    assert err.kind is ErrorKind.TIMEOUT
+    assert err.status is None
+    assert err.provider == "openai"
+
+
+async def test_slow_first_byte_hits_the_client_timeout(fake_llm: FakeLLM) -> None:
+    fake_llm.push(Reply(text="late", delay=5.0))
+    provider = OpenAIProvider(api_key="k", base_url=fake_llm.openai_base_url, timeout=0.3)
+    try:
+        err = await failure(provider)
+    finally:
+        await provider.aclose()
+
+    assert err.kind is ErrorKind.TIMEOUT
+
+
+async def test_missing_key_without_base_url_is_an_auth_error() -> None:
+    with pytest.raises(ModelError) as info:
+        OpenAIProvider(api_key=None)
+
+    assert info.value.kind is ErrorKind.AUTH
+
+
+# --- cancellation and lifecycle -----------------------------------------
+
+
+async def test_cancelling_a_slow_stream_propagates(
+    fake_llm: FakeLLM, provider: OpenAIProvider
+) -> None:
+    fake_llm.push(Reply(text="one two three four", chunks=4, chunk_delay=5.0))
+    first = asyncio.Event()
+    received: list[StreamItem] = []
+
+    async def consume() -> None:
+        async for item in provider.stream(request()):
+            received.append(item)
+            first.set()
+
+    task = asyncio.create_task(consume())
+    await first.wait()
+    task.cancel()
+
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert len(of_type(received, TextDelta)) == 1
+
+
+async def test_cancelling_before_the_first_byte_propagates(
+    fake_llm: FakeLLM, provider: OpenAIProvider
+) -> None:
+    fake_llm.push(Reply(text="late", delay=5.0))
+
+    # wait_for turns the inner cancellation into TimeoutError only if the
+    # provider lets CancelledError through instead of converting it.
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(collect(provider), timeout=0.3)
+
+
+async def test_aclose_closes_the_client(fake_llm: FakeLLM) -> None:
+    provider = OpenAIProvider(api_key="k", base_url=fake_llm.openai_base_url)
+    fake_llm.text("ok")
+    await collect(provider)
+
+    await provider.aclose()
+
+    assert provider._client.is_closed()
