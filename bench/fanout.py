@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._cluster import start_ray  # noqa: E402
+from bench._cluster import start_ray
 
 NAMESPACE = "yeaft-bench"
 
