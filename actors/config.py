@@ -13,6 +13,7 @@ from typing import Any
 from engine.settings import EngineSettings
 from store import open_store
 from store.base import Store
+from store.memory import MemoryBackend, open_memory
 
 
 @dataclass(slots=True)
@@ -35,6 +36,13 @@ class RuntimeConfig:
     provider_overrides: dict[str, Any] = field(default_factory=dict)
     # Ray options for VP actors.
     vp_max_restarts: int = -1
+    # Dream (memory maintenance): after this many turns of a VP in a group,
+    # or when the group has been quiet this long after a turn (0 disables).
+    dream_every_turns: int = 20
+    dream_idle_s: float = 300.0
+    # Memory recall before each turn.
+    recall_limit: int = 8
+    recall_budget_tokens: int = 1200
 
     def open_store(self) -> Store:
         return open_store(
@@ -43,6 +51,9 @@ class RuntimeConfig:
             event_retention=self.event_retention,
             redis_prefix=self.redis_prefix,
         )
+
+    def open_memory(self) -> MemoryBackend:
+        return open_memory(self.store_url, Path(self.data_dir), prefix=f"{self.redis_prefix}:mem:")
 
     def engine_settings(self) -> EngineSettings:
         return EngineSettings(**self.engine)

@@ -17,6 +17,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from actors import dream as dreaming
 from actors.config import RuntimeConfig
 from actors.lanes import Lanes
 from actors.output import EnvelopeWriter
@@ -25,6 +26,7 @@ from actors.turns import TurnOutcome, TurnRequest
 from actors.visibility import group_view
 from engine.engine import Engine, TurnResult
 from engine.events import StopEvent
+from engine.memory import memory_tools, recall, render_memory, scopes_for
 from engine.messages import Conversation, Usage
 from engine.providers.registry import ProviderRegistry
 from engine.tools.builtin import builtin_tools
@@ -54,10 +56,12 @@ class VPWorker:
         if model is None and persona.model_hint == "fast" and settings.fast_model:
             model = settings.fast_model
         self.providers = ProviderRegistry(settings, overrides=config.provider_overrides)
-        tools = ToolRegistry([*builtin_tools(), route_forward_tool()])
+        tools = ToolRegistry([*builtin_tools(), route_forward_tool(), *memory_tools()])
         self.engine = Engine(self.providers, model=model, tools=tools, settings=settings)
         self.lanes = Lanes(config.max_concurrent_turns)
         self._store: Store | None = None
+        self.memory = config.open_memory()
+        self._idle: dict[str, asyncio.Task[None]] = {}
         self._aborts: dict[str, tuple[str, asyncio.Event]] = {}
         self._questions: dict[str, asyncio.Future[str]] = {}
 
@@ -91,6 +95,10 @@ class VPWorker:
         fut.set_result(answer)
         return True
 
+    async def dream(self, group_id: str) -> dict[str, object]:
+        """Run memory maintenance for one group now (in the group's lane)."""
+        return await self.lanes.run(group_id, lambda: dreaming.dream(self, group_id))
+
     async def stats(self) -> dict[str, Any]:
         calls = sum(getattr(p, "calls", 0) for p in self.config.provider_overrides.values())
         return {"vp_id": self.vp_id, "model_calls": calls, "active_turns": len(self._aborts)}
@@ -118,7 +126,8 @@ class VPWorker:
         if allowed is not None:
             allowed.add("route_forward")
         offered = [t.name for t in self.engine.tools.offered(ctx, allowed)]
-        system = self._system_prompt(group, offered)
+        memory = await self._recall(req, trigger.content if trigger else "")
+        system = self._system_prompt(group, offered, memory)
         await writer.status("thinking")
         result = await self.engine.run_turn(
             conv,
@@ -128,12 +137,54 @@ class VPWorker:
             ctx=ctx,
             allowed_tools=allowed,
             abort=abort,
-            options={"persona": self._persona_hint()},
+            options={"persona": self.persona_hint(), "memory": memory},
         )
         await writer.close(result.reason)
         conv.meta["cursor"] = req.trigger_id
+        conv.meta["turns_since_dream"] = conv.meta.get("turns_since_dream", 0) + 1
         await store.save_transcript(req.group_id, self.vp_id, conv)
+        self._schedule_dream(req.group_id, conv.meta["turns_since_dream"])
         return self._outcome(req, result, writer.skipped)
+
+    async def _recall(self, req: TurnRequest, query: str) -> list[str]:
+        """Memories for the system prompt: the user's, the group's, this VP's own."""
+        try:
+            scopes = scopes_for(req.user_id, req.group_id, self.vp_id)
+            items = await recall(
+                self.memory,
+                scopes,
+                query,
+                now=time.time(),
+                vp_id=self.vp_id,
+                limit=self.config.recall_limit,
+                budget_tokens=self.config.recall_budget_tokens,
+            )
+        except Exception:
+            # Recall is a help, never a reason to fail the turn.
+            log.warning("memory recall failed for %s", self.vp_id, exc_info=True)
+            return []
+        return render_memory(items)
+
+    def _schedule_dream(self, group_id: str, turns: int) -> None:
+        """Dream after N turns at once, else when the group stays quiet long enough."""
+        timer = self._idle.pop(group_id, None)
+        if timer is not None:
+            timer.cancel()
+        every, idle = self.config.dream_every_turns, self.config.dream_idle_s
+        due_now = bool(every) and turns >= every
+        if not due_now and idle <= 0:
+            return
+
+        async def later() -> None:
+            if not due_now:
+                await asyncio.sleep(idle)
+            self._idle.pop(group_id, None)
+            try:
+                await self.dream(group_id)
+            except Exception:
+                log.warning("dream of %s in %s failed", self.vp_id, group_id, exc_info=True)
+
+        self._idle[group_id] = asyncio.create_task(later())
 
     def _context(
         self,
@@ -143,7 +194,11 @@ class VPWorker:
         store: Store,
         writer: EnvelopeWriter,
     ) -> ToolContext:
-        services: dict[str, Any] = {"roster": list(group.roster), "user_id": req.user_id}
+        services: dict[str, Any] = {
+            "roster": list(group.roster),
+            "user_id": req.user_id,
+            "memory": self.memory,
+        }
         if req.router is not None:
             router = req.router
 
@@ -170,7 +225,7 @@ class VPWorker:
             services=services,
         )
 
-    def _system_prompt(self, group: Group, tools: list[str]) -> str:
+    def _system_prompt(self, group: Group, tools: list[str], memory: list[str]) -> str:
         roster = [p for p in (self.library.get(v) for v in group.roster) if p is not None]
         return build_system_prompt(
             persona=self.persona,
@@ -178,9 +233,10 @@ class VPWorker:
             language="zh" if group.settings.language == "zh" else "en",
             roster=roster,
             tools=tools,
+            memory=memory,
         )
 
-    def _persona_hint(self) -> dict[str, Any]:
+    def persona_hint(self) -> dict[str, Any]:
         p = self.persona
         return {"id": p.id, "name": p.name, "role": p.role, "traits": list(p.traits)}
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,8 @@ log = logging.getLogger(__name__)
 
 VPActor = ray.remote(VPWorker)
 SYSTEM = "system"
+# How often an unknown name may trigger a reload of the persona files.
+PERSONA_RELOAD_S = 1.0
 
 
 class GroupError(Exception):
@@ -50,7 +53,7 @@ class CoordinatorWorker:
     def __init__(self, shard: int, config: RuntimeConfig) -> None:
         self.shard = shard
         self.config = config
-        self.library = load_personas(Path(config.personas_dir) if config.personas_dir else None)
+        self._load_personas()
         self._store: Store | None = None
         self._groups: dict[str, Group] = {}
         self._guards: dict[str, LoopGuard] = {}
@@ -103,7 +106,16 @@ class CoordinatorWorker:
 
     def _resolve(self, name: str) -> str | None:
         persona = self.library.resolve(name)
+        if persona is None and time.monotonic() - self._loaded_at > PERSONA_RELOAD_S:
+            # A persona file may have been dropped in since start: look again.
+            self._load_personas()
+            persona = self.library.resolve(name)
         return persona.id if persona else None
+
+    def _load_personas(self) -> None:
+        pdir = Path(self.config.personas_dir) if self.config.personas_dir else None
+        self.library = load_personas(pdir)
+        self._loaded_at = time.monotonic()
 
     async def _save(self, group: Group) -> Group:
         saved = await (await self.store()).save_group(group)

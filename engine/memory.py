@@ -33,6 +33,7 @@ from pydantic import BaseModel, Field
 from engine.messages import estimate_tokens
 from engine.tools.registry import Tool, ToolContext, ToolOutcome
 from store.memory import (
+    Kind,
     MemoryBackend,
     MemoryItem,
     group_scope,
@@ -269,8 +270,10 @@ async def _remember(params: RememberParams, ctx: ToolContext) -> ToolOutcome:
         if normalise(item.text) == normalise(text):
             return ToolOutcome(f"already remembered ({item.id}, {params.scope} memory)")
     source = f"vp:{ctx.vp_id}" if ctx.vp_id else None
+    # The dream job writes resident summaries through this same tool.
+    kind: Kind = "resident" if ctx.services.get("memory_kind") == "resident" else "fact"
     item = await backend.add(
-        MemoryItem(scope=scope, text=text, tags=_clean_tags(params.tags), source=source)
+        MemoryItem(scope=scope, text=text, tags=_clean_tags(params.tags), source=source, kind=kind)
     )
     return ToolOutcome(f"remembered ({item.id}, {params.scope} memory)")
 

@@ -255,3 +255,16 @@ async def test_bad_group_names_are_refused(make_runtime: MakeRuntime, name: str)
     rt = make_runtime()
     with pytest.raises(GroupError):
         await rt.create_group(name, ROSTER)
+
+
+async def test_memory_follows_the_user_into_a_new_group(make_runtime: MakeRuntime) -> None:
+    rt = make_runtime()
+    first = await rt.create_group("one", ["steve", "linus"])
+    await rt.ingest(first.id, "ann", "@steve remember that I prefer Rust for services")
+    await rt.wait_idle(first.id)
+    second = await rt.create_group("two", ["steve"])
+    await rt.ingest(second.id, "ann", "@steve what should the new service be written in?")
+    await rt.wait_idle(second.id)
+    log = await (await rt.store()).read_messages(second.id)
+    (reply,) = [m.text for m in log if m.author == "steve"]
+    assert "I remember: I prefer Rust for services" in reply

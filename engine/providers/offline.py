@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import itertools
+import re
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
@@ -125,10 +126,61 @@ def persona_reply(request: ModelRequest) -> str:
         topic = topic[:77] + "..."
     seed = f"{name}|{topic}".encode()
     trait = f" As someone {traits[0]}," if traits else ""
+    # Recalled memory lines look like "- [user, 2026-05-01] text #tag".
+    memory = [str(m).split("] ", 1)[-1] for m in request.options.get("memory") or []]
+    recalled = f" I remember: {memory[0]}." if memory else ""
     return (
         f'{_pick(_OPENERS, seed, "o")}{trait} speaking as a {role}: on "{topic}", '
-        f"I would {_pick(_MOVES, seed, 'm')}. {_pick(_QUESTIONS, seed, 'q')} — {name}"
+        f"I would {_pick(_MOVES, seed, 'm')}.{recalled} {_pick(_QUESTIONS, seed, 'q')} — {name}"
     )
+
+
+_REMEMBER = re.compile(r"\bremember(?:\s+that)?\s+(.+)", re.IGNORECASE | re.DOTALL)
+
+
+def default_reply(request: ModelRequest) -> Reply:
+    """What the unscripted offline model does: enough to demonstrate the system.
+
+    It answers in the persona's voice, saves a fact when asked to "remember
+    that ...", mentions what it recalled, and in dream mode writes one
+    summary memory. Anything cleverer needs a real model.
+    """
+    last = request.messages[-1] if request.messages else None
+    tools = {t.name for t in request.tools}
+    if last is not None and last.role == "tool":
+        if last.tool_name == "remember":
+            return Reply(
+                "[[SKIP]]"
+                if request.options.get("mode") == "dream"
+                else "Noted. I will keep that in mind."
+            )
+        return Reply(f"Done ({last.tool_name or 'tool'}).")
+    if last is not None and "remember" in tools:
+        if request.options.get("mode") == "dream":
+            return Reply(
+                tool_calls=[
+                    (
+                        "remember",
+                        {
+                            "text": dream_summary(last.content),
+                            "scope": "private",
+                            "tags": ["summary"],
+                        },
+                    )
+                ]
+            )
+        match = _REMEMBER.search(last.content)
+        if match:
+            fact = match.group(1).strip().rstrip(".!")
+            return Reply(tool_calls=[("remember", {"text": fact, "scope": "user"})])
+    return Reply(persona_reply(request))
+
+
+def dream_summary(transcript: str) -> str:
+    """An extractive summary: the last few lines of the transcript, shortened."""
+    lines = [ln.strip() for ln in transcript.splitlines()[1:] if ln.strip()]
+    picked = [ln[:120] for ln in lines[-4:]] or ["nothing new"]
+    return "Recent discussion: " + " / ".join(picked)
 
 
 def _tokens(text: str) -> list[str]:
@@ -178,7 +230,7 @@ class OfflineProvider:
             return self._fn(request)
         if self._strict:
             raise ModelError(ErrorKind.UNKNOWN, "offline script exhausted")
-        return Reply(persona_reply(request))
+        return default_reply(request)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
         opts = OfflineOptions.parse(request.model)

@@ -1,0 +1,138 @@
+"""The VP actor's own logic, in process (no Ray): memory, dream, resume.
+
+The class a Ray actor wraps is a plain class, so these tests drive it
+directly against both store backends; tests/test_group_chat.py covers the
+same worker behind real Ray actors.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from actors.config import RuntimeConfig
+from actors.turns import TurnOutcome, TurnRequest
+from actors.vp_actor import VPWorker
+from engine.errors import ErrorKind
+from engine.providers.base import ModelRequest
+from engine.providers.offline import Fail, OfflineProvider, Reply
+from store.base import Group, GroupMessage
+from store.memory import vp_scope
+from tests.fixtures.stores import StoreFactory
+
+MakeWorker = Callable[..., VPWorker]
+
+
+@pytest.fixture
+async def make_worker(store_factory: StoreFactory) -> Any:
+    made: list[VPWorker] = []
+
+    def make(vp: str = "steve", provider: Any = None, **config: Any) -> VPWorker:
+        cfg = RuntimeConfig(
+            store_url=store_factory.url,
+            data_dir=str(store_factory.data_dir),
+            redis_prefix=store_factory.prefix,
+            engine={"model": "offline:default"},
+            provider_overrides={"offline": provider} if provider else {},
+            dream_idle_s=0,
+            dream_every_turns=0,
+        )
+        for key, value in config.items():
+            setattr(cfg, key, value)
+        worker = VPWorker(vp, cfg)
+        made.append(worker)
+        return worker
+
+    yield make
+    for worker in made:
+        await worker.memory.close()
+        if worker._store is not None:
+            await worker._store.close()
+
+
+async def group(worker: VPWorker, roster: list[str]) -> str:
+    gid = f"grp_{uuid.uuid4().hex[:10]}"
+    await (await worker.store()).create_group(Group(id=gid, name="g", roster=roster))
+    return gid
+
+
+async def say(worker: VPWorker, gid: str, text: str, user: str = "ann") -> TurnOutcome:
+    store = await worker.store()
+    msg, _ = await store.append_message(gid, GroupMessage(author=user, role="user", text=text))
+    req = TurnRequest(gid, worker.vp_id, uuid.uuid4().hex, msg.id, [], msg.id, user)
+    return await worker.run_turn(req)
+
+
+async def test_what_a_user_said_is_remembered_in_another_group(make_worker: MakeWorker) -> None:
+    steve = make_worker("steve")
+    first = await group(steve, ["steve", "linus"])
+    told = await say(steve, first, "@steve remember that I prefer Rust for services")
+    assert told.text == "Noted. I will keep that in mind."
+    other = await group(steve, ["steve", "martin"])
+    answer = await say(steve, other, "@steve which language for the new service?")
+    assert "I remember: I prefer Rust for services" in answer.text
+    # Somebody else's memory stays theirs.
+    bob = await say(steve, other, "@steve which language for the new service?", user="bob")
+    assert "I prefer Rust" not in bob.text
+
+
+async def test_a_vp_never_recalls_another_vps_private_memory(make_worker: MakeWorker) -> None:
+    def private_note(request: ModelRequest) -> Reply:
+        if request.messages[-1].role == "tool":
+            return Reply("ok")
+        return Reply(
+            tool_calls=[("remember", {"text": "the launch code is 4711", "scope": "private"})]
+        )
+
+    steve = make_worker("steve", OfflineProvider(private_note))
+    gid = await group(steve, ["steve", "linus"])
+    await say(steve, gid, "@steve note it privately")
+    linus = make_worker("linus")
+    answer = await say(linus, gid, "@linus what is the launch code?")
+    assert "4711" not in answer.text
+    again = make_worker("steve")
+    assert "4711" in (await say(again, gid, "@steve the launch code?")).text
+
+
+async def test_dream_writes_resident_memories_after_n_turns(make_worker: MakeWorker) -> None:
+    steve = make_worker("steve", dream_every_turns=2)
+    gid = await group(steve, ["steve", "linus"])
+    await say(steve, gid, "we will ship the billing page on friday")
+    await say(steve, gid, "and the export after that")
+    await steve._idle[gid]  # the dream scheduled after the second turn
+    residents = await steve.memory.list(vp_scope(gid, "steve"), kind="resident")
+    assert len(residents) == 1 and "billing page" in residents[0].text
+    conv = await (await steve.store()).load_transcript(gid, "steve")
+    assert conv is not None and conv.meta["turns_since_dream"] == 0
+    assert (await steve.dream(gid)) == {"ran": False, "reason": "nothing new"}
+
+
+async def test_compaction_summary_is_persisted_and_used_on_resume(
+    make_worker: MakeWorker,
+) -> None:
+    script = OfflineProvider(
+        [
+            "a1",
+            "a2",
+            "a3",
+            Fail(ErrorKind.CONTEXT_OVERFLOW, "prompt is too long", status=400),
+            "SUMMARY: ann asked three things",
+            "a4",
+        ],
+        strict=True,
+    )
+    steve = make_worker("steve", script)
+    gid = await group(steve, ["steve"])
+    for text in ("q1", "q2", "q3", "q4"):
+        await say(steve, gid, text)
+    conv = await (await steve.store()).load_transcript(gid, "steve")
+    assert conv is not None and conv.summary == "SUMMARY: ann asked three things"
+    # A fresh worker (a restarted actor) picks the summary up from the store.
+    script.push("a5")
+    resumed = make_worker("steve", script)
+    await say(resumed, gid, "q5")
+    assert "SUMMARY: ann asked three things" in script.requests[-1].system
+    assert all("q1" not in m.content for m in script.requests[-1].messages)
