@@ -9,14 +9,19 @@ from typing import Any
 from coordinator.runtime import Runtime
 from engine.providers.base import ModelRequest
 from engine.providers.offline import Reply
+from protocol import parse_server_frame
 
 ROSTER = ["steve", "linus", "martin"]
 
 
 async def all_events(runtime: Runtime, group_id: str) -> list[dict[str, Any]]:
+    """Every envelope of a group's event log; each must be a valid server frame."""
     store = await runtime.store()
     batch = await store.read_events(group_id, 0, limit=100_000)
-    return [env for _, env in batch.events]
+    envelopes = [env for _, env in batch.events]
+    for env in envelopes:
+        parse_server_frame(env)  # raises ProtocolError naming the bad field
+    return envelopes
 
 
 async def wait_for_event(
