@@ -91,3 +91,21 @@ def ask_then_answer(request: ModelRequest) -> Reply:
     if last_is_tool_result(request):
         return Reply(f"you said: {request.messages[-1].content}")
     return Reply(tool_calls=[("ask_user", {"question": "which colour?", "choices": ["red"]})])
+
+
+def list_tools(request: ModelRequest) -> Reply:
+    """Answers with the names of the tools it was offered."""
+    return Reply("tools: " + ",".join(sorted(t.name for t in request.tools)))
+
+
+def count_what_i_see(request: ModelRequest) -> Reply:
+    """Reports which other VPs' messages it can see, and whether any carried tool calls."""
+    me = persona_of(request)
+    others = [m for m in request.messages if m.speaker in ROSTER and m.speaker != me]
+    leaked = any(m.tool_calls or m.thinking for m in others)
+    text = "seen:" + ",".join(sorted(str(m.speaker) for m in others)) + f" leaked:{leaked}"
+    if me == "steve" and not last_is_tool_result(request):
+        return Reply(
+            text, thinking="private thoughts", tool_calls=[("rethink", {"reason": "double-check"})]
+        )
+    return Reply(text)

@@ -14,7 +14,9 @@ from tests.group_helpers import (
     ROSTER,
     all_events,
     ask_then_answer,
+    count_what_i_see,
     forward_around,
+    list_tools,
     mention_the_other,
     notices,
     results,
@@ -268,3 +270,86 @@ async def test_memory_follows_the_user_into_a_new_group(make_runtime: MakeRuntim
     log = await (await rt.store()).read_messages(second.id)
     (reply,) = [m.text for m in log if m.author == "steve"]
     assert "I remember: I prefer Rust for services" in reply
+
+
+async def test_route_forward_is_hidden_in_one_vp_groups(make_runtime: MakeRuntime) -> None:
+    rt = make_runtime(provider_overrides={"offline": OfflineProvider(list_tools)})
+    solo = await rt.create_group("solo", ["steve"])
+    pair = await rt.create_group("pair", ["steve", "linus"])
+    for gid in (solo.id, pair.id):
+        await rt.ingest(gid, "ann", "@steve which tools?")
+        await rt.wait_idle(gid)
+    store = await rt.store()
+    (solo_reply,) = [m.text for m in await store.read_messages(solo.id) if m.author == "steve"]
+    (pair_reply,) = [m.text for m in await store.read_messages(pair.id) if m.author == "steve"]
+    assert "route_forward" not in solo_reply and "remember" in solo_reply
+    assert "route_forward" in pair_reply
+
+
+async def test_what_a_vp_sees(make_runtime: MakeRuntime) -> None:
+    rt = make_runtime(provider_overrides={"offline": OfflineProvider(count_what_i_see)})
+    group = await rt.create_group("team", ["steve", "linus"])
+    await rt.ingest(group.id, "ann", "@steve @linus first")
+    await rt.wait_idle(group.id)
+    await rt.ingest(group.id, "ann", "@linus second")
+    await rt.wait_idle(group.id)
+    log = await (await rt.store()).read_messages(group.id)
+    replies = [(m.author, m.text) for m in log if m.role == "assistant"]
+    by_linus = [t for a, t in replies if a == "linus"]
+    # Dispatched together, neither saw the other's in-flight reply...
+    assert by_linus[0] == "seen: leaked:False"
+    # ...afterwards linus sees steve's reply as text only: no tool calls, no thinking.
+    assert by_linus[1] == "seen:steve leaked:False"
+
+
+async def test_group_management(make_runtime: MakeRuntime) -> None:
+    from coordinator.coordinator import GroupError
+
+    rt = make_runtime()
+    group = await rt.create_group("team", ["steve", "Torvalds"], members=["ann"])
+    assert group.roster == ["steve", "linus"] and group.default_vp == "steve"
+    renamed = await rt.call(group.id, "rename_group", "core team")
+    assert renamed.name == "core team"
+    grown = await rt.call(group.id, "add_vp", "martin")
+    assert grown.roster == ["steve", "linus", "martin"]
+    assert (await rt.call(group.id, "set_default_vp", "martin")).default_vp == "martin"
+    shrunk = await rt.call(group.id, "remove_vp", "martin")
+    assert shrunk.roster == ["steve", "linus"] and shrunk.default_vp == "steve"
+    for method, args, code in [
+        ("add_vp", ("nobody",), "unknown_vp"),
+        ("set_default_vp", ("kent",), "default_not_in_roster"),
+        ("remove_vp", ("kent",), "not_in_roster"),
+    ]:
+        with pytest.raises(GroupError) as err:
+            await rt.call(group.id, method, *args)
+        assert err.value.code == code
+    await rt.ingest(group.id, "ann", "@steve hi")
+    await rt.wait_idle(group.id)
+    assert await rt.call(group.id, "delete_group")
+    store = await rt.store()
+    assert await store.get_group(group.id) is None
+    assert await store.read_messages(group.id) == []
+    with pytest.raises(GroupError):
+        await rt.ingest(group.id, "ann", "anyone?")
+
+
+async def test_cancel_one_vp_leaves_the_others(make_runtime: MakeRuntime) -> None:
+    rt = make_runtime(engine={"model": "offline:default?tps=8"})
+    group = await rt.create_group("team", ["steve", "linus"])
+    await rt.ingest(group.id, "ann", "@steve @linus go")
+    for vp in ("steve", "linus"):
+        await wait_for_event(
+            rt,
+            group.id,
+            lambda e, vp=vp: (
+                e.get("vpId") == vp
+                and e.get("type") == "yeaft_output"
+                and e["data"]["type"] == "assistant"
+            ),
+        )
+    out = await rt.call(group.id, "cancel", "linus")
+    assert out == {"aborted": 1, "vps": ["linus"]}
+    assert await rt.wait_idle(group.id, 30)
+    res = results(await all_events(rt, group.id))
+    assert res["linus"][-1]["stop_reason"] == "aborted"
+    assert res["steve"][-1]["subtype"] == "success"
