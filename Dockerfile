@@ -1,0 +1,15 @@
+# One image for the Ray head, Ray workers and gateway replicas.
+FROM python:3.11-slim
+WORKDIR /app
+COPY pyproject.toml README.md ./
+COPY protocol protocol
+COPY engine engine
+COPY store store
+COPY actors actors
+COPY coordinator coordinator
+COPY gateway gateway
+COPY personas personas
+RUN pip install --no-cache-dir .
+ENV YEAFT_DATA_DIR=/data
+EXPOSE 8765
+CMD ["yeaft", "serve", "--host", "0.0.0.0"]

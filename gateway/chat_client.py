@@ -1,0 +1,249 @@
+"""``yeaft chat GROUP``: a terminal client for one group.
+
+Each VP's reply streams under its own coloured label; when output switches
+from one VP to another the new VP's label starts a fresh line, so parallel
+replies stay readable. Lines typed are sent as chat messages (``@mentions``
+work as in the web UI); ``/cancel [vp]`` stops one VP or everyone, ``/quit``
+leaves. The client reconnects with ``lastSeq`` and so never misses output.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import uuid
+from collections.abc import Callable
+from typing import Any, TextIO
+from urllib.parse import quote
+
+import httpx
+
+COLOURS = ["36", "35", "33", "32", "34", "31", "96", "95", "93", "92"]
+
+
+class ChatError(Exception):
+    """A problem the user must fix (bad token, unknown group, server down)."""
+
+
+class Screen:
+    """Writes interleaved streams, one label per change of speaker."""
+
+    def __init__(self, out: TextIO, colour: bool) -> None:
+        self.out = out
+        self.colour = colour
+        self.owner: tuple[str, str] | None = None
+        self.palette: dict[str, str] = {}
+
+    def paint(self, text: str, code: str) -> str:
+        return f"\033[{code}m{text}\033[0m" if self.colour else text
+
+    def label(self, vp: str) -> str:
+        code = self.palette.setdefault(vp, COLOURS[len(self.palette) % len(COLOURS)])
+        return self.paint(f"{vp}›", f"1;{code}")
+
+    def stream(self, vp: str, turn: str, text: str) -> None:
+        if self.owner != (vp, turn):
+            self.out.write(("\n" if self.owner else "") + self.label(vp) + " ")
+            self.owner = (vp, turn)
+        self.out.write(text)
+        self.out.flush()
+
+    def line(self, text: str) -> None:
+        if self.owner:
+            self.out.write("\n")
+            self.owner = None
+        self.out.write(text + "\n")
+        self.out.flush()
+
+
+def render(screen: Screen, frame: dict[str, Any]) -> None:
+    """Show one server frame."""
+    kind = frame.get("type")
+    if kind == "yeaft_output":
+        vp, turn, data = frame.get("vpId", "?"), frame.get("turnId", ""), frame.get("data", {})
+        dtype = data.get("type")
+        if dtype == "assistant":
+            for block in data.get("message", {}).get("content", []):
+                if block.get("type") == "text":
+                    screen.stream(vp, turn, block.get("text", ""))
+                elif block.get("type") == "tool_use":
+                    args = json.dumps(block.get("input", {}), ensure_ascii=False)[:120]
+                    screen.line(screen.paint(f"  {vp} ⚙ {block.get('name')} {args}", "2"))
+        elif dtype == "user":
+            for block in data.get("message", {}).get("content", []):
+                body = str(block.get("content", "")).replace("\n", " ")[:120]
+                screen.line(screen.paint(f"  → {body}", "31" if block.get("is_error") else "2"))
+        elif dtype == "result":
+            if data.get("is_error"):
+                why = data.get("error") or data.get("stop_reason") or data.get("subtype")
+                screen.line(screen.paint(f"  {vp}: {why}", "31"))
+            elif screen.owner and screen.owner[0] == vp:
+                screen.line("")
+        elif dtype == "system":
+            screen.line(screen.paint(f"  ! {data.get('message', '')}", "33"))
+    elif kind == "ask_user_question":
+        choices = frame.get("choices") or []
+        hint = f" [{'/'.join(choices)}]" if choices else ""
+        screen.line(
+            screen.paint(
+                f"? {frame.get('vpId')} asks: {frame.get('prompt')}{hint}"
+                f" — answer with /answer <text>",
+                "1;33",
+            )
+        )
+    elif kind == "error":
+        screen.line(screen.paint(f"  error {frame.get('code')}: {frame.get('message')}", "31"))
+
+
+class ChatClient:
+    def __init__(self, url: str, token: str, group: str, out: TextIO = sys.stdout) -> None:
+        self.url = url.rstrip("/")
+        self.token = token
+        self.group_ref = group
+        self.group_id = ""
+        self.last_seq = 0
+        self.pending_question: str | None = None
+        self.screen = Screen(out, out.isatty())
+        self._ws: Any = None
+
+    def _headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"}
+
+    async def resolve_group(self) -> list[dict[str, Any]]:
+        """Find the group by id or name and return its recent history."""
+        async with httpx.AsyncClient(base_url=self.url, headers=self._headers()) as http:
+            listed = await http.get("/api/groups")
+            if listed.status_code == 401:
+                raise ChatError("the token was refused; get one with `yeaft token NAME`")
+            listed.raise_for_status()
+            groups = listed.json()
+            groups = groups.get("groups", groups) if isinstance(groups, dict) else groups
+            match = [g for g in groups if self.group_ref in (g["id"], g["name"])]
+            if not match:
+                names = ", ".join(g["name"] for g in groups) or "none"
+                raise ChatError(f"no group {self.group_ref!r} (yours: {names})")
+            self.group_id = match[0]["id"]
+            hist = await http.get(
+                f"/api/groups/{quote(self.group_id)}/messages", params={"limit": 30}
+            )
+            hist.raise_for_status()
+            body = hist.json()
+            self.last_seq = int(body.get("lastSeq", 0))
+            return list(body.get("messages", []))
+
+    def command(self, line: str) -> dict[str, Any] | None:
+        """The frame a typed line stands for (None: nothing to send)."""
+        line = line.strip()
+        if not line:
+            return None
+        if line.startswith("/cancel"):
+            vp = line.removeprefix("/cancel").strip().lstrip("@") or None
+            frame: dict[str, Any] = {"type": "cancel_execution", "groupId": self.group_id}
+            if vp:
+                frame["vpId"] = vp
+            return frame
+        if line.startswith("/answer") and self.pending_question:
+            answer = line.removeprefix("/answer").strip()
+            request_id, self.pending_question = self.pending_question, None
+            return {
+                "type": "ask_user_answer",
+                "groupId": self.group_id,
+                "requestId": request_id,
+                "answer": answer,
+            }
+        return {
+            "type": "yeaft_session_chat",
+            "groupId": self.group_id,
+            "text": line,
+            "clientMessageId": uuid.uuid4().hex,
+        }
+
+    def on_frame(self, frame: dict[str, Any]) -> None:
+        seq = frame.get("seq")
+        if isinstance(seq, int):
+            if seq <= self.last_seq:
+                return
+            self.last_seq = seq
+        if frame.get("type") == "ask_user_question":
+            self.pending_question = frame.get("requestId")
+        render(self.screen, frame)
+
+    async def run(self, read_line: Callable[[], str] | None = None) -> int:
+        import websockets
+
+        for msg in await self.resolve_group():
+            who = msg.get("author", "?")
+            if msg.get("role") == "assistant":
+                self.screen.stream(who, msg.get("id", ""), msg.get("text", ""))
+                self.screen.line("")
+            else:
+                self.screen.line(f"{who}: {msg.get('text', '')}")
+        ws_url = self.url.replace("http", "ws", 1) + "/ws"
+        # One reader for the whole session: a reader per connection would
+        # leave a thread blocked on stdin that swallows the next line.
+        lines: asyncio.Queue[str] = asyncio.Queue()
+        reader_task = asyncio.create_task(self._read_lines(read_line, lines))
+        backoff = 0.5
+        try:
+            while True:
+                try:
+                    async with websockets.connect(ws_url, additional_headers=self._headers()) as ws:
+                        backoff = 0.5
+                        await ws.send(
+                            json.dumps(
+                                {
+                                    "type": "subscribe",
+                                    "groupId": self.group_id,
+                                    "lastSeq": self.last_seq,
+                                }
+                            )
+                        )
+                        if await self._session(ws, lines):
+                            return 0
+                except websockets.ConnectionClosed as closed:
+                    if closed.rcvd and closed.rcvd.code == 4401:
+                        raise ChatError("the session expired; get a new token") from closed
+                except OSError as exc:
+                    self.screen.line(f"  (connection failed: {exc}; retrying)")
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 10)
+        finally:
+            reader_task.cancel()
+
+    @staticmethod
+    async def _read_lines(read_line: Callable[[], str] | None, out: asyncio.Queue[str]) -> None:
+        reader = read_line or sys.stdin.readline
+        while True:
+            line = await asyncio.to_thread(reader)
+            await out.put(line)
+            if line == "":
+                return
+
+    async def _session(self, ws: Any, lines: asyncio.Queue[str]) -> bool:
+        """Run one connection; True when the user quit."""
+
+        async def receive() -> None:
+            async for raw in ws:
+                self.on_frame(json.loads(raw))
+
+        async def send() -> bool:
+            while True:
+                line = await lines.get()
+                if line == "" or line.strip() in ("/quit", "/exit"):
+                    return True
+                frame = self.command(line)
+                if frame is not None:
+                    await ws.send(json.dumps(frame))
+
+        recv_task = asyncio.create_task(receive())
+        send_task = asyncio.create_task(send())
+        done, pending = await asyncio.wait(
+            {recv_task, send_task}, return_when=asyncio.FIRST_COMPLETED
+        )
+        for task in pending:
+            task.cancel()
+        if send_task in done:
+            return send_task.result()
+        recv_task.result()  # re-raises ConnectionClosed for the reconnect loop
+        return False
