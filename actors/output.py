@@ -9,6 +9,7 @@ token, so a VP that chooses silence shows nothing at all.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from engine.bridge import WebBridge
@@ -16,9 +17,26 @@ from engine.events import EngineEvent, StopEvent, TextDelta, ToolCallEvent
 from personas.prompts import SKIP_TOKEN
 from store.base import Store
 
+BeforeStop = Callable[[StopEvent, bool], Awaitable[None]]
+
 
 class EnvelopeWriter:
-    def __init__(self, store: Store, group_id: str, vp_id: str, turn_id: str) -> None:
+    """Writes one turn's envelopes.
+
+    ``before_stop`` runs before the ``result`` envelope goes out (with the
+    stop event and whether the VP chose silence), so whatever it stores is
+    in place by the time any client learns the turn has ended.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        group_id: str,
+        vp_id: str,
+        turn_id: str,
+        before_stop: BeforeStop | None = None,
+    ) -> None:
+        self.before_stop = before_stop
         self.store = store
         self.group_id = group_id
         self.vp_id = vp_id
@@ -77,6 +95,8 @@ class EnvelopeWriter:
             await self._release()
         if isinstance(event, ToolCallEvent):
             await self.status("tool")
+        if isinstance(event, StopEvent) and self.before_stop is not None:
+            await self.before_stop(event, self.skipped)
         await self.bridge.feed(event)
 
     async def _release(self) -> None:

@@ -14,6 +14,7 @@ import asyncio
 import logging
 import time
 import uuid
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +33,9 @@ from engine.providers.registry import ProviderRegistry
 from engine.tools.builtin import builtin_tools
 from engine.tools.registry import AskUser, ToolContext, ToolRegistry
 from personas.loader import load_personas
+from personas.mentions import extract_mentions
 from personas.prompts import build_system_prompt
-from store.base import Group, Store
+from store.base import Group, GroupMessage, Store
 
 log = logging.getLogger(__name__)
 
@@ -111,8 +113,15 @@ class VPWorker:
 
     async def _turn(self, req: TurnRequest, abort: asyncio.Event) -> TurnOutcome:
         store = await self.store()
-        writer = EnvelopeWriter(store, req.group_id, self.vp_id, req.turn_id)
         group = await store.get_group(req.group_id)
+        reply = _Reply()
+        writer = EnvelopeWriter(
+            store,
+            req.group_id,
+            self.vp_id,
+            req.turn_id,
+            before_stop=self._reply_saver(store, req, group, reply),
+        )
         if abort.is_set() or group is None or self.vp_id not in group.roster:
             why = "aborted" if abort.is_set() else "the VP is no longer in this group"
             return await self._end_early(writer, req, "aborted" if abort.is_set() else "error", why)
@@ -144,7 +153,42 @@ class VPWorker:
         conv.meta["turns_since_dream"] = conv.meta.get("turns_since_dream", 0) + 1
         await store.save_transcript(req.group_id, self.vp_id, conv)
         self._schedule_dream(req.group_id, conv.meta["turns_since_dream"])
-        return self._outcome(req, result, writer.skipped)
+        return self._outcome(req, result, writer.skipped, reply)
+
+    def _reply_saver(
+        self, store: Store, req: TurnRequest, group: Group | None, reply: _Reply
+    ) -> Any:
+        """Store the VP's reply in the group log before its result goes out."""
+
+        async def save(stop: StopEvent, skipped: bool) -> None:
+            if group is None or skipped or not stop.text.strip():
+                return
+            mentions = []
+            for name in extract_mentions(stop.text):
+                persona = self.library.resolve(name)
+                if persona and persona.id in group.roster and persona.id != self.vp_id:
+                    mentions.append(persona.id)
+            meta: dict[str, Any] = {
+                "causedBy": [*req.caused_by, req.trigger_id],
+                "chainId": req.chain_id,
+                "turnId": req.turn_id,
+                "stop": stop.reason,
+            }
+            if stop.reason in ("aborted", "error"):
+                meta["incomplete"] = True
+            stored, _ = await store.append_message(
+                req.group_id,
+                GroupMessage(
+                    author=self.vp_id,
+                    role="assistant",
+                    text=stop.text,
+                    mentions=list(dict.fromkeys(mentions)),
+                    meta=meta,
+                ),
+            )
+            reply.message_id, reply.mentions = stored.id, stored.mentions
+
+        return save
 
     async def _recall(self, req: TurnRequest, query: str) -> list[str]:
         """Memories for the system prompt: the user's, the group's, this VP's own."""
@@ -288,14 +332,26 @@ class VPWorker:
         await writer.close(reason)
         return TurnOutcome(req.turn_id, self.vp_id, req.group_id, reason, error=message)
 
-    def _outcome(self, req: TurnRequest, result: TurnResult, skipped: bool) -> TurnOutcome:
+    def _outcome(
+        self, req: TurnRequest, result: TurnResult, skipped: bool, reply: _Reply
+    ) -> TurnOutcome:
         return TurnOutcome(
             turn_id=req.turn_id,
             vp_id=self.vp_id,
             group_id=req.group_id,
             reason=result.reason,
             text="" if skipped else result.text,
+            message_id=reply.message_id,
+            mentions=reply.mentions,
             skipped=skipped,
             error=result.error,
             handoff=result.end_turn,
         )
+
+
+@dataclass(slots=True)
+class _Reply:
+    """Where a turn's stored reply ended up (filled in before the result goes out)."""
+
+    message_id: str | None = None
+    mentions: list[str] = field(default_factory=list)

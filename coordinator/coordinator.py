@@ -23,7 +23,7 @@ from actors.output import EnvelopeWriter
 from actors.turns import TurnOutcome, TurnRequest
 from actors.vp_actor import VPWorker
 from coordinator.loop_guard import Chain, LoopGuard, Verdict
-from coordinator.mentions import Selection, extract_mentions, select_targets
+from coordinator.mentions import extract_mentions, select_targets
 from engine.events import StopEvent
 from engine.messages import Usage
 from personas.loader import load_personas
@@ -478,43 +478,28 @@ class CoordinatorWorker:
         await writer.close("error")
 
     async def _after_turn(self, req: TurnRequest, outcome: TurnOutcome) -> None:
-        """Persist the reply, then dispatch the VPs it mentions (if the group allows)."""
+        """Dispatch the VPs a finished reply mentions, if the group allows it.
+
+        The VP actor already stored the reply (before its result went out);
+        this only routes it on.
+        """
         group = await self._group(req.group_id)
-        if group is None or not outcome.text or outcome.skipped:
+        if group is None or outcome.message_id is None or not outcome.mentions:
             return
-        caused = [*req.caused_by, req.trigger_id]
-        names = extract_mentions(outcome.text)
-        sel: Selection = (
-            select_targets(
-                names,
-                group.roster,
-                sender=req.vp_id,
-                resolve=self._resolve,
-                cap=group.settings.fanout_cap,
-            )
-            if names
-            else Selection()
-        )
-        meta: dict[str, Any] = {
-            "causedBy": caused,
-            "chainId": req.chain_id,
-            "turnId": req.turn_id,
-            "stop": outcome.reason,
-        }
-        if outcome.reason == "aborted":
-            meta["incomplete"] = True
-        reply = GroupMessage(
-            author=req.vp_id, role="assistant", text=outcome.text, mentions=sel.targets, meta=meta
-        )
-        stored, _ = await (await self.store()).append_message(group.id, reply)
         if outcome.reason in ("tool_handoff", "aborted", "error"):
             return
         if not group.settings.vp_mentions_dispatch:
             return
+        reply = await (await self.store()).get_message(group.id, outcome.message_id)
+        if reply is None:
+            return
         chain = self._guard(group).chain(req.chain_id)
-        for vp in sel.targets:
+        caused = [*req.caused_by, req.trigger_id]
+        for vp in outcome.mentions[: group.settings.fanout_cap]:
+            if vp not in group.roster:
+                continue
             if (
-                await self._dispatch(group, vp, stored, chain, caused, req.vp_id, req.user_id)
+                await self._dispatch(group, vp, reply, chain, caused, req.vp_id, req.user_id)
                 is None
             ):
                 break

@@ -1,26 +1,19 @@
-"""Mention parsing and dispatch selection (DESIGN.md, "Group chat rules").
+"""Dispatch selection (DESIGN.md, "Group chat rules").
 
-``@name`` counts only at the start of the text or after whitespace (so an
-e-mail address is not a mention); names are ``[A-Za-z0-9_-]`` and match roster
-ids and aliases case-insensitively. ``@all`` is everyone but the sender.
+Mention names (``personas.mentions``) match roster ids and aliases
+case-insensitively; ``@all`` is everyone but the sender.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-MENTION = re.compile(r"(?:^|(?<=\s))@([A-Za-z0-9_][A-Za-z0-9_-]*)")
+from personas.mentions import extract_mentions
+
+__all__ = ["BROADCAST", "Selection", "extract_mentions", "select_targets"]
+
 BROADCAST = "all"
-
-
-def extract_mentions(text: str) -> list[str]:
-    """Mention names in first-seen order, unique case-insensitively."""
-    seen: dict[str, str] = {}
-    for name in MENTION.findall(text or ""):
-        seen.setdefault(name.lower(), name)
-    return list(seen.values())
 
 
 @dataclass(slots=True)

@@ -417,6 +417,7 @@ class _Turn:
                 error=result.error,
                 error_kind=result.error_kind,
                 attempts=result.attempts,
+                text=result.text,
             )
         )
         return result

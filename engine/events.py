@@ -89,6 +89,8 @@ class StopEvent:
     error: str | None = None
     error_kind: str | None = None
     attempts: list[dict[str, Any]] = field(default_factory=list)
+    # Everything the model said in the turn (what a transcript or log keeps).
+    text: str = ""
     type: Literal["stop"] = "stop"
 
 

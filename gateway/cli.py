@@ -14,7 +14,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 from engine.events import (
     EngineEvent,
@@ -225,14 +225,11 @@ def build_parser() -> argparse.ArgumentParser:
     personas.add_argument("--role", help="one-line role (new)")
     personas.set_defaults(func=cmd_personas)
 
-    for register in _EXTRA_COMMANDS:
-        register(sub)
+    # The server-side commands live in their own module to keep this one small.
+    from gateway.cli_server import register
+
+    register(sub)
     return parser
-
-
-# Commands registered by other modules (the server and the chat client), so
-# this file stays the small dispatcher.
-_EXTRA_COMMANDS: list[Callable[[Any], None]] = []
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -243,6 +240,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "personas" and args.action in ("show", "new") and not args.id:
         parser.error(f"personas {args.action} needs an ID")
+    if args.command == "user" and args.action == "add" and not args.name:
+        parser.error("user add needs a NAME")
     try:
         result: int = args.func(args)
     except BrokenPipeError:

@@ -27,6 +27,7 @@ pytest_plugins = [
     "tests.fixtures.stores",
     "tests.fixtures.memory",
     "tests.fixtures.ray_cluster",
+    "tests.fixtures.browser",
 ]
 
 _real_connect = socket.socket.connect

@@ -1,0 +1,496 @@
+// The web client: login, the group list, and the chat view of one group.
+//
+// Data flow: the HTTP API gives the user, the personas, the groups and a
+// group's stored history (with the event-log position it reflects,
+// `lastSeq`). The WebSocket then streams everything after that position:
+// VP output, status changes, questions. This module wires the views
+// together; each concept lives in its own module.
+
+import { api } from './api.js';
+import { AskDialog } from './ask.js';
+import { Composer } from './composer.js';
+import { Connection } from './connection.js';
+import { el, newId } from './dom.js';
+import { GroupDialog } from './groupdialog.js';
+import { Sidebar } from './sidebar.js';
+import { presenceChip, Timeline } from './timeline.js';
+
+const HISTORY_PAGE = 100;
+const LAST_GROUP_KEY = 'yeaft.lastGroup';
+const BUSY = new Set(['thinking', 'streaming', 'tool']);
+const $ = (id) => document.getElementById(id);
+
+const state = {
+  me: '',
+  personas: [],
+  personaById: new Map(),
+  groups: [],
+  groupId: null,
+  loading: false,
+  loadToken: 0,
+  oldestId: null,
+  presence: new Map(),
+  hadDisconnect: false,
+};
+
+let connection = null;
+
+/** {name, role} of a VP id, with a stand-in for ids the server did not list. */
+function persona(id) {
+  if (id === 'system') return { id, name: 'System', role: '' };
+  if (id === 'all') return { id, name: 'Everyone', role: '' };
+  return state.personaById.get(id) || { id, name: id, role: '', aliases: [] };
+}
+
+function currentGroup() {
+  return state.groups.find((g) => g.id === state.groupId) || null;
+}
+
+// -- views ------------------------------------------------------------------
+const timeline = new Timeline({
+  scroller: $('timeline-scroll'),
+  list: $('timeline'),
+  persona,
+  onCancel: (vpId) => state.groupId && connection.cancel(state.groupId, vpId),
+  onChange: () => updateStopAll(),
+  onTurnEnd: (bubble) => {
+    if (bubble.joinedLate && state.groupId) fetchWholeReply(state.groupId, bubble);
+  },
+});
+
+const composer = new Composer({
+  form: $('composer'),
+  input: $('message-input'),
+  button: $('send-button'),
+  menu: $('mention-menu'),
+  roster: () => (currentGroup()?.roster || []).map(persona),
+  onSend: sendMessage,
+});
+
+const sidebar = new Sidebar({
+  list: $('group-list'),
+  form: $('new-group-form'),
+  onSelect: (id) => {
+    closeSidebar();
+    selectGroup(id);
+  },
+  onCreate: createGroup,
+});
+
+const askDialog = new AskDialog({
+  dialog: $('ask-dialog'),
+  persona,
+  onAnswer: (question, answer) =>
+    connection.answer(question.groupId || state.groupId, question.requestId, answer),
+  onWaiting: (count) => {
+    const button = $('ask-waiting');
+    button.hidden = count === 0;
+    button.textContent = count === 1 ? '1 question waiting' : `${count} questions waiting`;
+  },
+});
+
+$('ask-waiting').addEventListener('click', () => askDialog.reopen());
+
+const groupDialog = new GroupDialog({
+  dialog: $('group-dialog'),
+  personas: () => state.personas,
+  persona,
+  onChanged: async (group, reread) => {
+    if (reread) await refreshGroups();
+    else replaceGroup(group);
+  },
+  onDeleted: async (id) => {
+    if (localStorage.getItem(LAST_GROUP_KEY) === id) localStorage.removeItem(LAST_GROUP_KEY);
+    await refreshGroups();
+    if (state.groupId === id) selectGroup(state.groups[0]?.id || null);
+  },
+});
+
+// -- toasts -----------------------------------------------------------------
+function toast(message, kind = 'error') {
+  const node = el('div', { class: `toast ${kind}`, testid: 'toast', role: 'alert', text: message });
+  $('toasts').append(node);
+  setTimeout(() => node.remove(), 6000);
+}
+
+// -- login ------------------------------------------------------------------
+function showLogin(message = '') {
+  $('app-view').hidden = true;
+  $('login-view').hidden = false;
+  $('login-view').querySelector('[data-testid="login-error"]').textContent = message;
+  $('login-view').querySelector('[data-testid="login-username"]').focus();
+}
+
+function leaveApp(message) {
+  state.loadToken += 1; // a history load still under way is now moot
+  if (connection) connection.stop();
+  connection = null;
+  state.groupId = null;
+  askDialog.reset();
+  timeline.reset();
+  showLogin(message);
+}
+
+$('login-view').querySelector('form').addEventListener('submit', async (event) => {
+  event.preventDefault();
+  const form = event.currentTarget;
+  const error = form.querySelector('[data-testid="login-error"]');
+  const button = form.querySelector('[data-testid="login-submit"]');
+  const username = form.username.value.trim();
+  const password = form.password.value;
+  if (!username || !password) {
+    error.textContent = 'Enter your username and password.';
+    return;
+  }
+  error.textContent = '';
+  button.disabled = true;
+  try {
+    const session = await api.login(username, password);
+    form.password.value = '';
+    await enterApp(session?.username || username);
+  } catch (err) {
+    error.textContent = err.status === 401 ? 'Wrong username or password.' : err.message;
+  } finally {
+    button.disabled = false;
+  }
+});
+
+$('logout').addEventListener('click', async () => {
+  try {
+    await api.logout();
+  } catch {
+    // Logging out of a session that is already gone is still logging out.
+  }
+  leaveApp('');
+});
+
+// -- entering the app -------------------------------------------------------
+async function enterApp(username) {
+  state.me = username;
+  timeline.me = username;
+  $('login-view').hidden = true;
+  $('app-view').hidden = false;
+  $('app-view').querySelector('[data-testid="me"]').textContent = username;
+  const [personas, groups] = await Promise.all([api.personas(), api.groups()]);
+  state.personas = personas || [];
+  state.personaById = new Map(state.personas.map((p) => [p.id, p]));
+  state.groups = groups || [];
+  sidebar.setPersonas(state.personas);
+  startConnection();
+  const wanted = groupFromHash() || localStorage.getItem(LAST_GROUP_KEY);
+  const first = state.groups.find((g) => g.id === wanted) || state.groups[0];
+  if (!first) $('new-group').open = true;
+  selectGroup(first ? first.id : null);
+}
+
+function startConnection() {
+  const scheme = window.location.protocol === 'https:' ? 'wss' : 'ws';
+  connection = new Connection({
+    url: `${scheme}://${window.location.host}/ws`,
+    onFrame: handleFrame,
+    onState: showConnection,
+    onAuthExpired: () => leaveApp('Your session has expired: log in again.'),
+  });
+  connection.start();
+}
+
+function showConnection(connState, info = {}) {
+  const node = $('connection');
+  if (connState === 'reconnecting') state.hadDisconnect = true;
+  const labels = {
+    connecting: state.hadDisconnect ? 'reconnecting…' : 'connecting…',
+    reconnecting: `reconnecting… (retry in ${Math.ceil((info.delayMs || 0) / 1000)} s)`,
+    replaying: state.hadDisconnect ? 'replaying missed messages…' : 'syncing…',
+    live: 'live',
+    closed: 'offline',
+  };
+  node.dataset.state = connState;
+  node.querySelector('.connection-text').textContent = labels[connState] || connState;
+  if (connState === 'live') state.hadDisconnect = false;
+}
+
+// -- groups -----------------------------------------------------------------
+function groupFromHash() {
+  const match = window.location.hash.match(/^#g=([A-Za-z0-9_-]+)$/);
+  return match ? match[1] : null;
+}
+
+window.addEventListener('hashchange', () => {
+  const id = groupFromHash();
+  if (id && id !== state.groupId && state.groups.some((g) => g.id === id)) selectGroup(id);
+});
+
+async function refreshGroups() {
+  state.groups = (await api.groups()) || [];
+  renderGroupChrome();
+}
+
+function replaceGroup(group) {
+  const index = state.groups.findIndex((g) => g.id === group.id);
+  if (index >= 0) state.groups[index] = group;
+  else state.groups.push(group);
+  renderGroupChrome();
+  groupDialog.update(group);
+}
+
+async function createGroup(name, roster) {
+  const group = await api.createGroup(name, roster);
+  await refreshGroups();
+  const id = group?.id || state.groups[state.groups.length - 1]?.id;
+  if (id) selectGroup(id);
+}
+
+/** The sidebar, the title and the presence bar of the current group. */
+function renderGroupChrome() {
+  sidebar.render(state.groups, state.groupId, (id) => persona(id).name);
+  const group = currentGroup();
+  $('group-title').textContent = group ? group.name : 'No group selected';
+  document.title = group ? `${group.name} · Yeaft` : 'Yeaft';
+  $('group-menu-button').disabled = !group;
+  $('empty-state').hidden = Boolean(group);
+  $('chat').classList.toggle('has-group', Boolean(group));
+  const roster = group?.roster || [];
+  $('presence-bar').replaceChildren(
+    ...roster.map((id) => {
+      const chip = presenceChip(id, persona(id), (vpId) => composer.insertMention(vpId));
+      chip.dataset.state = state.presence.get(id) || 'idle';
+      return chip;
+    }),
+  );
+  updateStopAll();
+}
+
+/** Open a group: its stored history first, then the live stream after it. */
+async function selectGroup(groupId) {
+  if (state.groupId && connection) connection.unsubscribe(state.groupId);
+  state.groupId = groupId;
+  state.presence = new Map();
+  state.oldestId = null;
+  const token = ++state.loadToken;
+  timeline.reset();
+  askDialog.reset();
+  $('older').hidden = true;
+  renderGroupChrome();
+  composer.setEnabled(Boolean(groupId));
+  if (!groupId) return;
+  localStorage.setItem(LAST_GROUP_KEY, groupId);
+  if (groupFromHash() !== groupId) history.replaceState(null, '', `#g=${groupId}`);
+  state.loading = true;
+  let page;
+  try {
+    page = await api.messages(groupId, { limit: HISTORY_PAGE });
+  } catch (err) {
+    if (token !== state.loadToken) return;
+    state.loading = false;
+    toast(`Could not load the history: ${err.message}`);
+    if (err.status === 401) leaveApp('Your session has expired: log in again.');
+    if (err.status === 404 || err.status === 403) await refreshGroups();
+    return;
+  }
+  if (token !== state.loadToken) return;
+  state.loading = false;
+  const messages = page?.messages || [];
+  timeline.renderHistory(messages);
+  const ended = new Set(messages.map((m) => m.meta?.turnId).filter(Boolean));
+  askDialog.restore(groupId, ended);
+  state.oldestId = messages[0]?.id || null;
+  $('older').hidden = !(page?.hasMore ?? messages.length >= HISTORY_PAGE);
+  // Messages sent but not acknowledged before a reload are shown (and
+  // resent by the connection) unless the history proves they were stored.
+  const stored = new Set(messages.map((m) => m.meta?.clientMessageId).filter(Boolean));
+  for (const frame of connection.pending(groupId)) {
+    if (stored.has(frame.clientMessageId)) connection.acked(frame.clientMessageId);
+    else timeline.addPending(frame);
+  }
+  connection.subscribe(groupId, typeof page?.lastSeq === 'number' ? page.lastSeq : undefined);
+  composer.focus();
+}
+
+/**
+ * A reply the page joined in the middle is stored whole once it ends (just
+ * after its result frame); fetch it and show it in full.
+ */
+async function fetchWholeReply(groupId, bubble) {
+  for (let attempt = 0; attempt < 6; attempt += 1) {
+    await new Promise((resolve) => setTimeout(resolve, 250 * 2 ** attempt));
+    if (state.groupId !== groupId) return;
+    try {
+      const page = await api.messages(groupId, { limit: 50 });
+      const stored = (page?.messages || []).find(
+        (m) => m.role === 'assistant' && m.meta?.turnId === bubble.turnId,
+      );
+      if (stored) {
+        timeline.mutate(() => bubble.replaceText(stored.text));
+        return;
+      }
+    } catch {
+      // Try again; the bubble keeps the part that was seen meanwhile.
+    }
+  }
+  bubble.lateFetchFailed();
+}
+
+$('load-older').addEventListener('click', async () => {
+  const groupId = state.groupId;
+  if (!groupId || !state.oldestId) return;
+  try {
+    const page = await api.messages(groupId, { before: state.oldestId, limit: HISTORY_PAGE });
+    if (groupId !== state.groupId) return;
+    const messages = page?.messages || [];
+    timeline.renderHistory(messages, { prepend: true });
+    state.oldestId = messages[0]?.id || state.oldestId;
+    $('older').hidden = !(page?.hasMore ?? messages.length >= HISTORY_PAGE);
+  } catch (err) {
+    toast(`Could not load earlier messages: ${err.message}`);
+  }
+});
+
+$('group-menu-button').addEventListener('click', () => {
+  const group = currentGroup();
+  if (group) groupDialog.open(group);
+});
+
+// -- sending ----------------------------------------------------------------
+function sendMessage(text, mentions) {
+  if (!state.groupId || !connection) return false;
+  const clientMessageId = newId('m');
+  timeline.addPending({ text, clientMessageId });
+  connection.sendChat(state.groupId, text, mentions, clientMessageId);
+  return true;
+}
+
+$('stop-all').addEventListener('click', () => {
+  if (!state.groupId) return;
+  for (const bubble of timeline.activeTurns()) bubble.setStatus('cancelling');
+  connection.cancel(state.groupId);
+});
+
+function updateStopAll() {
+  const busy = timeline.activeTurns().length > 0 || [...state.presence.values()].some((s) => BUSY.has(s));
+  $('stop-all').hidden = !busy;
+}
+
+// -- frames from the server ---------------------------------------------------
+function handleFrame(frame) {
+  switch (frame.type) {
+    case 'yeaft_output':
+      if (frame.groupId !== state.groupId || state.loading) return;
+      timeline.output(frame);
+      if (frame.data?.type === 'result') askDialog.forgetTurn(frame.turnId);
+      break;
+    case 'agent_status':
+      if (frame.groupId !== state.groupId || state.loading) return;
+      if (frame.vpId) {
+        state.presence.set(frame.vpId, frame.state);
+        const chip = $('presence-bar').querySelector(`[data-vp="${CSS.escape(frame.vpId)}"]`);
+        if (chip) chip.dataset.state = frame.state;
+      }
+      timeline.status(frame);
+      updateStopAll();
+      break;
+    case 'ask_user_question':
+      if (!frame.groupId || frame.groupId === state.groupId) askDialog.ask(frame);
+      break;
+    case 'ack':
+      timeline.ack(frame.clientMessageId, frame.messageId);
+      break;
+    case 'group_update':
+      handleGroupUpdate(frame);
+      break;
+    case 'error':
+      handleError(frame);
+      break;
+    default:
+      break;
+  }
+}
+
+/** The server's word on a group: listed, subscribed, changed or deleted. */
+function handleGroupUpdate(frame) {
+  if (frame.action === 'list' && Array.isArray(frame.groups)) {
+    state.groups = frame.groups;
+    renderGroupChrome();
+    return;
+  }
+  const group = frame.group;
+  if (!group || !group.id) return;
+  if (frame.action === 'deleted') {
+    state.groups = state.groups.filter((g) => g.id !== group.id);
+    if (state.groupId === group.id) selectGroup(state.groups[0]?.id || null);
+    else renderGroupChrome();
+    return;
+  }
+  if (group.name) replaceGroup(group);
+}
+
+function handleError(frame) {
+  const groupId = frame.detail?.groupId || frame.groupId || state.groupId;
+  if (frame.code === 'gap') {
+    // What was missed is older than the log keeps: re-read the stored history.
+    if (groupId === state.groupId) {
+      toast('Some live updates were too old to replay; reloaded the history.', 'info');
+      selectGroup(state.groupId);
+    }
+    return;
+  }
+  if (frame.code === 'rate_limited') {
+    // The dropped frame is not named; resending what is unacknowledged is
+    // harmless because the server ignores a clientMessageId it has stored.
+    const wait = Number(frame.detail?.retryAfterMs) || 1000;
+    setTimeout(() => state.groupId && connection?.resendPending(state.groupId), wait);
+    toast('Sending too fast: retrying in a moment.', 'info');
+    return;
+  }
+  if (frame.code === 'unauthorized') {
+    leaveApp('Your session has expired: log in again.');
+    return;
+  }
+  if (frame.code === 'not_found' && frame.detail?.groupId && !frame.requestId) {
+    // The group is gone, or the user is no longer one of its members.
+    toast(frame.message);
+    refreshGroups().then(() => {
+      if (!state.groups.some((g) => g.id === state.groupId)) selectGroup(state.groups[0]?.id || null);
+    });
+    return;
+  }
+  const cmid = frame.requestId;
+  if (cmid && connection.pending(state.groupId).some((f) => f.clientMessageId === cmid)) {
+    timeline.fail(cmid, frame.message);
+    connection.drop(cmid);
+  }
+  toast(frame.message || `error: ${frame.code}`);
+}
+
+// -- narrow screens ---------------------------------------------------------
+function openSidebar() {
+  document.body.classList.add('sidebar-open');
+  $('scrim').hidden = false;
+}
+
+function closeSidebar() {
+  document.body.classList.remove('sidebar-open');
+  $('scrim').hidden = true;
+}
+
+$('open-sidebar').addEventListener('click', openSidebar);
+$('close-sidebar').addEventListener('click', closeSidebar);
+$('scrim').addEventListener('click', closeSidebar);
+
+// -- start ------------------------------------------------------------------
+async function boot() {
+  let me;
+  try {
+    me = await api.me();
+  } catch (err) {
+    showLogin(err.status === 401 || err.status === 403 ? '' : err.message);
+    return;
+  }
+  try {
+    await enterApp(me?.username || me?.name || me?.user || '');
+  } catch (err) {
+    if (err.status === 401) leaveApp('Your session has expired: log in again.');
+    else toast(err.message);
+  }
+}
+
+boot();

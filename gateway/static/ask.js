@@ -1,0 +1,235 @@
+// The ask-user dialog: a VP's tool needs a decision from the person.
+//
+// Questions queue up; one is shown at a time. A question disappears when it
+// is answered, when it expires, or when the turn that asked it ends.
+//
+// Open questions are also kept in sessionStorage: the stored history has no
+// questions in it and a reload subscribes after them, so without this a
+// reload would leave a VP waiting for an answer nobody can give.
+
+import { avatar, el } from './dom.js';
+
+const SAVED_KEY = 'yeaft.questions';
+
+function loadSaved() {
+  try {
+    const list = JSON.parse(sessionStorage.getItem(SAVED_KEY) || '[]');
+    return new Map(list.map((q) => [q.requestId, q]));
+  } catch {
+    return new Map();
+  }
+}
+
+export class AskDialog {
+  /**
+   * `persona(id)` labels the asker; `onAnswer(question, answer)` sends the
+   * reply; `onWaiting(count)` reports questions put off with "Later".
+   */
+  constructor({ dialog, persona, onAnswer, onWaiting }) {
+    this.dialog = dialog;
+    this.persona = persona;
+    this.onAnswer = onAnswer;
+    this.onWaiting = onWaiting || (() => {});
+    this.queue = [];
+    this.current = null;
+    this.expiryTimer = null;
+    this.saved = loadSaved();
+    dialog.addEventListener('cancel', (event) => {
+      // Escape only hides the question for now; it stays answerable.
+      event.preventDefault();
+      this.dismiss();
+    });
+  }
+
+  /** An ask_user_question frame. */
+  ask(question) {
+    if (this.isExpired(question)) return;
+    this.remember(question);
+    if (this.current?.requestId === question.requestId) return;
+    if (this.queue.some((q) => q.requestId === question.requestId)) return;
+    this.queue.push(question);
+    if (!this.current) this.next();
+  }
+
+  isExpired(question) {
+    return typeof question.expiresAt === 'number' && question.expiresAt * 1000 <= Date.now();
+  }
+
+  /** Drop questions of a turn that has ended. */
+  forgetTurn(turnId) {
+    for (const q of this.saved.values()) if (q.turnId === turnId) this.forget(q);
+    this.queue = this.queue.filter((q) => q.turnId !== turnId);
+    if (this.current && this.current.turnId === turnId) this.next();
+    else if (!this.current) this.onWaiting(this.queue.length);
+  }
+
+  remember(question) {
+    this.saved.set(question.requestId, question);
+    this.save();
+  }
+
+  forget(question) {
+    if (this.saved.delete(question.requestId)) this.save();
+  }
+
+  save() {
+    try {
+      sessionStorage.setItem(SAVED_KEY, JSON.stringify([...this.saved.values()]));
+    } catch {
+      // Without storage the questions simply do not survive a reload.
+    }
+  }
+
+  /** Ask again the saved questions of a group whose turns have not ended. */
+  restore(groupId, endedTurns) {
+    for (const question of [...this.saved.values()]) {
+      if (question.groupId !== groupId) continue;
+      if (this.isExpired(question) || endedTurns.has(question.turnId)) this.forget(question);
+      else this.ask(question);
+    }
+  }
+
+  /** Hide every question (the user left the group); saved ones come back later. */
+  reset() {
+    this.queue = [];
+    this.current = null;
+    clearTimeout(this.expiryTimer);
+    if (this.dialog.open) this.dialog.close();
+    this.onWaiting(0);
+  }
+
+  /** Show the questions put off with "Later" again. */
+  reopen() {
+    if (!this.current) this.next();
+  }
+
+  next() {
+    clearTimeout(this.expiryTimer);
+    if (this.current && this.isExpired(this.current)) this.forget(this.current);
+    this.current = null;
+    while (this.queue.length && this.isExpired(this.queue[0])) this.forget(this.queue.shift());
+    const question = this.queue.shift();
+    this.onWaiting(0);
+    if (!question) {
+      if (this.dialog.open) this.dialog.close();
+      return;
+    }
+    this.current = question;
+    this.render(question);
+    if (!this.dialog.open) this.dialog.showModal();
+    if (typeof question.expiresAt === 'number') {
+      const ms = Math.max(0, question.expiresAt * 1000 - Date.now());
+      // setTimeout cannot wait longer than about 24.8 days.
+      this.expiryTimer = setTimeout(() => this.next(), Math.min(ms, 2 ** 31 - 1));
+    }
+  }
+
+  dismiss() {
+    // Put the question back at the end so it comes round again.
+    if (this.current) this.queue.push(this.current);
+    this.current = null;
+    clearTimeout(this.expiryTimer);
+    if (this.dialog.open) this.dialog.close();
+    this.onWaiting(this.queue.length);
+  }
+
+  answer(value) {
+    const question = this.current;
+    if (!question) return;
+    this.onAnswer(question, value);
+    this.forget(question);
+    this.next();
+  }
+
+  render(question) {
+    const who = this.persona(question.vpId || 'system');
+    const choices = Array.isArray(question.choices) ? question.choices : [];
+    const head = el(
+      'header',
+      { class: 'ask-head' },
+      avatar(question.vpId || 'system', who.name),
+      el('span', { class: 'ask-who', text: `${who.name} asks` }),
+    );
+    const prompt = el('p', { class: 'ask-prompt', testid: 'ask-prompt', text: question.prompt });
+    let controls;
+    if (choices.length && question.multiSelect) {
+      controls = this.multiChoice(choices);
+    } else if (choices.length) {
+      controls = el(
+        'div',
+        { class: 'ask-choices' },
+        ...choices.map((choice) =>
+          el('button', {
+            type: 'button',
+            class: 'ask-choice',
+            testid: 'ask-choice',
+            text: choice,
+            onclick: () => this.answer(choice),
+          }),
+        ),
+      );
+    } else {
+      controls = this.freeText();
+    }
+    const later = el('button', {
+      type: 'button',
+      class: 'ask-later quiet',
+      text: 'Later',
+      onclick: () => this.dismiss(),
+    });
+    this.dialog.replaceChildren(head, prompt, controls, el('footer', { class: 'ask-foot' }, later));
+  }
+
+  freeText() {
+    const input = el('textarea', {
+      class: 'ask-input',
+      testid: 'ask-input',
+      rows: '3',
+      'aria-label': 'Your answer',
+    });
+    const form = el(
+      'form',
+      {
+        class: 'ask-form',
+        onsubmit: (event) => {
+          event.preventDefault();
+          if (input.value.trim()) this.answer(input.value.trim());
+        },
+      },
+      input,
+      el('button', { type: 'submit', class: 'primary', testid: 'ask-submit', text: 'Answer' }),
+    );
+    input.addEventListener('keydown', (event) => {
+      if (event.key === 'Enter' && !event.shiftKey && !event.isComposing) {
+        event.preventDefault();
+        form.requestSubmit();
+      }
+    });
+    queueMicrotask(() => input.focus());
+    return form;
+  }
+
+  multiChoice(choices) {
+    const boxes = choices.map((choice) =>
+      el(
+        'label',
+        { class: 'ask-check' },
+        el('input', { type: 'checkbox', value: choice }),
+        el('span', { text: choice }),
+      ),
+    );
+    return el(
+      'form',
+      {
+        class: 'ask-form',
+        onsubmit: (event) => {
+          event.preventDefault();
+          const picked = boxes.map((b) => b.firstChild).filter((i) => i.checked).map((i) => i.value);
+          if (picked.length) this.answer(picked);
+        },
+      },
+      el('div', { class: 'ask-choices' }, ...boxes),
+      el('button', { type: 'submit', class: 'primary', testid: 'ask-submit', text: 'Answer' }),
+    );
+  }
+}

@@ -1,0 +1,202 @@
+// The message input: Enter sends, Shift+Enter is a newline, and typing `@`
+// opens a list of the group's VPs (plus @all) filtered by what follows.
+
+import { avatar, el } from './dom.js';
+
+// `@` at the start or after whitespace, then the id typed so far, ending at the caret.
+const MENTION_AT_CARET = /(^|\s)@([A-Za-z0-9_-]*)$/;
+const MENTION_ANYWHERE = /(^|\s)@([A-Za-z0-9_-]+)/g;
+
+export class Composer {
+  /**
+   * `roster()` returns [{id, name, role, aliases}] of the current group;
+   * `onSend(text, mentions)` sends; returns false when it could not.
+   */
+  constructor({ form, input, button, menu, roster, onSend }) {
+    this.form = form;
+    this.input = input;
+    this.button = button;
+    this.menu = menu;
+    this.roster = roster;
+    this.onSend = onSend;
+    this.options = [];
+    this.active = 0;
+    this.range = null;
+
+    form.addEventListener('submit', (event) => {
+      event.preventDefault();
+      this.send();
+    });
+    input.addEventListener('keydown', (event) => this.keydown(event));
+    input.addEventListener('input', () => {
+      this.autosize();
+      this.refreshMenu();
+      this.updateButton();
+    });
+    input.addEventListener('click', () => this.refreshMenu());
+    input.addEventListener('blur', () => {
+      // Let a click on an option land before the menu goes away.
+      setTimeout(() => this.closeMenu(), 150);
+    });
+    this.updateButton();
+  }
+
+  setEnabled(enabled) {
+    this.input.disabled = !enabled;
+    this.updateButton();
+  }
+
+  updateButton() {
+    this.button.disabled = this.input.disabled || !this.input.value.trim();
+  }
+
+  focus() {
+    this.input.focus();
+  }
+
+  autosize() {
+    this.input.style.height = 'auto';
+    this.input.style.height = `${Math.min(this.input.scrollHeight, 220)}px`;
+  }
+
+  keydown(event) {
+    // An IME composing Chinese or Japanese uses Enter to confirm a word.
+    if (event.isComposing || event.keyCode === 229) return;
+    if (this.menuOpen) {
+      if (event.key === 'ArrowDown' || event.key === 'ArrowUp') {
+        event.preventDefault();
+        const step = event.key === 'ArrowDown' ? 1 : -1;
+        this.highlight((this.active + step + this.options.length) % this.options.length);
+        return;
+      }
+      if (event.key === 'Enter' || event.key === 'Tab') {
+        event.preventDefault();
+        this.pick(this.options[this.active]);
+        return;
+      }
+      if (event.key === 'Escape') {
+        event.preventDefault();
+        this.closeMenu();
+        return;
+      }
+    }
+    if (event.key === 'Enter' && !event.shiftKey) {
+      event.preventDefault();
+      this.send();
+    }
+  }
+
+  send() {
+    const text = this.input.value.trim();
+    if (!text || this.input.disabled) return;
+    if (this.onSend(text, this.mentionsIn(text)) === false) return;
+    this.input.value = '';
+    this.autosize();
+    this.closeMenu();
+    this.updateButton();
+  }
+
+  /** The roster ids (and `all`) the text mentions, resolved through aliases. */
+  mentionsIn(text) {
+    const roster = this.roster();
+    const ids = [];
+    for (const match of text.matchAll(MENTION_ANYWHERE)) {
+      const name = match[2].toLowerCase();
+      const vp = roster.find(
+        (p) => p.id.toLowerCase() === name || (p.aliases || []).some((a) => a.toLowerCase() === name),
+      );
+      const id = vp ? vp.id : name === 'all' ? 'all' : null;
+      if (id && !ids.includes(id)) ids.push(id);
+    }
+    return ids;
+  }
+
+  /** Insert `@id ` at the caret (used by the presence chips too). */
+  insertMention(id) {
+    const { value, selectionStart } = this.input;
+    const before = value.slice(0, selectionStart);
+    const spacer = before && !/\s$/.test(before) ? ' ' : '';
+    this.input.setRangeText(`${spacer}@${id} `, selectionStart, this.input.selectionEnd, 'end');
+    this.input.focus();
+    this.updateButton();
+  }
+
+  // -- the mention menu ------------------------------------------------------
+  get menuOpen() {
+    return !this.menu.hidden && this.options.length > 0;
+  }
+
+  refreshMenu() {
+    const caret = this.input.selectionStart;
+    if (caret !== this.input.selectionEnd) return this.closeMenu();
+    const match = this.input.value.slice(0, caret).match(MENTION_AT_CARET);
+    if (!match) return this.closeMenu();
+    const prefix = match[2].toLowerCase();
+    this.range = { start: caret - match[2].length - 1, end: caret };
+    const everyone = { id: 'all', name: 'Everyone', role: 'every VP in this group', aliases: [] };
+    const matches = (p) =>
+      p.id.toLowerCase().startsWith(prefix) ||
+      p.name.toLowerCase().startsWith(prefix) ||
+      (p.aliases || []).some((a) => a.toLowerCase().startsWith(prefix));
+    this.options = [...this.roster(), everyone].filter(matches);
+    if (!this.options.length) return this.closeMenu();
+    this.renderMenu();
+    return undefined;
+  }
+
+  renderMenu() {
+    this.menu.replaceChildren(
+      ...this.options.map((option, index) =>
+        el(
+          'li',
+          {
+            role: 'option',
+            id: `mention-${option.id}`,
+            class: 'mention-option',
+            testid: 'mention-option',
+            dataset: { vp: option.id },
+            'aria-selected': String(index === this.active),
+            onmousedown: (event) => {
+              event.preventDefault();
+              this.pick(option);
+            },
+          },
+          avatar(option.id, option.name, 'small'),
+          el('span', { class: 'mention-id', text: `@${option.id}` }),
+          el('span', { class: 'mention-role', text: option.id === 'all' ? option.role : `${option.name} · ${option.role || ''}` }),
+        ),
+      ),
+    );
+    this.menu.hidden = false;
+    this.input.setAttribute('aria-expanded', 'true');
+    this.highlight(Math.min(this.active, this.options.length - 1));
+  }
+
+  highlight(index) {
+    this.active = index;
+    [...this.menu.children].forEach((node, i) => {
+      node.setAttribute('aria-selected', String(i === index));
+      if (i === index) {
+        this.input.setAttribute('aria-activedescendant', node.id);
+        node.scrollIntoView({ block: 'nearest' });
+      }
+    });
+  }
+
+  pick(option) {
+    if (!option || !this.range) return;
+    this.input.setRangeText(`@${option.id} `, this.range.start, this.range.end, 'end');
+    this.closeMenu();
+    this.input.focus();
+    this.updateButton();
+  }
+
+  closeMenu() {
+    this.menu.hidden = true;
+    this.options = [];
+    this.active = 0;
+    this.range = null;
+    this.input.setAttribute('aria-expanded', 'false');
+    this.input.removeAttribute('aria-activedescendant');
+  }
+}

@@ -1,0 +1,115 @@
+// The sidebar: the user's groups and the form that creates one.
+
+import { avatar, el } from './dom.js';
+
+// Pre-selected in the roster picker: a small, varied team.
+const DEFAULT_ROSTER = ['steve', 'linus', 'martin'];
+
+export class Sidebar {
+  /**
+   * `onSelect(groupId)` opens a group; `onCreate(name, roster)` creates one
+   * and resolves to the new group (or throws an ApiError).
+   */
+  constructor({ list, form, onSelect, onCreate }) {
+    this.list = list;
+    this.form = form;
+    this.onSelect = onSelect;
+    this.onCreate = onCreate;
+    this.personas = [];
+    this.nameInput = form.querySelector('[data-testid="new-group-name"]');
+    this.picker = form.querySelector('[data-testid="roster-picker"]');
+    this.error = form.querySelector('[data-testid="new-group-error"]');
+    this.submit = form.querySelector('[data-testid="new-group-submit"]');
+    form.addEventListener('submit', (event) => {
+      event.preventDefault();
+      this.create();
+    });
+    this.picker.addEventListener('change', () => this.validate());
+    this.nameInput.addEventListener('input', () => this.validate());
+  }
+
+  setPersonas(personas) {
+    this.personas = personas;
+    this.picker.replaceChildren(
+      ...personas.map((p) =>
+        el(
+          'label',
+          { class: 'roster-option', testid: 'roster-option', dataset: { vp: p.id } },
+          el('input', {
+            type: 'checkbox',
+            name: 'roster',
+            value: p.id,
+            checked: DEFAULT_ROSTER.includes(p.id),
+          }),
+          avatar(p.id, p.name, 'small'),
+          el(
+            'span',
+            { class: 'roster-text' },
+            el('span', { class: 'roster-name', text: p.name }),
+            el('span', { class: 'roster-role', text: p.role || '' }),
+          ),
+        ),
+      ),
+    );
+    this.validate();
+  }
+
+  selectedRoster() {
+    return [...this.picker.querySelectorAll('input[name="roster"]:checked')].map((i) => i.value);
+  }
+
+  validate() {
+    const ok = this.nameInput.value.trim() && this.selectedRoster().length > 0;
+    this.submit.disabled = !ok;
+    return ok;
+  }
+
+  async create() {
+    if (!this.validate()) return;
+    this.error.textContent = '';
+    this.submit.disabled = true;
+    try {
+      await this.onCreate(this.nameInput.value.trim(), this.selectedRoster());
+      this.nameInput.value = '';
+      this.form.closest('details')?.removeAttribute('open');
+    } catch (err) {
+      this.error.textContent = err.message;
+    } finally {
+      this.validate();
+    }
+  }
+
+  /** Render the group list; `personaName(id)` labels the roster line. */
+  render(groups, activeId, personaName) {
+    if (!groups.length) {
+      this.list.replaceChildren(
+        el('li', { class: 'group-empty', text: 'No groups yet: create one below.' }),
+      );
+      return;
+    }
+    this.list.replaceChildren(
+      ...groups.map((group) =>
+        el(
+          'li',
+          {},
+          el(
+            'button',
+            {
+              type: 'button',
+              class: 'group-item',
+              testid: 'group-item',
+              dataset: { groupId: group.id },
+              'aria-current': group.id === activeId ? 'true' : 'false',
+              onclick: () => this.onSelect(group.id),
+            },
+            el('span', { class: 'group-name', text: group.name }),
+            el('span', {
+              class: 'group-roster',
+              text: (group.roster || []).map(personaName).join(', ') || 'no VPs',
+            }),
+          ),
+        ),
+      ),
+    );
+  }
+}

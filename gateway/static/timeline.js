@@ -1,0 +1,277 @@
+// The chat timeline of one group: user messages, VP bubbles, hand-offs
+// and notices, in order.
+//
+// Replies that follow one user message sit together in a "replies" row,
+// which lays the bubbles side by side when the window is wide enough, so
+// VPs answering at the same time are read at the same time.
+
+import { avatar, el, formatTime } from './dom.js';
+import { TurnBubble } from './turn.js';
+
+const NEAR_BOTTOM_PX = 80;
+const BUSY_STATES = new Set(['thinking', 'streaming', 'tool']);
+
+export class Timeline {
+  /**
+   * `scroller` scrolls, `list` holds the items. `persona(id)` returns
+   * {name, role}; `onCancel(vpId)` stops a VP; `me` is the user's name.
+   */
+  constructor({ scroller, list, persona, onCancel, onChange, onTurnEnd }) {
+    this.scroller = scroller;
+    this.list = list;
+    this.persona = persona;
+    this.onCancel = onCancel;
+    this.onChange = onChange || (() => {});
+    this.onTurnEnd = onTurnEnd || (() => {});
+    this.me = '';
+    this.reset();
+  }
+
+  reset() {
+    this.turns = new Map();
+    this.userMessages = new Map();
+    this.list.replaceChildren();
+  }
+
+  // -- scrolling ------------------------------------------------------------
+  nearBottom() {
+    const s = this.scroller;
+    return s.scrollHeight - s.scrollTop - s.clientHeight < NEAR_BOTTOM_PX;
+  }
+
+  /** Run `change`, then keep the view pinned to the bottom if it was there. */
+  mutate(change) {
+    const pinned = this.nearBottom();
+    const result = change();
+    if (pinned) this.scrollToBottom();
+    this.onChange();
+    return result;
+  }
+
+  scrollToBottom() {
+    this.scroller.scrollTop = this.scroller.scrollHeight;
+  }
+
+  // -- placing items -------------------------------------------------------
+  /** The replies row at the end of `container`, made if the last item is not one. */
+  repliesIn(container) {
+    const last = container.lastElementChild;
+    if (last && last.classList.contains('replies')) return last;
+    const row = el('div', { class: 'replies' });
+    container.append(row);
+    return row;
+  }
+
+  // -- history -------------------------------------------------------------
+  /** Render history messages (oldest first) at the end, or before everything. */
+  renderHistory(messages, { prepend = false } = {}) {
+    const target = prepend ? document.createDocumentFragment() : this.list;
+    for (const message of messages) this.renderStored(target, message);
+    if (prepend) {
+      const before = this.scroller.scrollHeight;
+      this.list.prepend(target);
+      // Keep the message the user was reading where it was.
+      this.scroller.scrollTop += this.scroller.scrollHeight - before;
+    } else {
+      this.scrollToBottom();
+    }
+    this.onChange();
+  }
+
+  renderStored(container, message) {
+    const meta = message.meta || {};
+    if (message.role === 'user') {
+      const cmid = meta.clientMessageId;
+      if (cmid && this.userMessages.has(cmid)) {
+        this.markSent(this.userMessages.get(cmid), message.id);
+        return;
+      }
+      container.append(this.userNode({ ...message, clientMessageId: cmid, state: 'sent' }));
+    } else if (message.role === 'system') {
+      container.append(this.noticeNode(message.text, meta.notice || {}, message.ts));
+    } else if (meta.injectedBy === 'route_forward') {
+      container.append(
+        this.handoffNode(meta.senderVpId || message.author, meta.routeForwardTarget, message.text),
+      );
+    } else {
+      const turnId = meta.turnId || message.id;
+      if (this.turns.has(turnId)) return;
+      const bubble = this.newBubble(message.author, turnId);
+      bubble.appendText(message.text);
+      if (meta.stop === 'aborted' || meta.incomplete) bubble.end('cancelled');
+      else if (meta.stop === 'error') bubble.end('error');
+      else bubble.end('complete');
+      bubble.footer.textContent = formatTime(message.ts);
+      this.repliesIn(container).append(bubble.root);
+    }
+  }
+
+  // -- user messages -------------------------------------------------------
+  userNode({ id, author, text, ts, clientMessageId, state }) {
+    const mine = !author || author === this.me;
+    const node = el(
+      'div',
+      {
+        class: `user-msg${mine ? ' mine' : ''}`,
+        testid: 'user-message',
+        dataset: { state, messageId: id || '', clientMessageId: clientMessageId || '' },
+      },
+      el(
+        'div',
+        { class: 'user-meta' },
+        el('span', { class: 'user-name', text: mine ? 'You' : author }),
+        el('time', { class: 'user-time', text: formatTime(ts) }),
+        el('span', { class: 'user-state', testid: 'user-message-state' }),
+      ),
+      el('div', { class: 'user-text', text }),
+    );
+    if (clientMessageId) this.userMessages.set(clientMessageId, node);
+    this.setUserState(node, state);
+    return node;
+  }
+
+  setUserState(node, state, reason) {
+    node.dataset.state = state;
+    const label = { pending: 'sending…', sent: '', failed: `not sent: ${reason || 'error'}` };
+    node.querySelector('.user-state').textContent = label[state] ?? '';
+  }
+
+  /** Show a message the user just sent, pending until its ack. */
+  addPending(frame) {
+    this.mutate(() => {
+      this.list.append(
+        this.userNode({
+          author: this.me,
+          text: frame.text,
+          ts: Date.now() / 1000,
+          clientMessageId: frame.clientMessageId,
+          state: 'pending',
+        }),
+      );
+    });
+    this.scrollToBottom();
+  }
+
+  markSent(node, messageId) {
+    if (messageId) node.dataset.messageId = messageId;
+    this.setUserState(node, 'sent');
+  }
+
+  ack(clientMessageId, messageId) {
+    const node = this.userMessages.get(clientMessageId);
+    if (node) this.markSent(node, messageId);
+  }
+
+  fail(clientMessageId, reason) {
+    const node = this.userMessages.get(clientMessageId);
+    if (node) this.setUserState(node, 'failed', reason);
+  }
+
+  // -- notices and hand-offs -----------------------------------------------
+  noticeNode(text, detail = {}, ts) {
+    const rule = detail.rule || detail.kind || '';
+    const kind = detail.level === 'error' || detail.error ? 'error' : 'notice';
+    return el(
+      'div',
+      { class: `notice ${kind}`, testid: 'notice', role: 'status', dataset: { rule } },
+      el('span', { class: 'notice-icon', 'aria-hidden': 'true', text: kind === 'error' ? '!' : 'i' }),
+      el('span', { class: 'notice-text', text }),
+      ts ? el('time', { class: 'notice-time', text: formatTime(ts) }) : null,
+    );
+  }
+
+  notice(text, detail = {}) {
+    this.mutate(() => this.list.append(this.noticeNode(text, detail, Date.now() / 1000)));
+  }
+
+  handoffNode(from, to, text) {
+    return el(
+      'div',
+      { class: 'handoff', testid: 'handoff', dataset: { from: from || '', to: to || '' } },
+      el('span', { class: 'handoff-route', text: `@${from} → @${to || '?'}` }),
+      el('span', { class: 'handoff-text', text: `: ${text}` }),
+    );
+  }
+
+  // -- VP turns --------------------------------------------------------------
+  newBubble(vpId, turnId, joinedLate = false) {
+    const bubble = new TurnBubble({
+      vpId,
+      turnId,
+      joinedLate,
+      persona: this.persona(vpId),
+      onCancel: (id) => this.onCancel(id),
+    });
+    this.turns.set(turnId, bubble);
+    return bubble;
+  }
+
+  /**
+   * The bubble of a turn, made on its first frame. Every turn starts with
+   * `agent_status thinking`; a bubble made from any other frame was joined
+   * in the middle (the page loaded while the VP was writing).
+   */
+  bubbleFor(vpId, turnId, firstFrame) {
+    let bubble = this.turns.get(turnId);
+    if (!bubble) {
+      const fromStart = firstFrame.type === 'agent_status' && firstFrame.state === 'thinking';
+      bubble = this.newBubble(vpId, turnId, !fromStart);
+      this.repliesIn(this.list).append(bubble.root);
+    }
+    return bubble;
+  }
+
+  /** A yeaft_output frame. */
+  output(frame) {
+    const data = frame.data || {};
+    if (frame.vpId === 'system') {
+      if (data.type === 'system' || data.message) {
+        const level = data.subtype === 'error' || data.is_error ? 'error' : 'notice';
+        this.notice(data.message || data.error || 'notice', { ...(data.detail || {}), level });
+      }
+      return;
+    }
+    const existing = this.turns.get(frame.turnId);
+    // A turn already shown whole (from history) needs none of its pieces again.
+    if (existing && existing.final) return;
+    const bubble = this.mutate(() => {
+      const target = this.bubbleFor(frame.vpId, frame.turnId, frame);
+      target.apply(data);
+      return target;
+    });
+    if (bubble.final) this.onTurnEnd(bubble);
+  }
+
+  /** An agent_status frame. */
+  status(frame) {
+    const bubble = this.turns.get(frame.turnId);
+    if (bubble) {
+      if (!bubble.final) this.mutate(() => bubble.setStatus(frame.state));
+    } else if (frame.turnId && BUSY_STATES.has(frame.state) && frame.vpId !== 'system') {
+      this.mutate(() => this.bubbleFor(frame.vpId, frame.turnId, frame).setStatus(frame.state));
+    }
+  }
+
+  /** Bubbles still running. */
+  activeTurns() {
+    return [...this.turns.values()].filter((bubble) => !bubble.final);
+  }
+}
+
+/** A roster member's presence chip for the chat header. */
+export function presenceChip(vpId, persona, onClick) {
+  return el(
+    'button',
+    {
+      type: 'button',
+      class: 'presence',
+      testid: 'vp-presence',
+      dataset: { vp: vpId, state: 'idle' },
+      title: `${persona.name}, ${persona.role || 'VP'}: click to mention`,
+      onclick: () => onClick(vpId),
+    },
+    avatar(vpId, persona.name),
+    el('span', { class: 'presence-dot', 'aria-hidden': 'true' }),
+    el('span', { class: 'presence-name', text: persona.name }),
+  );
+}
