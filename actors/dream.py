@@ -9,7 +9,6 @@ emits nothing to the group: maintenance is invisible to the people in it.
 from __future__ import annotations
 
 import logging
-import time
 from typing import TYPE_CHECKING
 
 from engine.compaction import render_transcript
@@ -26,11 +25,11 @@ DREAM_TOOLS = frozenset({"remember", "recall"})
 RECENT_MESSAGES = 40
 
 
-async def dream(worker: VPWorker, group_id: str) -> dict[str, object]:
-    """Run one dream for ``group_id``; returns what it did. Call inside the group's lane."""
+async def dream(worker: VPWorker, group_id: str, turns: int) -> dict[str, object]:
+    """Run one dream for ``group_id`` covering ``turns`` new turns; returns what it did."""
     store = await worker.store()
     conv = await store.load_transcript(group_id, worker.vp_id)
-    if conv is None or not conv.meta.get("turns_since_dream"):
+    if conv is None or turns <= 0:
         return {"ran": False, "reason": "nothing new"}
     before = len(await worker.memory.list(_scope(group_id, worker.vp_id), kind="resident"))
     transcript = render_transcript(conv.summary, conv.messages[-RECENT_MESSAGES:])
@@ -50,9 +49,6 @@ async def dream(worker: VPWorker, group_id: str) -> dict[str, object]:
         allowed_tools=DREAM_TOOLS,
         options={"persona": worker.persona_hint(), "mode": "dream"},
     )
-    conv.meta["turns_since_dream"] = 0
-    conv.meta["last_dream"] = time.time()
-    await store.save_transcript(group_id, worker.vp_id, conv)
     after = len(await worker.memory.list(_scope(group_id, worker.vp_id), kind="resident"))
     log.info(
         "dream of %s in %s: %s, %d new memories",

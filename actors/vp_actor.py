@@ -14,6 +14,7 @@ import asyncio
 import logging
 import time
 import uuid
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,9 @@ log = logging.getLogger(__name__)
 # How much of the group log a turn reads to catch up. Older context reaches
 # the VP through its own transcript and compaction summaries.
 CATCH_UP_MESSAGES = 200
+QUICK_CATCH_UP = 20
+# Transcripts kept in memory between turns (least recently used go first).
+CACHED_TRANSCRIPTS = 512
 
 
 class VPWorker:
@@ -64,6 +68,13 @@ class VPWorker:
         self._store: Store | None = None
         self.memory = config.open_memory()
         self._idle: dict[str, asyncio.Task[None]] = {}
+        self._transcripts: OrderedDict[str, Conversation] = OrderedDict()
+        # Turns since the last dream, per group. Kept here rather than in the
+        # transcript so a dream never writes what a running turn also writes;
+        # a restarted actor simply starts counting again.
+        self._turns_since_dream: dict[str, int] = {}
+        # Dreams under way: held here so they are not garbage-collected.
+        self.dreams: set[asyncio.Task[None]] = set()
         self._aborts: dict[str, tuple[str, asyncio.Event]] = {}
         self._questions: dict[str, asyncio.Future[str]] = {}
 
@@ -98,8 +109,17 @@ class VPWorker:
         return True
 
     async def dream(self, group_id: str) -> dict[str, object]:
-        """Run memory maintenance for one group now (in the group's lane)."""
-        return await self.lanes.run(group_id, lambda: dreaming.dream(self, group_id))
+        """Run memory maintenance for one group now.
+
+        It runs beside the group's lane, not in it: maintenance must never
+        make a person wait. It only reads the transcript, so it cannot race
+        a turn that saves it.
+        """
+        turns = self._turns_since_dream.pop(group_id, 0)
+        result = await dreaming.dream(self, group_id, turns)
+        if not result.get("ran"):
+            self._turns_since_dream[group_id] = self._turns_since_dream.get(group_id, 0) + turns
+        return result
 
     async def stats(self) -> dict[str, Any]:
         calls = sum(getattr(p, "calls", 0) for p in self.config.provider_overrides.values())
@@ -125,9 +145,8 @@ class VPWorker:
         if abort.is_set() or group is None or self.vp_id not in group.roster:
             why = "aborted" if abort.is_set() else "the VP is no longer in this group"
             return await self._end_early(writer, req, "aborted" if abort.is_set() else "error", why)
-        conv = await store.load_transcript(req.group_id, self.vp_id)
-        conv = conv or Conversation(id=f"{req.group_id}:{self.vp_id}")
-        recent = await store.read_messages(req.group_id, limit=CATCH_UP_MESSAGES)
+        conv = await self._transcript(store, req.group_id)
+        recent = await self._catch_up(store, req.group_id, conv.meta.get("cursor"))
         context, trigger = group_view(recent, self.vp_id, conv.meta.get("cursor"), req.trigger_id)
         conv.messages.extend(context)
         ctx = self._context(req, group, conv, store, writer)
@@ -150,9 +169,11 @@ class VPWorker:
         )
         await writer.close(result.reason)
         conv.meta["cursor"] = req.trigger_id
-        conv.meta["turns_since_dream"] = conv.meta.get("turns_since_dream", 0) + 1
         await store.save_transcript(req.group_id, self.vp_id, conv)
-        self._schedule_dream(req.group_id, conv.meta["turns_since_dream"])
+        self._remember_transcript(req.group_id, conv)
+        turns = self._turns_since_dream.get(req.group_id, 0) + 1
+        self._turns_since_dream[req.group_id] = turns
+        self._schedule_dream(req.group_id, turns)
         return self._outcome(req, result, writer.skipped, reply)
 
     def _reply_saver(
@@ -189,6 +210,30 @@ class VPWorker:
             reply.message_id, reply.mentions = stored.id, stored.mentions
 
         return save
+
+    async def _transcript(self, store: Store, group_id: str) -> Conversation:
+        """This VP's transcript in a group: from memory, else from the store.
+
+        Only this actor writes it, so the copy kept between turns is always
+        the newest; a restarted actor starts from the store.
+        """
+        conv = self._transcripts.pop(group_id, None)
+        if conv is None:
+            conv = await store.load_transcript(group_id, self.vp_id)
+        return conv or Conversation(id=f"{group_id}:{self.vp_id}")
+
+    def _remember_transcript(self, group_id: str, conv: Conversation) -> None:
+        self._transcripts[group_id] = conv
+        while len(self._transcripts) > CACHED_TRANSCRIPTS:
+            self._transcripts.popitem(last=False)
+
+    @staticmethod
+    async def _catch_up(store: Store, group_id: str, cursor: str | None) -> list[GroupMessage]:
+        """The group log since ``cursor``: a short read usually covers it."""
+        recent = await store.read_messages(group_id, limit=QUICK_CATCH_UP)
+        if len(recent) < QUICK_CATCH_UP or (cursor is not None and recent[0].id <= cursor):
+            return recent
+        return await store.read_messages(group_id, limit=CATCH_UP_MESSAGES)
 
     async def _recall(self, req: TurnRequest, query: str) -> list[str]:
         """Memories for the system prompt: the user's, the group's, this VP's own."""
@@ -228,7 +273,10 @@ class VPWorker:
             except Exception:
                 log.warning("dream of %s in %s failed", self.vp_id, group_id, exc_info=True)
 
-        self._idle[group_id] = asyncio.create_task(later())
+        task = asyncio.create_task(later())
+        self._idle[group_id] = task
+        self.dreams.add(task)
+        task.add_done_callback(self.dreams.discard)
 
     def _context(
         self,

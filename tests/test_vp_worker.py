@@ -7,8 +7,9 @@ same worker behind real Ray actors.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
@@ -17,7 +18,7 @@ from actors.config import RuntimeConfig
 from actors.turns import TurnOutcome, TurnRequest
 from actors.vp_actor import VPWorker
 from engine.errors import ErrorKind
-from engine.providers.base import ModelRequest
+from engine.providers.base import ModelRequest, StreamItem
 from engine.providers.offline import Fail, OfflineProvider, Reply
 from store.base import Group, GroupMessage
 from store.memory import vp_scope
@@ -102,12 +103,38 @@ async def test_dream_writes_resident_memories_after_n_turns(make_worker: MakeWor
     gid = await group(steve, ["steve", "linus"])
     await say(steve, gid, "we will ship the billing page on friday")
     await say(steve, gid, "and the export after that")
-    await steve._idle[gid]  # the dream scheduled after the second turn
+    await asyncio.gather(*steve.dreams)  # the dream scheduled after the second turn
     residents = await steve.memory.list(vp_scope(gid, "steve"), kind="resident")
     assert len(residents) == 1 and "billing page" in residents[0].text
-    conv = await (await steve.store()).load_transcript(gid, "steve")
-    assert conv is not None and conv.meta["turns_since_dream"] == 0
     assert (await steve.dream(gid)) == {"ran": False, "reason": "nothing new"}
+
+
+class GatedDreams(OfflineProvider):
+    """The offline model, except that dream calls wait for ``gate``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = asyncio.Event()
+        self.dreaming = asyncio.Event()
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
+        if request.options.get("mode") == "dream":
+            self.dreaming.set()
+            await self.gate.wait()
+        async for item in super().stream(request):
+            yield item
+
+
+async def test_a_running_dream_never_delays_a_person(make_worker: MakeWorker) -> None:
+    provider = GatedDreams()
+    steve = make_worker("steve", provider, dream_every_turns=1)
+    gid = await group(steve, ["steve"])
+    await say(steve, gid, "first")
+    await provider.dreaming.wait()  # the dream is stuck inside its model call
+    answered = await asyncio.wait_for(say(steve, gid, "second"), 10)
+    assert answered.reason == "end_turn"
+    provider.gate.set()
+    await asyncio.gather(*steve.dreams)
 
 
 async def test_compaction_summary_is_persisted_and_used_on_resume(

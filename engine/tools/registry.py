@@ -8,6 +8,7 @@ handler runs, so a handler only ever receives well-formed input.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 from collections.abc import Awaitable, Callable
@@ -84,9 +85,16 @@ class Tool:
     available: Callable[[ToolContext], bool] | None = None
 
     def spec(self) -> ToolSpec:
-        schema = self.params.model_json_schema()
-        schema.pop("title", None)
-        return ToolSpec(self.name, self.description, schema)
+        return ToolSpec(self.name, self.description, _schema(self.params))
+
+
+@functools.cache
+def _schema(params: type[BaseModel]) -> dict[str, Any]:
+    # Schema generation costs about a millisecond a tool and happens before
+    # every model call; parameter models never change at run time.
+    schema = params.model_json_schema()
+    schema.pop("title", None)
+    return schema
 
 
 def render(value: Any) -> str:

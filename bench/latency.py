@@ -1,0 +1,296 @@
+"""Gateway latency benchmark over real WebSockets.
+
+Starts ``yeaft serve`` in a subprocess (embedded store by default, the
+offline model with a fixed time to first token) and measures, from clients
+in this process:
+
+1. framework overhead: the client-observed time from sending a message to
+   the first token of the reply, minus the model's own time to first token;
+   p50 and p99 with one group, then with 200 groups busy at once;
+2. throughput: envelopes per second delivered to 100 clients watching one
+   group.
+
+Targets (DESIGN.md): p50 <= 10 ms and p99 <= 30 ms for one group; p99 <=
+100 ms with 200 groups busy.
+
+    python bench/latency.py [--groups 200] [--rounds 3] [--store redis://...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+import websockets
+
+ROOT = Path(__file__).resolve().parents[1]
+ROSTER = ["linus", "steve", "martin", "dieter", "kent"]
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Server:
+    """``yeaft serve`` in a subprocess, stopped by its own pid."""
+
+    def __init__(self, model: str, store: str | None) -> None:
+        self.tmp = tempfile.TemporaryDirectory()
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        env = {
+            k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
+        }
+        env.update(
+            YEAFT_DATA_DIR=self.tmp.name,
+            YEAFT_MODEL=model,
+            YEAFT_RATE_LIMIT_PER_S="1000",
+            YEAFT_RATE_LIMIT_BURST="1000",
+            YEAFT_REDIS_PREFIX=f"bench-{uuid.uuid4().hex[:8]}",
+        )
+        if store:
+            env["YEAFT_REDIS_URL"] = store
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "gateway.cli", "serve", "--port", str(self.port)],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        self.password = ""
+
+    async def start(self) -> None:
+        assert self.proc.stdout is not None
+        for _ in range(10):
+            line = await asyncio.to_thread(self.proc.stdout.readline)
+            found = re.search(r"password '([^']+)'", line)
+            if found:
+                self.password = found.group(1)
+                break
+        async with httpx.AsyncClient() as http:
+            for _ in range(300):
+                try:
+                    if (await http.get(f"{self.url}/healthz")).status_code == 200:
+                        return
+                except httpx.HTTPError:
+                    pass
+                await asyncio.sleep(0.1)
+        raise RuntimeError("the server did not start")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.tmp.cleanup()
+
+
+class Client:
+    """One WebSocket client that times messages to their first token."""
+
+    def __init__(self, url: str, token: str) -> None:
+        self.ws_url = url.replace("http", "ws", 1) + "/ws"
+        self.headers = {"Authorization": f"Bearer {token}"}
+        self.ws: Any = None
+        self.waiting: dict[str, asyncio.Future[float]] = {}
+        self.turn_of: dict[str, str] = {}
+        self.seen_turns: set[str] = set()
+        self.done: dict[str, asyncio.Event] = {}
+        self.envelopes = 0
+        self._reader: asyncio.Task[None] | None = None
+
+    async def connect(self, groups: list[str]) -> None:
+        self.ws = await websockets.connect(
+            self.ws_url, additional_headers=self.headers, max_size=None
+        )
+        for gid in groups:
+            await self.ws.send(json.dumps({"type": "subscribe", "groupId": gid}))
+        self._reader = asyncio.create_task(self._read())
+
+    async def _read(self) -> None:
+        async for raw in self.ws:
+            frame = json.loads(raw)
+            self.envelopes += "seq" in frame
+            if frame.get("type") != "yeaft_output":
+                continue
+            gid, turn, data = frame["groupId"], frame["turnId"], frame["data"]
+            if data["type"] == "assistant" and turn not in self.seen_turns:
+                self.seen_turns.add(turn)
+                fut = self.waiting.pop(gid, None)
+                if fut is not None and not fut.done():
+                    fut.set_result(time.perf_counter())
+            elif data["type"] == "result" and gid in self.done:
+                self.done[gid].set()
+
+    async def ask(self, gid: str, text: str) -> float:
+        """Seconds from sending to the first token; waits for the turn to end."""
+        fut: asyncio.Future[float] = asyncio.get_running_loop().create_future()
+        self.waiting[gid] = fut
+        self.done[gid] = asyncio.Event()
+        started = time.perf_counter()
+        await self.ws.send(
+            json.dumps(
+                {
+                    "type": "yeaft_session_chat",
+                    "groupId": gid,
+                    "text": text,
+                    "clientMessageId": uuid.uuid4().hex,
+                }
+            )
+        )
+        first = await asyncio.wait_for(fut, 60)
+        await asyncio.wait_for(self.done[gid].wait(), 120)
+        return first - started
+
+    async def close(self) -> None:
+        if self._reader:
+            self._reader.cancel()
+        await self.ws.close()
+
+
+async def login(url: str, password: str) -> tuple[str, httpx.AsyncClient]:
+    http = httpx.AsyncClient(base_url=url, timeout=60)
+    res = await http.post("/api/login", json={"username": "admin", "password": password})
+    res.raise_for_status()
+    token = res.json()["token"]
+    http.headers["Authorization"] = f"Bearer {token}"
+    return token, http
+
+
+async def new_group(http: httpx.AsyncClient, name: str, roster: list[str]) -> str:
+    res = await http.post("/api/groups", json={"name": name, "roster": roster})
+    res.raise_for_status()
+    return str(res.json()["id"])
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+async def one_group(
+    url: str, token: str, http: httpx.AsyncClient, ttft: float, n: int
+) -> list[float]:
+    gid = await new_group(http, "one", ["linus"])
+    client = Client(url, token)
+    await client.connect([gid])
+    await client.ask(gid, "@linus warm up")
+    overheads = [await client.ask(gid, f"@linus question {i}") - ttft for i in range(n)]
+    if os.environ.get("BENCH_DEBUG"):
+        print([round(x * 1000, 1) for x in overheads])
+    await client.close()
+    return overheads
+
+
+async def many_groups(
+    url: str, token: str, http: httpx.AsyncClient, ttft: float, groups: int, rounds: int
+) -> list[float]:
+    ids = [await new_group(http, f"g{i}", [ROSTER[i % len(ROSTER)]]) for i in range(groups)]
+    clients = [Client(url, token) for _ in ids]
+    for client, gid in zip(clients, ids, strict=True):
+        await client.connect([gid])
+    await asyncio.gather(*(c.ask(g, "warm up") for c, g in zip(clients, ids, strict=True)))
+    overheads: list[float] = []
+    for r in range(rounds):
+        got = await asyncio.gather(
+            *(c.ask(g, f"round {r}") for c, g in zip(clients, ids, strict=True))
+        )
+        overheads += [x - ttft for x in got]
+    for client in clients:
+        await client.close()
+    return overheads
+
+
+async def fan_in(url: str, token: str, http: httpx.AsyncClient, watchers: int) -> tuple[int, float]:
+    gid = await new_group(http, "watched", ["linus"])
+    clients = [Client(url, token) for _ in range(watchers)]
+    for client in clients:
+        await client.connect([gid])
+    speaker = clients[0]
+    await speaker.ask(gid, "@linus warm up")
+    for client in clients[1:]:
+        client.done[gid] = asyncio.Event()
+    before = sum(c.envelopes for c in clients)
+    started = time.perf_counter()
+    await speaker.ask(gid, "@linus talk for a while")
+    # Every watcher has the whole turn once it has seen the turn's result.
+    await asyncio.gather(*(c.done[gid].wait() for c in clients[1:]))
+    elapsed = time.perf_counter() - started
+    delivered = sum(c.envelopes for c in clients) - before
+    for client in clients:
+        await client.close()
+    return delivered, elapsed
+
+
+async def main_async(args: argparse.Namespace) -> None:
+    model = f"offline:default?ttft={args.ttft}&tps={args.tps}&tokens={args.tokens}"
+    server = Server(model, args.store)
+    await server.start()
+    try:
+        token, http = await login(server.url, server.password)
+        single = await one_group(server.url, token, http, args.ttft, args.messages)
+        busy = await many_groups(server.url, token, http, args.ttft, args.groups, args.rounds)
+        await http.aclose()
+    finally:
+        server.stop()
+    throughput_server = Server(
+        f"offline:default?tps={args.stream_tps}&tokens={args.stream_tokens}", args.store
+    )
+    await throughput_server.start()
+    try:
+        token, http = await login(throughput_server.url, throughput_server.password)
+        delivered, elapsed = await fan_in(throughput_server.url, token, http, args.watchers)
+        await http.aclose()
+    finally:
+        throughput_server.stop()
+    ms = 1000.0
+    print(f"model {model}; store {args.store or 'embedded'}")
+    print(
+        f"overhead, 1 group:     p50 {statistics.median(single) * ms:6.1f} ms   "
+        f"p99 {pct(single, 0.99) * ms:6.1f} ms   (n={len(single)}; target 10 / 30)"
+    )
+    print(
+        f"overhead, {args.groups} groups:  p50 {statistics.median(busy) * ms:6.1f} ms   "
+        f"p99 {pct(busy, 0.99) * ms:6.1f} ms   (n={len(busy)}; target p99 100)"
+    )
+    print(
+        f"throughput: {delivered} envelopes to {args.watchers} clients in {elapsed:.2f} s = "
+        f"{delivered / elapsed:,.0f} envelopes/s"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--ttft", type=float, default=0.2)
+    parser.add_argument("--tps", type=float, default=100)
+    parser.add_argument("--tokens", type=int, default=60)
+    parser.add_argument("--messages", type=int, default=100)
+    parser.add_argument("--groups", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--watchers", type=int, default=100)
+    parser.add_argument("--stream-tps", type=float, default=2000)
+    parser.add_argument("--stream-tokens", type=int, default=4000)
+    parser.add_argument("--store", default=None, help="store URL (default: embedded)")
+    asyncio.run(main_async(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    main()
