@@ -22,6 +22,7 @@ import argparse
 import asyncio
 import json
 import os
+import random
 import re
 import statistics
 import subprocess
@@ -201,22 +202,34 @@ async def one_group(
 
 
 async def many_groups(
-    url: str, token: str, http: httpx.AsyncClient, ttft: float, groups: int, rounds: int
+    url: str,
+    token: str,
+    http: httpx.AsyncClient,
+    ttft: float,
+    groups: int,
+    rounds: int,
+    reply_s: float,
 ) -> list[float]:
+    """Keep ``groups`` groups busy: each client asks again as soon as its turn ends.
+
+    Starts are spread over one reply's length, so at any moment about
+    ``groups`` turns are in flight, streaming, as in a busy deployment.
+    """
     ids = [await new_group(http, f"g{i}", [ROSTER[i % len(ROSTER)]]) for i in range(groups)]
     clients = [Client(url, token) for _ in ids]
     for client, gid in zip(clients, ids, strict=True):
         await client.connect([gid])
     await asyncio.gather(*(c.ask(g, "warm up") for c, g in zip(clients, ids, strict=True)))
-    overheads: list[float] = []
-    for r in range(rounds):
-        got = await asyncio.gather(
-            *(c.ask(g, f"round {r}") for c, g in zip(clients, ids, strict=True))
-        )
-        overheads += [x - ttft for x in got]
+    rng = random.Random(7)
+
+    async def busy(client: Client, gid: str) -> list[float]:
+        await asyncio.sleep(rng.uniform(0, reply_s))
+        return [await client.ask(gid, f"round {r}") - ttft for r in range(rounds)]
+
+    got = await asyncio.gather(*(busy(c, g) for c, g in zip(clients, ids, strict=True)))
     for client in clients:
         await client.close()
-    return overheads
+    return [x for per_client in got for x in per_client]
 
 
 async def fan_in(url: str, token: str, http: httpx.AsyncClient, watchers: int) -> tuple[int, float]:
@@ -247,13 +260,14 @@ async def main_async(args: argparse.Namespace) -> None:
     try:
         token, http = await login(server.url, server.password)
         single = await one_group(server.url, token, http, args.ttft, args.messages)
-        busy = await many_groups(server.url, token, http, args.ttft, args.groups, args.rounds)
+        reply_s = args.ttft + args.tokens / args.tps
+        busy = await many_groups(
+            server.url, token, http, args.ttft, args.groups, args.rounds, reply_s
+        )
         await http.aclose()
     finally:
         server.stop()
-    throughput_server = Server(
-        f"offline:default?tps={args.stream_tps}&tokens={args.stream_tokens}", args.store
-    )
+    throughput_server = Server(f"offline:default?tokens={args.stream_tokens}", args.store)
     await throughput_server.start()
     try:
         token, http = await login(throughput_server.url, throughput_server.password)
@@ -284,10 +298,11 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=60)
     parser.add_argument("--messages", type=int, default=100)
     parser.add_argument("--groups", type=int, default=200)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--watchers", type=int, default=100)
-    parser.add_argument("--stream-tps", type=float, default=2000)
-    parser.add_argument("--stream-tokens", type=int, default=4000)
+    # The throughput turn streams as fast as the model can (no pauses), long
+    # enough that delivery to the watchers, not the model, sets the pace.
+    parser.add_argument("--stream-tokens", type=int, default=20000)
     parser.add_argument("--store", default=None, help="store URL (default: embedded)")
     asyncio.run(main_async(parser.parse_args()))
 

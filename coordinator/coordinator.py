@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import ray
-from ray.exceptions import RayError
+from ray.exceptions import ActorUnavailableError, RayError
 
 from actors.config import RuntimeConfig
 from actors.output import EnvelopeWriter
@@ -35,6 +35,11 @@ VPActor = ray.remote(VPWorker)
 SYSTEM = "system"
 # How often an unknown name may trigger a reload of the persona files.
 PERSONA_RELOAD_S = 1.0
+# A turn sent while its VP actor restarts waits for it, this often and this long.
+RESTART_RETRIES = 3
+RESTART_WAIT_S = 30.0
+# How far back the event log is searched for a turn's first envelope.
+SCAN_FOR_TURN = 2000
 
 
 class GroupError(Exception):
@@ -447,16 +452,52 @@ class CoordinatorWorker:
         self._active.get(group_id, {}).pop(turn_id, None)
 
     async def _run(self, req: TurnRequest) -> None:
-        try:
-            outcome: TurnOutcome = await self._vp(req.vp_id).run_turn.remote(req)
-        except RayError as exc:
-            log.warning("turn %s lost: %s", req.turn_id, exc)
-            await self._lost_turn(req, exc)
-            return
+        for attempt in range(RESTART_RETRIES + 1):
+            try:
+                outcome: TurnOutcome = await self._vp(req.vp_id).run_turn.remote(req)
+                break
+            except ActorUnavailableError as exc:
+                # The actor is restarting. A turn that never started can simply
+                # go to the restarted actor; one that was running is lost.
+                if attempt < RESTART_RETRIES and not await self._turn_started(req):
+                    if await self._wait_alive(req.vp_id):
+                        continue
+                log.warning("turn %s lost: %s", req.turn_id, exc)
+                await self._lost_turn(req, exc)
+                return
+            except RayError as exc:
+                log.warning("turn %s lost: %s", req.turn_id, exc)
+                await self._lost_turn(req, exc)
+                return
         try:
             await self._after_turn(req, outcome)
         except Exception:
             log.exception("follow-up of turn %s failed", req.turn_id)
+
+    async def _turn_started(self, req: TurnRequest) -> bool:
+        """Whether the turn left any envelope in the event log (rare path: a failure)."""
+        store = await self.store()
+        head = await store.read_events(req.group_id, 2**62, limit=1)
+        recent = await store.read_events(
+            req.group_id, max(0, head.last_seq - SCAN_FOR_TURN), limit=SCAN_FOR_TURN
+        )
+        return any(env.get("turnId") == req.turn_id for _, env in recent.events)
+
+    async def _wait_alive(self, vp_id: str) -> bool:
+        """Ping a restarting VP actor until it answers (about half a minute at most)."""
+        delay = 0.1
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + RESTART_WAIT_S
+        while loop.time() < deadline:
+            try:
+                await self._vp(vp_id).ping.remote()
+                return True
+            except ActorUnavailableError:
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 2.0)
+            except RayError:
+                return False
+        return False
 
     async def _lost_turn(self, req: TurnRequest, exc: Exception) -> None:
         """The VP actor died mid-turn: end the turn with an error result."""

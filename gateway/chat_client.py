@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import threading
 import uuid
 from collections.abc import Callable
 from typing import Any, TextIO
@@ -19,6 +20,8 @@ from urllib.parse import quote
 
 import httpx
 
+PING_INTERVAL_S = 20.0
+QUIT = ("/quit", "/exit")
 COLOURS = ["36", "35", "33", "32", "34", "31", "96", "95", "93", "92"]
 
 
@@ -183,42 +186,56 @@ class ChatClient:
         # One reader for the whole session: a reader per connection would
         # leave a thread blocked on stdin that swallows the next line.
         lines: asyncio.Queue[str] = asyncio.Queue()
-        reader_task = asyncio.create_task(self._read_lines(read_line, lines))
+        self._read_lines(read_line, lines)
         backoff = 0.5
-        try:
-            while True:
-                try:
-                    async with websockets.connect(ws_url, additional_headers=self._headers()) as ws:
-                        backoff = 0.5
-                        await ws.send(
-                            json.dumps(
-                                {
-                                    "type": "subscribe",
-                                    "groupId": self.group_id,
-                                    "lastSeq": self.last_seq,
-                                }
-                            )
+        while True:
+            try:
+                async with websockets.connect(ws_url, additional_headers=self._headers()) as ws:
+                    backoff = 0.5
+                    await ws.send(
+                        json.dumps(
+                            {
+                                "type": "subscribe",
+                                "groupId": self.group_id,
+                                "lastSeq": self.last_seq,
+                            }
                         )
-                        if await self._session(ws, lines):
-                            return 0
-                except websockets.ConnectionClosed as closed:
-                    if closed.rcvd and closed.rcvd.code == 4401:
-                        raise ChatError("the session expired; get a new token") from closed
-                except OSError as exc:
-                    self.screen.line(f"  (connection failed: {exc}; retrying)")
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 10)
-        finally:
-            reader_task.cancel()
+                    )
+                    if await self._session(ws, lines):
+                        return 0
+            except websockets.ConnectionClosed as closed:
+                if closed.rcvd and closed.rcvd.code == 4401:
+                    raise ChatError("the session expired; get a new token") from closed
+            except OSError as exc:
+                self.screen.line(f"  (connection failed: {exc}; retrying)")
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, 10)
 
     @staticmethod
-    async def _read_lines(read_line: Callable[[], str] | None, out: asyncio.Queue[str]) -> None:
+    def _read_lines(
+        read_line: Callable[[], str] | None, out: asyncio.Queue[str]
+    ) -> threading.Thread:
+        """Read lines on a daemon thread: a blocked read must never hold up exit.
+
+        (The event loop's default executor is joined when ``asyncio.run``
+        ends, so a read left waiting there would hang ``/quit``.)
+        """
         reader = read_line or sys.stdin.readline
-        while True:
-            line = await asyncio.to_thread(reader)
-            await out.put(line)
-            if line == "":
-                return
+        loop = asyncio.get_running_loop()
+
+        def pump() -> None:
+            while True:
+                line = reader()
+                try:
+                    loop.call_soon_threadsafe(out.put_nowait, line)
+                except RuntimeError:  # the loop has closed: nobody is listening
+                    return
+                if line == "" or line.strip() in QUIT:
+                    return
+
+        thread = threading.Thread(target=pump, name="yeaft-chat-input", daemon=True)
+        thread.start()
+        return thread
 
     async def _session(self, ws: Any, lines: asyncio.Queue[str]) -> bool:
         """Run one connection; True when the user quit."""
@@ -230,20 +247,28 @@ class ChatClient:
         async def send() -> bool:
             while True:
                 line = await lines.get()
-                if line == "" or line.strip() in ("/quit", "/exit"):
+                if line == "" or line.strip() in QUIT:
                     return True
                 frame = self.command(line)
                 if frame is not None:
                     await ws.send(json.dumps(frame))
 
+        async def keep_alive() -> None:
+            # The server closes a client that sends nothing for a minute.
+            while True:
+                await asyncio.sleep(PING_INTERVAL_S)
+                await ws.send(json.dumps({"type": "ping"}))
+
         recv_task = asyncio.create_task(receive())
         send_task = asyncio.create_task(send())
+        ping_task = asyncio.create_task(keep_alive())
         done, pending = await asyncio.wait(
-            {recv_task, send_task}, return_when=asyncio.FIRST_COMPLETED
+            {recv_task, send_task, ping_task}, return_when=asyncio.FIRST_COMPLETED
         )
         for task in pending:
             task.cancel()
         if send_task in done:
             return send_task.result()
-        recv_task.result()  # re-raises ConnectionClosed for the reconnect loop
+        for task in done:
+            task.result()  # re-raises ConnectionClosed for the reconnect loop
         return False

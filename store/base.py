@@ -6,6 +6,7 @@ one test suite runs against both through a parametrised fixture.
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from abc import ABC, abstractmethod
@@ -85,8 +86,36 @@ class NotFound(StoreError):
     pass
 
 
+def user_record_key(user: dict[str, Any]) -> str:
+    """The username a user record is stored under; refuses records without one.
+
+    The store keeps user records as opaque JSON objects (the gateway decides
+    what is in them), but it needs a non-empty string key to file them under.
+    """
+    username = user.get("username") if isinstance(user, dict) else None
+    if not isinstance(username, str) or not username:
+        raise StoreError("a user record needs a non-empty string 'username'")
+    return username
+
+
+def encode_user(user: dict[str, Any]) -> str:
+    """A user record as compact JSON; StoreError when it cannot be one."""
+    try:
+        return json.dumps(user, separators=(",", ":"), ensure_ascii=False)
+    except (TypeError, ValueError) as exc:
+        raise StoreError(f"user record is not JSON-serialisable: {exc}") from exc
+
+
+def decode_user(data: str | bytes) -> dict[str, Any]:
+    """A stored user record back as a dict."""
+    user = json.loads(data)
+    if not isinstance(user, dict):
+        raise StoreError("a stored user record is not a JSON object")
+    return user
+
+
 class Store(ABC):
-    """Persistence for groups, group logs, transcripts and event logs."""
+    """Persistence for groups, group logs, transcripts, event logs and users."""
 
     # -- groups ----------------------------------------------------------
     @abstractmethod
@@ -143,6 +172,23 @@ class Store(ABC):
     ) -> EventBatch:
         """Events with seq > ``after_seq``. With ``wait`` > 0, blocks up to that
         many seconds for the first new event when none is there yet."""
+
+    # -- users -----------------------------------------------------------
+    @abstractmethod
+    async def get_user(self, username: str) -> dict[str, Any] | None:
+        """The record stored for ``username`` (exact, case-sensitive), or None."""
+
+    @abstractmethod
+    async def put_user(self, user: dict[str, Any]) -> None:
+        """Create or replace the record of ``user['username']``.
+
+        The record must be a JSON-serialisable object with a non-empty
+        string ``username``; anything else raises StoreError.
+        """
+
+    @abstractmethod
+    async def list_users(self) -> list[dict[str, Any]]:
+        """Every user record, sorted by username."""
 
     # -- lifecycle -------------------------------------------------------
     @abstractmethod

@@ -46,7 +46,17 @@ from store._shared import (
     dump_envelope,
     make_batch,
 )
-from store.base import EventBatch, Group, GroupMessage, NotFound, Store, StoreError
+from store.base import (
+    EventBatch,
+    Group,
+    GroupMessage,
+    NotFound,
+    Store,
+    StoreError,
+    decode_user,
+    encode_user,
+    user_record_key,
+)
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +105,10 @@ CREATE TABLE IF NOT EXISTS events (
     data TEXT NOT NULL
 );
 CREATE UNIQUE INDEX IF NOT EXISTS events_by_seq ON events (group_id, seq);
+CREATE TABLE IF NOT EXISTS users (
+    username TEXT PRIMARY KEY,
+    data TEXT NOT NULL
+) WITHOUT ROWID;
 """
 
 # Every live instance per database file in this process, so a writer can wake
@@ -450,6 +464,34 @@ class EmbeddedStore(Store):
         events = [(int(seq), json.loads(data)) for seq, data in rows]
         first_seq = int(first[0]) if first and first[0] is not None else 0
         return make_batch(after_seq, events, first_seq, int(head[0]) if head else 0)
+
+    # -- users -------------------------------------------------------------
+    async def get_user(self, username: str) -> dict[str, Any] | None:
+        def op(conn: sqlite3.Connection) -> str | None:
+            row = conn.execute("SELECT data FROM users WHERE username = ?", (username,)).fetchone()
+            return row[0] if row else None
+
+        data = await self._run(op)
+        return decode_user(data) if data else None
+
+    async def put_user(self, user: dict[str, Any]) -> None:
+        username = user_record_key(user)
+        data = encode_user(user)
+
+        def op(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT INTO users (username, data) VALUES (?, ?)"
+                " ON CONFLICT (username) DO UPDATE SET data = excluded.data",
+                (username, data),
+            )
+
+        await self._run(op)
+
+    async def list_users(self) -> list[dict[str, Any]]:
+        def op(conn: sqlite3.Connection) -> list[str]:
+            return [r[0] for r in conn.execute("SELECT data FROM users ORDER BY username")]
+
+        return [decode_user(d) for d in await self._run(op)]
 
     # -- waking waiters ----------------------------------------------------
     def _add_waiter(self, group_id: str) -> asyncio.Future[None]:

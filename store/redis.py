@@ -14,6 +14,7 @@ touches keys of one slot:
 ``P:g:{G}:tx``           hash    VP id -> Conversation JSON
 ``P:g:{G}:events``       stream  one entry per event, id ``<seq>-0``, field ``d``
 ``P:g:{G}:eseq``         string  the last event seq assigned
+``P:users``              hash    username -> user record JSON
 =======================  ======  ===============================================
 
 Atomicity comes from Lua scripts (one script runs alone on the server):
@@ -43,7 +44,17 @@ from store._shared import (
     dump_envelope,
     make_batch,
 )
-from store.base import EventBatch, Group, GroupMessage, NotFound, Store, StoreError
+from store.base import (
+    EventBatch,
+    Group,
+    GroupMessage,
+    NotFound,
+    Store,
+    StoreError,
+    decode_user,
+    encode_user,
+    user_record_key,
+)
 
 _GROUP_KINDS = ("group", "msgs", "order", "mpos", "cmid", "tx", "events", "eseq")
 
@@ -165,6 +176,10 @@ class RedisStore(Store):
     @property
     def _index(self) -> str:
         return f"{self.prefix}:groups"
+
+    @property
+    def _users(self) -> str:
+        return f"{self.prefix}:users"
 
     def _check_open(self) -> None:
         if self._closed:
@@ -321,6 +336,27 @@ class RedisStore(Store):
             )
         events = [(_seq_of(eid), json.loads(_field(fields, "d"))) for eid, fields in entries]
         return make_batch(after_seq, events, int(first), int(last))
+
+    # -- users -------------------------------------------------------------
+    async def get_user(self, username: str) -> dict[str, Any] | None:
+        self._check_open()
+        with _redis_errors():
+            data = await self._r.hget(self._users, username)
+        return decode_user(data) if data else None
+
+    async def put_user(self, user: dict[str, Any]) -> None:
+        self._check_open()
+        username = user_record_key(user)
+        data = encode_user(user)
+        with _redis_errors():
+            await self._r.hset(self._users, username, data)
+
+    async def list_users(self) -> list[dict[str, Any]]:
+        self._check_open()
+        with _redis_errors():
+            blobs = await self._r.hvals(self._users)
+        users = [decode_user(b) for b in blobs]
+        return sorted(users, key=lambda u: str(u.get("username", "")))
 
     # -- lifecycle ---------------------------------------------------------
     async def close(self) -> None:

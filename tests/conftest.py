@@ -28,6 +28,7 @@ pytest_plugins = [
     "tests.fixtures.memory",
     "tests.fixtures.ray_cluster",
     "tests.fixtures.browser",
+    "tests.fixtures.gateway",
 ]
 
 _real_connect = socket.socket.connect

@@ -30,8 +30,9 @@ async def test_one_mention_one_answer(make_runtime: MakeRuntime) -> None:
     group = await rt.create_group("team", ROSTER, members=["ann"])
     out = await rt.ingest(group.id, "ann", "@linus is the kernel ready?")
     assert out["dispatched"] == ["linus"] and out["trigger"] == "mention"
-    await wait_for_event(rt, group.id, lambda e: e.get("type") == "yeaft_output"
-                         and e["data"]["type"] == "result")
+    await wait_for_event(
+        rt, group.id, lambda e: e.get("type") == "yeaft_output" and e["data"]["type"] == "result"
+    )
     # By the time any client sees the result, the reply is in the group log,
     # so a page reloaded at that moment shows it.
     stored = await (await rt.store()).read_messages(group.id)

@@ -487,3 +487,45 @@ async def test_store_settings_come_from_the_environment(
     remote = StoreSettings().open()
     assert isinstance(remote, RedisStore) and remote.prefix == "elsewhere"
     await remote.close()
+
+
+# -- users -------------------------------------------------------------------
+async def test_users_put_get_replace_and_list(store: Store) -> None:
+    assert await store.get_user("ann") is None
+    assert await store.list_users() == []
+    ann = {"username": "ann", "passwordHash": "scrypt$x", "createdAt": 1.5, "tags": ["a", "ü"]}
+    await store.put_user(ann)
+    await store.put_user({"username": "Bob", "passwordHash": "h"})
+    await store.put_user({"username": "bob", "passwordHash": "h2"})
+    assert await store.get_user("ann") == ann
+    # Usernames are exact keys: the store does not fold case.
+    assert await store.get_user("ANN") is None
+    assert [u["username"] for u in await store.list_users()] == ["Bob", "ann", "bob"]
+    await store.put_user({**ann, "passwordHash": "scrypt$y"})
+    replaced = await store.get_user("ann")
+    assert replaced is not None and replaced["passwordHash"] == "scrypt$y"
+    assert len(await store.list_users()) == 3
+
+
+async def test_users_refuse_records_without_a_username(store: Store) -> None:
+    for bad in ({}, {"username": ""}, {"username": 7}, {"username": "x", "v": {1, 2}}):
+        with pytest.raises(StoreError):
+            await store.put_user(bad)
+    assert await store.list_users() == []
+
+
+async def test_users_survive_reopening_and_are_shared_by_instances(
+    store_factory: StoreFactory,
+) -> None:
+    first = store_factory()
+    await first.put_user({"username": "ann", "passwordHash": "h"})
+    await first.close()
+    second = store_factory()
+    assert await second.get_user("ann") == {"username": "ann", "passwordHash": "h"}
+
+
+async def test_users_are_not_touched_by_group_deletion(store: Store) -> None:
+    group = await store.create_group(_group(members=["ann"]))
+    await store.put_user({"username": "ann", "passwordHash": "h"})
+    assert await store.delete_group(group.id)
+    assert await store.get_user("ann") is not None

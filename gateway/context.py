@@ -1,0 +1,29 @@
+"""What every request handler of one app shares, kept on ``app.state.gateway``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from gateway.groups import GroupService
+from gateway.limits import LoginThrottle
+from gateway.metrics import Metrics
+from gateway.settings import GatewaySettings
+from gateway.tail import Hub
+from personas.loader import PersonaLibrary
+
+if TYPE_CHECKING:
+    from coordinator.runtime import Runtime
+
+
+@dataclass(slots=True)
+class GatewayContext:
+    """Settings, the runtime, and the per-process services built on them."""
+
+    settings: GatewaySettings
+    runtime: Runtime
+    metrics: Metrics
+    hub: Hub
+    groups: GroupService
+    personas: PersonaLibrary
+    logins: LoginThrottle

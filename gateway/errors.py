@@ -1,0 +1,98 @@
+"""One error type for both doors: HTTP answers it as JSON, WebSocket as an ``error`` frame.
+
+``GatewayError`` carries a protocol :class:`~protocol.ErrorCode`; the HTTP
+status follows from the code. Errors the coordinator raises
+(``GroupError``, possibly wrapped by Ray in a ``RayTaskError``) are
+translated by :func:`from_group_error` without importing the coordinator at
+module import time: importing it imports Ray, and the server must configure
+Ray's authentication before that happens.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from protocol import ErrorCode, ErrorFrame
+
+HTTP_STATUS: dict[ErrorCode, int] = {
+    ErrorCode.BAD_JSON: 400,
+    ErrorCode.UNKNOWN_TYPE: 400,
+    ErrorCode.INVALID_FRAME: 422,
+    ErrorCode.FRAME_TOO_LARGE: 413,
+    ErrorCode.RATE_LIMITED: 429,
+    ErrorCode.UNAUTHORIZED: 401,
+    ErrorCode.FORBIDDEN: 403,
+    ErrorCode.NOT_FOUND: 404,
+    ErrorCode.GAP: 409,
+    ErrorCode.CONFLICT: 409,
+    ErrorCode.INTERNAL: 500,
+}
+
+# The coordinator's GroupError codes, as wire codes. Those not listed are
+# refusals of what the client asked for, reported as invalid input.
+_GROUP_CODES: dict[str, ErrorCode] = {
+    "not_found": ErrorCode.NOT_FOUND,
+    "conflict": ErrorCode.CONFLICT,
+}
+
+
+class IllegalTransition(RuntimeError):
+    """A state machine (connection, subscription) was asked for a move it forbids."""
+
+
+class GatewayError(Exception):
+    """A request was refused; ``code`` is the wire code, ``message`` a sentence."""
+
+    def __init__(
+        self,
+        code: ErrorCode,
+        message: str,
+        *,
+        field: str | None = None,
+        detail: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.field = field
+        self.detail = detail
+
+    @property
+    def status(self) -> int:
+        """The HTTP status this error is answered with."""
+        return HTTP_STATUS.get(self.code, 400)
+
+    def to_frame(self, request_id: str | None = None) -> ErrorFrame:
+        """The ``error`` frame that reports this to a WebSocket client."""
+        return ErrorFrame(
+            code=self.code,
+            message=self.message,
+            field=self.field,
+            request_id=request_id,
+            detail=self.detail,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The HTTP body: ``{"error": {"code", "message", ...}}``."""
+        body: dict[str, Any] = {"code": self.code.value, "message": self.message}
+        if self.field is not None:
+            body["field"] = self.field
+        if self.detail is not None:
+            body["detail"] = self.detail
+        return {"error": body}
+
+
+def not_found(what: str) -> GatewayError:
+    """The one answer for "missing" and "not yours": existence is never revealed."""
+    return GatewayError(ErrorCode.NOT_FOUND, f"{what} not found")
+
+
+def from_group_error(exc: BaseException) -> GatewayError | None:
+    """Translate a coordinator ``GroupError`` (bare or Ray-wrapped); None for anything else."""
+    from coordinator.coordinator import GroupError  # deferred: it imports ray
+
+    cause = exc if isinstance(exc, GroupError) else getattr(exc, "cause", None)
+    if not isinstance(cause, GroupError):
+        return None
+    code = _GROUP_CODES.get(cause.code, ErrorCode.INVALID_FRAME)
+    return GatewayError(code, cause.message, detail={"reason": cause.code})

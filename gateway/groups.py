@@ -1,0 +1,271 @@
+"""Group operations on behalf of a user, shared by the HTTP API and the WebSocket.
+
+Every operation starts with the same authorisation rule: the user must be a
+member of the group. A group that does not exist and a group the user is not
+in give the same ``not_found`` answer, so nobody learns which ids exist.
+Reads (membership, history, the event-log head) go straight to the store;
+changes go through the group's coordinator, which owns the group record.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.alias_generators import to_camel
+
+from gateway.errors import GatewayError, from_group_error, not_found
+from protocol import MAX_ID_LENGTH, ErrorCode, GroupUpdate
+from protocol.errors import field_path
+from store.base import Group, GroupMessage, Store
+
+if TYPE_CHECKING:
+    from coordinator.runtime import Runtime
+    from gateway.tail import Hub
+
+log = logging.getLogger(__name__)
+
+_ID = re.compile(rf"[A-Za-z0-9_-]{{1,{MAX_ID_LENGTH}}}")
+
+# Reading the head of a log: ask for events after a seq no log will reach,
+# which returns no event but the newest seq assigned.
+_PAST_ANY_SEQ = 2**62
+
+
+class ClientGroupSettings(BaseModel):
+    """The group settings a member may change, with bounds.
+
+    The loop guard's limits are what stop VPs from talking forever at the
+    owner's expense, so a client may tune them only within these ranges, and
+    the model is not client-settable at all (it decides the cost).
+    """
+
+    model_config = ConfigDict(
+        extra="forbid", alias_generator=to_camel, validate_by_name=True, validate_by_alias=True
+    )
+
+    language: Literal["en", "zh"] | None = None
+    broadcast_when_unmentioned: bool | None = None
+    vp_mentions_dispatch: bool | None = None
+    fanout_cap: int | None = Field(default=None, ge=1, le=16)
+    max_chain_depth: int | None = Field(default=None, ge=1, le=16)
+    throttle_hits: int | None = Field(default=None, ge=1, le=32)
+    throttle_window_s: float | None = Field(default=None, ge=0.5, le=60)
+    max_pair_exchanges: int | None = Field(default=None, ge=1, le=16)
+    max_turns_per_message: int | None = Field(default=None, ge=1, le=64)
+
+
+def client_settings(raw: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Validate settings a client sent; returns GroupSettings field names and values."""
+    if raw is None:
+        return None
+    try:
+        parsed = ClientGroupSettings.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        path = field_path(first["loc"], raw)
+        field = f"settings.{path}" if path else "settings"
+        raise GatewayError(
+            ErrorCode.INVALID_FRAME, f"'{field}' is invalid: {first['msg']}", field=field
+        ) from exc
+    return parsed.model_dump(exclude_none=True)
+
+
+def group_view(group: Group) -> dict[str, Any]:
+    """A group as clients see it (camelCase, like every wire name)."""
+    return {
+        "id": group.id,
+        "name": group.name,
+        "roster": list(group.roster),
+        "defaultVpId": group.default_vp,
+        "members": list(group.members),
+        "settings": {to_camel(k): v for k, v in group.settings.model_dump().items()},
+        "createdAt": group.created_at,
+    }
+
+
+def group_update(group: dict[str, Any], action: str, **extra: Any) -> GroupUpdate:
+    """A ``group_update`` frame; ``action`` says what happened, extras ride along.
+
+    Actions: created, renamed, deleted, roster, default_vp, subscribed, list.
+    Extra keys are given in their wire spelling (``requestId``, ``groups``).
+    """
+    return GroupUpdate.model_validate({"group": group, "action": action, **extra})
+
+
+def message_view(message: GroupMessage) -> dict[str, Any]:
+    """A stored group message as the history endpoint returns it."""
+    return {
+        "id": message.id,
+        "ts": message.ts,
+        "author": message.author,
+        "role": message.role,
+        "text": message.text,
+        "mentions": list(message.mentions),
+        "meta": dict(message.meta),
+    }
+
+
+class GroupService:
+    """What a user may do with groups, checked and carried out."""
+
+    def __init__(self, runtime: Runtime, hub: Hub) -> None:
+        self.runtime = runtime
+        self.hub = hub
+
+    async def store(self) -> Store:
+        return await self.runtime.store()
+
+    # -- reads ---------------------------------------------------------------
+    async def member_group(self, username: str, group_id: str) -> Group:
+        """The group, if ``username`` is one of its members; else ``not_found``."""
+        if not _ID.fullmatch(group_id):
+            raise not_found("group")
+        group = await (await self.store()).get_group(group_id)
+        if group is None or username not in group.members:
+            raise not_found("group")
+        return group
+
+    async def list_for(self, username: str) -> list[Group]:
+        return await (await self.store()).list_groups(member=username)
+
+    async def head_seq(self, group_id: str) -> int:
+        """The newest sequence number of the group's event log (0 when empty)."""
+        batch = await (await self.store()).read_events(group_id, _PAST_ANY_SEQ, limit=1)
+        return batch.last_seq
+
+    async def history(
+        self, username: str, group_id: str, before: str | None, limit: int
+    ) -> dict[str, Any]:
+        """A page of the group log, oldest first, and the event-log head.
+
+        The head is read before the messages: a reply finished in between then
+        shows up twice (in the page and in the replayed stream, told apart by
+        ``meta.turnId``) instead of not at all.
+        """
+        await self.member_group(username, group_id)
+        last_seq = await self.head_seq(group_id)
+        messages = await (await self.store()).read_messages(group_id, before=before, limit=limit)
+        return {
+            "groupId": group_id,
+            "messages": [message_view(m) for m in messages],
+            "lastSeq": last_seq,
+            "hasMore": len(messages) == limit,
+        }
+
+    # -- changes -------------------------------------------------------------
+    async def create(
+        self,
+        username: str,
+        name: str,
+        roster: list[str],
+        default_vp: str | None = None,
+        settings: dict[str, Any] | None = None,
+    ) -> Group:
+        """Create a group whose first member is its creator."""
+        checked = client_settings(settings)
+        try:
+            return await self.runtime.create_group(
+                name, list(roster), default_vp=default_vp, members=[username], settings=checked
+            )
+        except Exception as exc:
+            raise _translate(exc, "create_group") from exc
+
+    async def rename(self, username: str, group_id: str, name: str) -> Group:
+        await self.member_group(username, group_id)
+        group: Group = await self._call(group_id, "rename_group", name)
+        return group
+
+    async def delete(self, username: str, group_id: str) -> None:
+        await self.member_group(username, group_id)
+        await self._call(group_id, "delete_group")
+        self.hub.group_deleted(group_id)
+
+    async def add_vp(self, username: str, group_id: str, vp_id: str) -> Group:
+        await self.member_group(username, group_id)
+        group: Group = await self._call(group_id, "add_vp", vp_id)
+        return group
+
+    async def remove_vp(self, username: str, group_id: str, vp_id: str) -> Group:
+        await self.member_group(username, group_id)
+        group: Group = await self._call(group_id, "remove_vp", vp_id)
+        return group
+
+    async def set_default_vp(self, username: str, group_id: str, vp_id: str | None) -> Group:
+        await self.member_group(username, group_id)
+        group: Group = await self._call(group_id, "set_default_vp", vp_id)
+        return group
+
+    async def add_member(self, username: str, group_id: str, new_member: str) -> Group:
+        """Add a user to the group; adding a member twice is harmless."""
+        group = await self.member_group(username, group_id)
+        if await (await self.store()).get_user(new_member) is None:
+            raise not_found(f"user {new_member!r}")
+        if new_member in group.members:
+            return group
+        # Read-modify-write through the coordinator; two members added at the
+        # same instant by two people could race, which the UI makes rare.
+        updated: Group = await self._call(group_id, "set_members", [*group.members, new_member])
+        return updated
+
+    async def remove_member(self, username: str, group_id: str, member: str) -> Group:
+        """Remove a member (anyone may leave); the last member cannot leave."""
+        group = await self.member_group(username, group_id)
+        if member not in group.members:
+            raise not_found(f"member {member!r}")
+        remaining = [m for m in group.members if m != member]
+        if not remaining:
+            raise GatewayError(
+                ErrorCode.CONFLICT,
+                "the last member cannot leave a group: delete the group instead",
+            )
+        updated: Group = await self._call(group_id, "set_members", remaining)
+        self.hub.revoke(group_id, member)
+        return updated
+
+    # -- conversation --------------------------------------------------------
+    async def ingest(
+        self,
+        username: str,
+        group_id: str,
+        text: str,
+        mentions: list[str] | None,
+        client_message_id: str | None,
+    ) -> dict[str, Any]:
+        """Store a user's message and fan it out; returns once it is stored."""
+        await self.member_group(username, group_id)
+        try:
+            return await self.runtime.ingest(group_id, username, text, mentions, client_message_id)
+        except Exception as exc:
+            raise _translate(exc, "ingest") from exc
+
+    async def cancel(self, username: str, group_id: str, vp_id: str | None) -> dict[str, Any]:
+        await self.member_group(username, group_id)
+        result: dict[str, Any] = await self._call(group_id, "cancel", vp_id)
+        return result
+
+    async def answer(self, username: str, group_id: str, request_id: str, answer: str) -> bool:
+        await self.member_group(username, group_id)
+        delivered: bool = await self._call(group_id, "answer", request_id, answer)
+        return delivered
+
+    async def _call(self, group_id: str, method: str, *args: Any) -> Any:
+        try:
+            return await self.runtime.call(group_id, method, *args)
+        except Exception as exc:
+            raise _translate(exc, method) from exc
+
+
+def _translate(exc: Exception, method: str) -> GatewayError:
+    """A coordinator refusal as a GatewayError; anything else is logged as internal."""
+    if isinstance(exc, GatewayError):
+        return exc
+    translated = from_group_error(exc)
+    if translated is not None:
+        return translated
+    log.error("coordinator call %s failed: %s", method, exc, exc_info=exc)
+    return GatewayError(
+        ErrorCode.INTERNAL, f"the group service failed ({type(exc).__name__}); try again"
+    )

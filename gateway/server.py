@@ -1,0 +1,294 @@
+"""Building the app and running the server.
+
+``create_app(settings, runtime)`` builds the FastAPI app on a runtime the
+caller made (tests pass their own). ``run_server(settings)`` is what
+``yeaft serve`` calls: it configures Ray's token authentication, starts (or
+connects to) Ray as a driver, builds the runtime, serves with uvicorn until
+interrupted, and shuts down what it started.
+
+This module does not import Ray at import time: Ray reads ``RAY_AUTH_MODE``
+when it is first imported, so ``run_server`` must set it up before that.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import re
+import secrets
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
+from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from gateway import http, ws
+from gateway.context import GatewayContext
+from gateway.errors import GatewayError
+from gateway.groups import GroupService
+from gateway.limits import LoginThrottle
+from gateway.metrics import Metrics
+from gateway.settings import GatewaySettings, load_or_create_secret
+from gateway.tail import Hub
+from personas.loader import load_personas
+from protocol import ErrorCode
+
+if TYPE_CHECKING:
+    from coordinator.runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+STATIC_DIR = Path(__file__).resolve().with_name("static")
+RAY_TOKEN_FILENAME = "ray_auth_token"
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+
+_PLACEHOLDER = """<!doctype html><meta charset="utf-8"><title>Yeaft</title>
+<p>The Yeaft gateway is running, but its web UI files are missing from
+<code>gateway/static</code>. The API is at <code>/api</code> and the WebSocket at
+<code>/ws</code>.</p>"""
+
+
+def create_app(settings: GatewaySettings, runtime: Runtime) -> FastAPI:
+    """The gateway app: HTTP API, ``/ws``, metrics and the static UI, on ``runtime``."""
+    install_log_redaction()
+    metrics = Metrics()
+    hub = Hub(runtime.store, settings, metrics)
+    personas_dir = runtime.config.personas_dir
+    ctx = GatewayContext(
+        settings=settings,
+        runtime=runtime,
+        metrics=metrics,
+        hub=hub,
+        groups=GroupService(runtime, hub),
+        personas=load_personas(Path(personas_dir) if personas_dir else None),
+        logins=LoginThrottle(settings.login_max_failures, settings.login_window_s),
+    )
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # Resolve the secret now, so a weak or unreadable one stops the
+        # server at start rather than at the first login.
+        settings.jwt_key()
+        yield
+        await hub.close()
+
+    app = FastAPI(
+        title="Yeaft gateway",
+        lifespan=lifespan,
+        docs_url="/api/docs",
+        openapi_url="/api/openapi.json",
+        redoc_url=None,
+    )
+    app.state.gateway = ctx
+    _install_error_handlers(app)
+    app.include_router(http.router)
+    app.add_api_websocket_route("/ws", ws.websocket_endpoint)
+    # The UI's files are written separately and may not exist yet; the mount
+    # is made anyway and answers 404 until they do.
+    app.mount("/static", StaticFiles(directory=STATIC_DIR, check_dir=False), name="static")
+    app.add_api_route("/", _index, methods=["GET"], include_in_schema=False)
+    return app
+
+
+async def _index() -> Response:
+    index = STATIC_DIR / "index.html"
+    if index.is_file():
+        return FileResponse(index, headers={"Cache-Control": "no-cache"})
+    return HTMLResponse(_PLACEHOLDER)
+
+
+def _error_response(error: GatewayError) -> JSONResponse:
+    body = error.to_json()
+    if error.code is ErrorCode.INVALID_FRAME:
+        # "frame" is the WebSocket's word; over HTTP it is a request.
+        body["error"]["code"] = "invalid_request"
+    return JSONResponse(body, status_code=error.status)
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    async def gateway_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, GatewayError)
+        return _error_response(exc)
+
+    async def validation_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, RequestValidationError)
+        first = exc.errors()[0] if exc.errors() else {"loc": (), "msg": "invalid request"}
+        loc = [str(p) for p in first.get("loc", ()) if p not in ("body", "query", "path")]
+        field = ".".join(loc) or None
+        message = f"'{field}' is invalid: {first['msg']}" if field else str(first["msg"])
+        return _error_response(GatewayError(ErrorCode.INVALID_FRAME, message, field=field))
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, StarletteHTTPException)
+        codes = {401: ErrorCode.UNAUTHORIZED, 403: ErrorCode.FORBIDDEN, 404: ErrorCode.NOT_FOUND}
+        code = codes.get(exc.status_code, ErrorCode.INVALID_FRAME)
+        body = GatewayError(code, str(exc.detail)).to_json()
+        if exc.status_code not in codes:
+            body["error"]["code"] = f"http_{exc.status_code}"
+        return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
+
+    async def internal_error(request: Request, exc: Exception) -> Response:
+        log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+        return _error_response(GatewayError(ErrorCode.INTERNAL, "internal server error"))
+
+    app.add_exception_handler(GatewayError, gateway_error)
+    app.add_exception_handler(RequestValidationError, validation_error)
+    app.add_exception_handler(StarletteHTTPException, http_error)
+    app.add_exception_handler(Exception, internal_error)
+
+
+def uvicorn_config(app: FastAPI, settings: GatewaySettings, **overrides: Any) -> uvicorn.Config:
+    """The uvicorn configuration the gateway runs with (tests and benchmarks reuse it).
+
+    WebSocket keepalive: uvicorn sends a protocol-level ping every
+    ``ping_interval`` seconds and closes (1011) a peer that does not answer
+    within ``ping_timeout``; browsers and the ``websockets`` library answer
+    pings on their own.
+    """
+    options: dict[str, Any] = {
+        "host": settings.host,
+        "port": settings.port,
+        "ws": "websockets-sansio",
+        "ws_max_size": settings.ws_max_message_bytes,
+        "ws_ping_interval": settings.ping_interval,
+        "ws_ping_timeout": settings.ping_timeout,
+        "ws_per_message_deflate": settings.ws_compression,
+        "lifespan": "on",
+        "timeout_graceful_shutdown": settings.shutdown_timeout,
+        "log_level": settings.log_level,
+        "server_header": False,
+    }
+    options.update(overrides)
+    return uvicorn.Config(app, **options)
+
+
+class _RedactTokens(logging.Filter):
+    """Hide ``token=...`` query values in log lines (uvicorn logs WebSocket paths)."""
+
+    _pattern = re.compile(r"(token=)[^&\s\"']+")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.args:
+            record.args = tuple(
+                self._pattern.sub(r"\1[redacted]", a) if isinstance(a, str) else a
+                for a in (record.args if isinstance(record.args, tuple) else (record.args,))
+            )
+        if isinstance(record.msg, str) and "token=" in record.msg:
+            record.msg = self._pattern.sub(r"\1[redacted]", record.msg)
+        return True
+
+
+def install_log_redaction() -> None:
+    """Add the token-redacting filter to uvicorn's loggers (once)."""
+    for name in ("uvicorn.error", "uvicorn.access"):
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _RedactTokens) for f in logger.filters):
+            logger.addFilter(_RedactTokens())
+
+
+def configure_ray_auth(data_dir: Path, *, local: bool) -> None:
+    """Set up Ray token authentication in the environment, before Ray is imported.
+
+    For a local instance, token mode is on unless ``RAY_AUTH_MODE`` says
+    otherwise, and when no token is configured (``RAY_AUTH_TOKEN``,
+    ``RAY_AUTH_TOKEN_PATH``) one is generated in ``<data_dir>/ray_auth_token``
+    (mode 0600). Joining a cluster uses whatever token the environment names.
+    """
+    if "ray" in sys.modules and os.environ.get("RAY_AUTH_MODE") != "token":
+        log.warning(
+            "ray was imported before the gateway configured token authentication; "
+            "set RAY_AUTH_MODE=token in the environment to be sure it is on"
+        )
+    if not local:
+        return
+    os.environ.setdefault("RAY_AUTH_MODE", "token")
+    if os.environ["RAY_AUTH_MODE"] != "token":
+        log.warning(
+            "RAY_AUTH_MODE=%s: the local Ray instance runs without token authentication",
+            os.environ["RAY_AUTH_MODE"],
+        )
+        return
+    if not os.environ.get("RAY_AUTH_TOKEN") and not os.environ.get("RAY_AUTH_TOKEN_PATH"):
+        path = data_dir / RAY_TOKEN_FILENAME
+        load_or_create_secret(path, lambda: secrets.token_hex(32))
+        os.environ["RAY_AUTH_TOKEN_PATH"] = str(path)
+
+
+def runtime_config(settings: GatewaySettings) -> Any:
+    """The RuntimeConfig the server's actors share, from the gateway settings."""
+    from actors.config import RuntimeConfig
+    from engine.settings import EngineSettings
+
+    # The model is resolved here, where the keys are known: offline unless a
+    # provider key is set. Keys themselves are not passed to the actors; a
+    # local instance's workers inherit this environment.
+    model = EngineSettings().default_model()
+    return RuntimeConfig(
+        namespace=settings.ray_namespace,
+        store_url=settings.redis_url,
+        data_dir=str(settings.data_dir),
+        event_retention=settings.event_retention,
+        redis_prefix=settings.redis_prefix,
+        engine={"model": model},
+        personas_dir=str(settings.persona_dir()),
+        coordinator_shards=settings.coordinator_shards,
+    )
+
+
+def run_server(settings: GatewaySettings | None = None, *, ray_address: str | None = None) -> None:
+    """Serve until interrupted: Ray (local, or ``ray_address``/``RAY_ADDRESS``), then uvicorn.
+
+    The gateway is always a Ray driver; ``ray://`` (Ray Client) addresses are
+    refused because every actor call through them costs several times more.
+    """
+    settings = settings or GatewaySettings()
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    settings.jwt_key()
+    address = ray_address or os.environ.get("RAY_ADDRESS") or None
+    if address and address.startswith("ray://"):
+        raise ValueError(
+            f"{address!r} is a Ray Client address; the gateway must be a Ray driver: "
+            "use the cluster's GCS address (host:6379) or run the gateway in the cluster"
+        )
+    local = address is None
+    configure_ray_auth(settings.data_dir, local=local)
+
+    import ray  # only now: RAY_AUTH_MODE must be set before ray is imported
+
+    from coordinator.runtime import Runtime
+
+    init: dict[str, Any] = {"namespace": settings.ray_namespace, "logging_level": logging.WARNING}
+    if local:
+        pythonpath = os.pathsep.join(
+            filter(None, [str(PROJECT_ROOT), os.environ.get("PYTHONPATH")])
+        )
+        init.update(
+            include_dashboard=False,
+            runtime_env={"env_vars": {"PYTHONPATH": pythonpath}},
+        )
+    else:
+        init["address"] = address
+    ray.init(**init)
+    try:
+        runtime = Runtime(runtime_config(settings))
+        asyncio.run(_serve(settings, runtime))
+    finally:
+        ray.shutdown()
+
+
+async def _serve(settings: GatewaySettings, runtime: Runtime) -> None:
+    app = create_app(settings, runtime)
+    server = uvicorn.Server(uvicorn_config(app, settings))
+    log.info("Yeaft gateway on http://%s:%s", settings.host, settings.port)
+    try:
+        await server.serve()
+    finally:
+        await runtime.aclose()

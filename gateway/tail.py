@@ -1,0 +1,351 @@
+"""Tailing group event logs once per process and fanning envelopes out to clients.
+
+The :class:`Hub` keeps one :class:`GroupTail` per watched group: a single
+task that blocks on ``store.read_events(group, position, wait=...)`` and
+hands every envelope to each :class:`Subscription` of that group, however
+many clients watch it. Envelopes are serialised once per tail, not once per
+client. Handing over never waits: a subscriber whose bounded queue is full is
+told so (its connection then closes with 4409), so a slow client can never
+stall the tail or the other clients. The tail stops when its last subscriber
+leaves.
+
+Replay without gap or duplicate (``subscribe {groupId, lastSeq}``):
+
+1. the subscription registers with the tail first, in state ``REPLAYING``:
+   live envelopes from then on are buffered on the subscription;
+2. once the tail knows its position ``P`` (every envelope after ``P`` is
+   certain to reach the buffer), the envelopes after ``lastSeq`` are read
+   from the store and sent, up to at least ``P``;
+3. the buffer is flushed, dropping envelopes at or below the last replayed
+   seq, and the subscription goes ``LIVE``.
+
+Everything after ``lastSeq`` is therefore sent exactly once and in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from enum import Enum
+from typing import Any, Protocol
+
+from gateway.errors import GatewayError, IllegalTransition
+from gateway.groups import group_update
+from gateway.metrics import Metrics
+from gateway.settings import GatewaySettings
+from protocol import ErrorCode, ErrorFrame, dumps
+from store.base import Store
+
+log = logging.getLogger(__name__)
+
+_PAST_ANY_SEQ = 2**62
+# Envelopes a vpIds filter never hides: what the whole group must know.
+_ALWAYS_SHOWN_DATA = frozenset({"result", "system"})
+_SYSTEM_VP = "system"
+
+
+class Sink(Protocol):
+    """The client side of a subscription (a WebSocket connection)."""
+
+    username: str
+
+    def offer(self, text: str, *, envelope: bool) -> bool:
+        """Queue a frame without waiting; False when the client is gone or overflowed."""
+        ...
+
+    async def put(self, text: str, *, envelope: bool) -> None:
+        """Queue a frame, waiting for room (used by replay, which may be large)."""
+        ...
+
+    def overflow(self) -> None:
+        """The client cannot keep up: close it (4409) so it reconnects with lastSeq."""
+        ...
+
+    def attach(self, subscription: Subscription) -> None:
+        """A subscription of this client started."""
+        ...
+
+    def detach(self, subscription: Subscription) -> None:
+        """A subscription of this client ended (unsubscribed, revoked, deleted)."""
+        ...
+
+
+class SubscriptionState(Enum):
+    REPLAYING = "replaying"
+    LIVE = "live"
+    ENDED = "ended"
+
+
+_NEXT: dict[SubscriptionState, frozenset[SubscriptionState]] = {
+    SubscriptionState.REPLAYING: frozenset({SubscriptionState.LIVE, SubscriptionState.ENDED}),
+    SubscriptionState.LIVE: frozenset({SubscriptionState.ENDED}),
+    SubscriptionState.ENDED: frozenset(),
+}
+
+
+def envelope_text(envelope: dict[str, Any]) -> str:
+    """An envelope as compact JSON text, as it goes on the wire."""
+    return json.dumps(envelope, separators=(",", ":"), ensure_ascii=False)
+
+
+def gap_frame(group_id: str, first_seq: int) -> str:
+    """The ``error`` frame that says envelopes were trimmed before the client read them."""
+    return dumps(
+        ErrorFrame(
+            code=ErrorCode.GAP,
+            message=(
+                f"envelopes of group {group_id} before seq {first_seq} are no longer kept; "
+                "reload the history and continue from here"
+            ),
+            detail={
+                "groupId": group_id,
+                "firstSeq": first_seq,
+                "historyUrl": f"/api/groups/{group_id}/messages",
+            },
+        )
+    )
+
+
+class Subscription:
+    """One client watching one group, optionally only some VPs."""
+
+    def __init__(
+        self, sink: Sink, group_id: str, vp_ids: list[str] | None, buffer_limit: int
+    ) -> None:
+        self.sink = sink
+        self.group_id = group_id
+        self.vp_ids = frozenset(v.casefold() for v in vp_ids) if vp_ids is not None else None
+        self.state = SubscriptionState.REPLAYING
+        self.cutoff = -1
+        self._buffer: list[tuple[int, str, bool]] = []
+        self._buffer_limit = buffer_limit
+
+    @property
+    def ended(self) -> bool:
+        return self.state is SubscriptionState.ENDED
+
+    def transition(self, new: SubscriptionState) -> None:
+        if new not in _NEXT[self.state]:
+            raise IllegalTransition(
+                f"subscription cannot go from {self.state.value} to {new.value}"
+            )
+        self.state = new
+
+    def wants(self, envelope: dict[str, Any]) -> bool:
+        """Whether the VP filter lets ``envelope`` through.
+
+        Notices, results and questions always pass: a client watching one VP
+        must still see the group's notices and know when every turn ended.
+        """
+        if self.vp_ids is None or envelope.get("type") == "ask_user_question":
+            return True
+        vp = envelope.get("vpId")
+        if not isinstance(vp, str) or vp == _SYSTEM_VP or vp.casefold() in self.vp_ids:
+            return True
+        data = envelope.get("data")
+        return isinstance(data, dict) and data.get("type") in _ALWAYS_SHOWN_DATA
+
+    def deliver(self, seq: int, text: str, *, envelope: bool = True) -> bool:
+        """Hand over one live frame; False when the subscriber must be dropped."""
+        if self.state is SubscriptionState.ENDED:
+            return False
+        if self.state is SubscriptionState.REPLAYING:
+            self._buffer.append((seq, text, envelope))
+            if len(self._buffer) > self._buffer_limit:
+                # A replay that cannot keep up with the live stream is a client
+                # that cannot keep up: it comes back later with lastSeq.
+                self.sink.overflow()
+                return False
+            return True
+        if envelope and seq <= self.cutoff:
+            return True
+        return self.sink.offer(text, envelope=envelope)
+
+    def go_live(self, cutoff: int) -> bool:
+        """Flush what was buffered during replay, skipping seqs up to ``cutoff``."""
+        self.cutoff = cutoff
+        buffered, self._buffer = self._buffer, []
+        self.transition(SubscriptionState.LIVE)
+        for seq, text, envelope in buffered:
+            if envelope and seq <= cutoff:
+                continue
+            if not self.sink.offer(text, envelope=envelope):
+                return False
+        return True
+
+
+class GroupTail:
+    """The one reader of a group's event log in this process."""
+
+    def __init__(self, hub: Hub, group_id: str) -> None:
+        self.hub = hub
+        self.group_id = group_id
+        self.position: int | None = None
+        self.ready = asyncio.Event()
+        self.subscriptions: dict[Subscription, None] = {}
+        self.task = asyncio.create_task(self._run(), name=f"tail:{group_id}")
+
+    async def _run(self) -> None:
+        settings = self.hub.settings
+        backoff = 0.1
+        while True:
+            try:
+                store = await self.hub.store()
+                if self.position is None:
+                    head = await store.read_events(self.group_id, _PAST_ANY_SEQ, limit=1)
+                    self.position = head.last_seq
+                    self.ready.set()
+                    continue
+                batch = await store.read_events(
+                    self.group_id, self.position, limit=self.hub.batch, wait=settings.tail_wait_s
+                )
+            except Exception:
+                # The store may be restarting (Redis) or busy (SQLite): keep
+                # the subscribers and try again, a little later each time.
+                log.warning("tail of %s: read failed", self.group_id, exc_info=True)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 5.0)
+                continue
+            backoff = 0.1
+            if batch.gap:
+                log.warning("tail of %s fell behind retention", self.group_id)
+                self._fan_out_gap(batch.first_seq)
+            self._fan_out(batch.events)
+
+    def _fan_out(self, events: list[tuple[int, dict[str, Any]]]) -> None:
+        # No await in here: the position and the set of subscriptions stay
+        # consistent with each other, which the replay hand-off relies on.
+        metrics = self.hub.metrics
+        for seq, envelope in events:
+            self.position = seq
+            metrics.observe_envelope(envelope)
+            text = envelope_text(envelope)
+            for sub in list(self.subscriptions):
+                if sub.wants(envelope) and not sub.deliver(seq, text):
+                    self.hub.drop(sub)
+
+    def _fan_out_gap(self, first_seq: int) -> None:
+        text = gap_frame(self.group_id, first_seq)
+        for sub in list(self.subscriptions):
+            if not sub.deliver(first_seq, text, envelope=False):
+                self.hub.drop(sub)
+
+
+class Hub:
+    """All tails of this process, and the subscribe/unsubscribe protocol."""
+
+    def __init__(
+        self,
+        store: Callable[[], Awaitable[Store]],
+        settings: GatewaySettings,
+        metrics: Metrics,
+    ) -> None:
+        self.store = store
+        self.settings = settings
+        self.metrics = metrics
+        self.tails: dict[str, GroupTail] = {}
+        # A batch is handed to every queue at once, without yielding, so it
+        # must fit in a client's queue or a healthy client would overflow.
+        self.batch = min(settings.tail_batch, settings.client_queue_size)
+
+    async def subscribe(
+        self, sink: Sink, group_id: str, last_seq: int | None, vp_ids: list[str] | None
+    ) -> Subscription:
+        """Start watching a group: replay after ``last_seq`` (if given), then live."""
+        tail = self.tails.get(group_id)
+        if tail is None:
+            tail = self.tails[group_id] = GroupTail(self, group_id)
+            self.metrics.tails.set(len(self.tails))
+        sub = Subscription(sink, group_id, vp_ids, self.settings.client_queue_size)
+        tail.subscriptions[sub] = None
+        sink.attach(sub)
+        try:
+            try:
+                await asyncio.wait_for(tail.ready.wait(), timeout=self.settings.tail_wait_s * 2)
+            except TimeoutError:
+                raise GatewayError(
+                    ErrorCode.INTERNAL, "the event log is not answering; try again"
+                ) from None
+            cutoff = -1
+            if last_seq is not None and not sub.ended:
+                cutoff = await self._replay(sub, tail, last_seq)
+            if not sub.ended and not sub.go_live(cutoff):
+                self.drop(sub)
+        except BaseException:
+            self.drop(sub)
+            raise
+        return sub
+
+    async def _replay(self, sub: Subscription, tail: GroupTail, last_seq: int) -> int:
+        """Send the stored envelopes after ``last_seq`` up to the tail's position.
+
+        Returns the last seq replayed (``last_seq`` when there was nothing).
+        """
+        store = await self.store()
+        target = tail.position or 0
+        after = last_seq
+        while after < target and not sub.ended:
+            batch = await store.read_events(sub.group_id, after, limit=self.batch)
+            if sub.ended:
+                break
+            if batch.gap:
+                await sub.sink.put(gap_frame(sub.group_id, batch.first_seq), envelope=False)
+            if not batch.events:
+                break
+            for seq, envelope in batch.events:
+                if sub.wants(envelope):
+                    await sub.sink.put(envelope_text(envelope), envelope=True)
+                after = seq
+        return after
+
+    def drop(self, sub: Subscription) -> None:
+        """End a subscription (idempotent) and stop its tail if nobody is left."""
+        if not sub.ended:
+            sub.transition(SubscriptionState.ENDED)
+        sub.sink.detach(sub)
+        tail = self.tails.get(sub.group_id)
+        if tail is None or sub not in tail.subscriptions:
+            return
+        del tail.subscriptions[sub]
+        if not tail.subscriptions:
+            tail.task.cancel()
+            del self.tails[sub.group_id]
+            self.metrics.tails.set(len(self.tails))
+
+    def group_deleted(self, group_id: str) -> None:
+        """Tell this process's watchers of a group that it is gone, and stop its tail."""
+        text = dumps(group_update({"id": group_id}, "deleted"))
+        for sub in self._subscriptions(group_id):
+            sub.sink.offer(text, envelope=False)
+            self.drop(sub)
+
+    def revoke(self, group_id: str, username: str) -> None:
+        """End ``username``'s subscriptions to a group they are no longer a member of."""
+        text = dumps(
+            ErrorFrame(
+                code=ErrorCode.NOT_FOUND,
+                message=f"you are no longer a member of group {group_id}",
+                detail={"groupId": group_id},
+            )
+        )
+        for sub in self._subscriptions(group_id):
+            if sub.sink.username == username:
+                sub.sink.offer(text, envelope=False)
+                self.drop(sub)
+
+    def _subscriptions(self, group_id: str) -> list[Subscription]:
+        tail = self.tails.get(group_id)
+        return list(tail.subscriptions) if tail is not None else []
+
+    async def close(self) -> None:
+        """Stop every tail (server shutdown)."""
+        tails, self.tails = list(self.tails.values()), {}
+        for tail in tails:
+            tail.task.cancel()
+        for tail in tails:
+            with contextlib.suppress(asyncio.CancelledError):
+                await tail.task
+        self.metrics.tails.set(0)

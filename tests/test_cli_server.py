@@ -1,0 +1,95 @@
+"""``yeaft user``, ``yeaft token`` and ``yeaft chat`` against real pieces."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import queue
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gateway.auth import verify_token
+from gateway.chat_client import ChatClient, ChatError
+from gateway.settings import GatewaySettings
+from tests.fixtures.gateway import StartGateway
+from tests.test_cli import yeaft
+
+
+def test_user_add_and_token(tmp_path: Path) -> None:
+    created = subprocess_add(tmp_path, "bob", "a long enough password")
+    assert created.returncode == 0, created.stderr
+    again = subprocess_add(tmp_path, "bob", "a long enough password")
+    assert again.returncode == 2 and "bob" in again.stderr
+    listed = yeaft("user", "list", tmp=tmp_path)
+    assert listed.stdout.split() == ["bob"]
+    token = yeaft("token", "bob", tmp=tmp_path).stdout.strip()
+    settings = GatewaySettings(data_dir=tmp_path)
+    assert verify_token(settings, token) == "bob"
+    missing = yeaft("token", "nobody", tmp=tmp_path)
+    assert missing.returncode == 2 and "user add nobody" in missing.stderr
+
+
+def subprocess_add(tmp: Path, name: str, password: str) -> Any:
+    import os
+    import subprocess
+    import sys
+
+    from tests.test_cli import PROVIDER_VARS, ROOT
+
+    env = {k: v for k, v in os.environ.items() if k not in PROVIDER_VARS}
+    env["YEAFT_DATA_DIR"] = str(tmp)
+    return subprocess.run(
+        [sys.executable, "-m", "gateway.cli", "user", "add", name, "--password-stdin"],
+        cwd=ROOT,
+        env=env,
+        input=password + "\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+async def eventually(pred: Any, timeout_s: float = 20.0) -> None:
+    """Terminal output has no event to await: check it until it holds."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while not pred():
+        assert loop.time() < deadline, "timed out"
+        await asyncio.sleep(0.05)
+
+
+async def test_chat_client_streams_replies_and_quits(start_gateway: StartGateway) -> None:
+    gw = await start_gateway()
+    token = await gw.user("ann")
+    made = await gw.http.post(
+        "/api/groups", json={"name": "team", "roster": ["linus", "steve"]}, headers=gw.auth("ann")
+    )
+    assert made.status_code in (200, 201), made.text
+    lines: queue.Queue[str] = queue.Queue()
+    out = io.StringIO()
+    client = ChatClient(gw.base_url, token, "team", out=out)
+    task = asyncio.create_task(client.run(read_line=lines.get))
+    lines.put("@linus @steve how do we cache?\n")
+    await eventually(
+        lambda: (
+            "linus›" in out.getvalue()
+            and "steve›" in out.getvalue()
+            and client.last_seq > 0
+            and out.getvalue().count("— ") >= 2
+        )
+    )
+    lines.put("/quit\n")
+    assert await asyncio.wait_for(task, 20) == 0
+    text = out.getvalue()
+    assert "— Linus" in text and "— Steve" in text
+
+
+async def test_chat_client_reports_an_unknown_group(start_gateway: StartGateway) -> None:
+    gw = await start_gateway()
+    token = await gw.user("ann")
+    with pytest.raises(ChatError, match="no group 'nope'"):
+        await ChatClient(gw.base_url, token, "nope", out=io.StringIO()).resolve_group()
+    with pytest.raises(ChatError, match="token"):
+        await ChatClient(gw.base_url, "bad.token", "team", out=io.StringIO()).resolve_group()
