@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from actors.transcripts import load_conversation
 from engine.compaction import render_transcript
 from engine.messages import Conversation, Message
 from engine.tools.registry import ToolContext
@@ -28,7 +29,7 @@ RECENT_MESSAGES = 40
 async def dream(worker: VPWorker, group_id: str, turns: int) -> dict[str, object]:
     """Run one dream for ``group_id`` covering ``turns`` new turns; returns what it did."""
     store = await worker.store()
-    conv = await store.load_transcript(group_id, worker.vp_id)
+    conv = await load_conversation(store, group_id, worker.vp_id)
     if conv is None or turns <= 0:
         return {"ran": False, "reason": "nothing new"}
     before = len(await worker.memory.list(_scope(group_id, worker.vp_id), kind="resident"))

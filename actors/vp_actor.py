@@ -24,6 +24,7 @@ from actors.config import RuntimeConfig
 from actors.lanes import Lanes
 from actors.output import EnvelopeWriter
 from actors.tools import route_forward_tool
+from actors.transcripts import load_conversation, save_conversation
 from actors.turns import TurnOutcome, TurnRequest
 from actors.visibility import group_view
 from engine.engine import Engine, TurnResult
@@ -169,7 +170,7 @@ class VPWorker:
         )
         await writer.close(result.reason)
         conv.meta["cursor"] = req.trigger_id
-        await store.save_transcript(req.group_id, self.vp_id, conv)
+        await save_conversation(store, req.group_id, self.vp_id, conv)
         self._remember_transcript(req.group_id, conv)
         turns = self._turns_since_dream.get(req.group_id, 0) + 1
         self._turns_since_dream[req.group_id] = turns
@@ -219,7 +220,7 @@ class VPWorker:
         """
         conv = self._transcripts.pop(group_id, None)
         if conv is None:
-            conv = await store.load_transcript(group_id, self.vp_id)
+            conv = await load_conversation(store, group_id, self.vp_id)
         return conv or Conversation(id=f"{group_id}:{self.vp_id}")
 
     def _remember_transcript(self, group_id: str, conv: Conversation) -> None:

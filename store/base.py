@@ -14,8 +14,6 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from engine.messages import Conversation
-
 
 def new_id(prefix: str) -> str:
     """Time-ordered unique ids (``msg_...``, ``grp_...``)."""
@@ -155,10 +153,17 @@ class Store(ABC):
 
     # -- engine transcripts ----------------------------------------------
     @abstractmethod
-    async def load_transcript(self, group_id: str, vp_id: str) -> Conversation | None: ...
+    async def load_transcript(self, group_id: str, vp_id: str) -> dict[str, Any] | None:
+        """A VP's engine transcript in a group, as the JSON document it was saved as.
+
+        The store keeps transcripts opaque: their shape belongs to the engine,
+        which sits above the store and is not imported here.
+        """
 
     @abstractmethod
-    async def save_transcript(self, group_id: str, vp_id: str, conv: Conversation) -> None: ...
+    async def save_transcript(
+        self, group_id: str, vp_id: str, transcript: dict[str, Any]
+    ) -> None: ...
 
     # -- event log -------------------------------------------------------
     @abstractmethod

@@ -38,7 +38,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
-from engine.messages import Conversation
 from store._shared import (
     DEFAULT_EVENT_RETENTION,
     check_retention,
@@ -368,7 +367,7 @@ class EmbeddedStore(Store):
         return GroupMessage.model_validate_json(data) if data else None
 
     # -- engine transcripts ------------------------------------------------
-    async def load_transcript(self, group_id: str, vp_id: str) -> Conversation | None:
+    async def load_transcript(self, group_id: str, vp_id: str) -> dict[str, Any] | None:
         def op(conn: sqlite3.Connection) -> str | None:
             row = conn.execute(
                 "SELECT data FROM transcripts WHERE group_id = ? AND vp_id = ?", (group_id, vp_id)
@@ -376,10 +375,11 @@ class EmbeddedStore(Store):
             return row[0] if row else None
 
         data = await self._run(op)
-        return Conversation.model_validate_json(data) if data else None
+        loaded: dict[str, Any] | None = json.loads(data) if data else None
+        return loaded
 
-    async def save_transcript(self, group_id: str, vp_id: str, conv: Conversation) -> None:
-        data = conv.model_dump_json()
+    async def save_transcript(self, group_id: str, vp_id: str, transcript: dict[str, Any]) -> None:
+        data = json.dumps(transcript, ensure_ascii=False, separators=(",", ":"))
 
         def op(conn: sqlite3.Connection) -> None:
             conn.execute(

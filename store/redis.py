@@ -11,7 +11,7 @@ touches keys of one slot:
 ``P:g:{G}:order``        zset    message id scored by append position
 ``P:g:{G}:mpos``         string  counter of append positions
 ``P:g:{G}:cmid``         hash    clientMessageId -> message id
-``P:g:{G}:tx``           hash    VP id -> Conversation JSON
+``P:g:{G}:tx``           hash    VP id -> transcript JSON
 ``P:g:{G}:events``       stream  one entry per event, id ``<seq>-0``, field ``d``
 ``P:g:{G}:eseq``         string  the last event seq assigned
 ``P:users``              hash    username -> user record JSON
@@ -36,7 +36,6 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
-from engine.messages import Conversation
 from store._shared import (
     DEFAULT_EVENT_RETENTION,
     check_retention,
@@ -278,16 +277,18 @@ class RedisStore(Store):
         return GroupMessage.model_validate_json(data) if data else None
 
     # -- engine transcripts ------------------------------------------------
-    async def load_transcript(self, group_id: str, vp_id: str) -> Conversation | None:
+    async def load_transcript(self, group_id: str, vp_id: str) -> dict[str, Any] | None:
         self._check_open()
         with _redis_errors():
             data = await self._r.hget(self._key(group_id, "tx"), vp_id)
-        return Conversation.model_validate_json(data) if data else None
+        loaded: dict[str, Any] | None = json.loads(data) if data else None
+        return loaded
 
-    async def save_transcript(self, group_id: str, vp_id: str, conv: Conversation) -> None:
+    async def save_transcript(self, group_id: str, vp_id: str, transcript: dict[str, Any]) -> None:
         self._check_open()
+        body = json.dumps(transcript, ensure_ascii=False, separators=(",", ":"))
         with _redis_errors():
-            await self._r.hset(self._key(group_id, "tx"), vp_id, conv.model_dump_json())
+            await self._r.hset(self._key(group_id, "tx"), vp_id, body)
 
     # -- event log ---------------------------------------------------------
     async def append_event(self, group_id: str, envelope: dict[str, Any]) -> int:

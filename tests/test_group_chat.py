@@ -8,6 +8,7 @@ import time
 import pytest
 import ray
 
+from actors.transcripts import load_conversation
 from engine.providers.offline import OfflineProvider
 from tests.fixtures.ray_cluster import MakeRuntime
 from tests.group_helpers import (
@@ -191,7 +192,7 @@ async def test_groups_are_isolated(make_runtime: MakeRuntime) -> None:
     store = await rt.store()
     assert all(e["groupId"] == b.id for e in await all_events(rt, b.id) if "groupId" in e)
     assert all("alpha-7" not in m.text for m in await store.read_messages(b.id))
-    conv = await store.load_transcript(b.id, "steve")
+    conv = await load_conversation(store, b.id, "steve")
     assert conv is not None and all("alpha-7" not in m.content for m in conv.messages)
 
 
@@ -251,7 +252,7 @@ async def test_killed_vp_actor_restarts_and_the_group_goes_on(make_runtime: Make
     res = results(await all_events(rt, group.id))["linus"]
     assert res[-1]["subtype"] == "success"
     # Nothing the user said was lost: the restarted VP saw both messages.
-    conv = await (await rt.store()).load_transcript(group.id, "linus")
+    conv = await load_conversation(await rt.store(), group.id, "linus")
     assert conv is not None
     said = [m.content for m in conv.messages if m.role == "user"]
     assert any("a long answer" in s for s in said) and any("are you back" in s for s in said)

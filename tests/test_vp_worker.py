@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from actors.config import RuntimeConfig
+from actors.transcripts import load_conversation
 from actors.turns import TurnOutcome, TurnRequest
 from actors.vp_actor import VPWorker
 from engine.errors import ErrorKind
@@ -155,7 +156,7 @@ async def test_compaction_summary_is_persisted_and_used_on_resume(
     gid = await group(steve, ["steve"])
     for text in ("q1", "q2", "q3", "q4"):
         await say(steve, gid, text)
-    conv = await (await steve.store()).load_transcript(gid, "steve")
+    conv = await load_conversation(await steve.store(), gid, "steve")
     assert conv is not None and conv.summary == "SUMMARY: ann asked three things"
     # A fresh worker (a restarted actor) picks the summary up from the store.
     script.push("a5")
