@@ -12,7 +12,6 @@ its own backoff and fallback chain, and two retry layers would multiply.
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
@@ -21,10 +20,16 @@ import anthropic
 from anthropic import AsyncAnthropic
 from anthropic import types as wire
 
-from engine.errors import ErrorKind, ModelError, classify, parse_retry_after
+from engine.errors import ErrorKind, ModelError, classify
 from engine.events import TextDelta, ThinkingDelta, ToolCallEvent
 from engine.messages import Message, Usage
 from engine.providers.base import ModelRequest, StopItem, StreamItem, ToolSpec, UsageItem
+from engine.providers.wire import (
+    is_transport_error,
+    parse_arguments,
+    retry_after_from,
+    transport_message,
+)
 
 StopReason = Literal["end_turn", "max_tokens", "tool_use"]
 
@@ -126,7 +131,7 @@ class AnthropicProvider:
             # Exception, so it always passes through untouched.
             if not (
                 isinstance(exc, anthropic.AnthropicError | ValueError | OSError)
-                or _is_transport_error(exc)
+                or is_transport_error(exc)
             ):
                 raise
             raise self._error(exc, request.model) from exc
@@ -151,7 +156,7 @@ class AnthropicProvider:
 
     def _error(self, exc: Exception, model: str) -> ModelError:
         """Translate an SDK (or transport) exception into a classified ModelError."""
-        if isinstance(exc, anthropic.APIConnectionError | OSError) or _is_transport_error(exc):
+        if isinstance(exc, anthropic.APIConnectionError | OSError) or is_transport_error(exc):
             # APITimeoutError is a subclass: both mean the server never answered
             # in full, which is worth a retry like any other timeout.
             sdk_message = ""
@@ -161,7 +166,7 @@ class AnthropicProvider:
                 sdk_message = "request timed out" if timed_out else "connection error"
             return ModelError(
                 ErrorKind.TIMEOUT,
-                _transport_message(exc, sdk_message),
+                transport_message(exc, sdk_message),
                 provider=self.name,
                 model=model,
             )
@@ -374,31 +379,7 @@ def _merge_usage(current: Usage, raw: Any) -> Usage:
     )
 
 
-def parse_arguments(raw: str) -> dict[str, Any]:
-    """Tool input from its JSON text; anything but a JSON object becomes ``{"_raw": text}``.
-
-    The ``_raw`` form matches no tool's schema, so the registry answers the
-    model with a clear validation error rather than running a guessed call.
-    """
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        return {"_raw": raw}
-    return value if isinstance(value, dict) else {"_raw": raw}
-
-
 # --- errors --------------------------------------------------------------
-
-
-def retry_after_from(headers: Mapping[str, str]) -> float | None:
-    """Seconds to wait from ``retry-after-ms`` (preferred, finer) or ``retry-after``."""
-    millis = headers.get("retry-after-ms")
-    if millis:
-        try:
-            return max(0.0, float(millis) / 1000.0)
-        except ValueError:
-            pass
-    return parse_retry_after(headers.get("retry-after"))
 
 
 def _error_fields(body: object) -> tuple[str | None, str | None]:
@@ -414,15 +395,3 @@ def _error_fields(body: object) -> tuple[str | None, str | None]:
     if isinstance(body, str) and body:
         return None, body
     return None, None
-
-
-def _transport_message(exc: BaseException, sdk_message: str) -> str:
-    # The SDK's own text hides the cause worth logging.
-    if not sdk_message:
-        return f"{type(exc).__name__}: {exc}"
-    cause = exc.__cause__ or exc.__context__
-    return f"{sdk_message} ({type(cause).__name__}: {cause})" if cause else sdk_message
-
-
-def _is_transport_error(exc: BaseException) -> bool:
-    return type(exc).__module__.partition(".")[0] in _TRANSPORT_PACKAGES

@@ -20,10 +20,16 @@ from typing import Any, Literal, cast
 import openai
 from openai import AsyncOpenAI
 
-from engine.errors import ErrorKind, ModelError, classify, parse_retry_after
+from engine.errors import ErrorKind, ModelError, classify
 from engine.events import TextDelta, ThinkingDelta, ToolCallEvent
 from engine.messages import Message, Usage
 from engine.providers.base import ModelRequest, StopItem, StreamItem, ToolSpec, UsageItem
+from engine.providers.wire import (
+    is_transport_error,
+    parse_arguments,
+    retry_after_from,
+    transport_message,
+)
 
 StopReason = Literal["end_turn", "max_tokens", "tool_use"]
 
@@ -57,10 +63,6 @@ _STREAM_ERROR_STATUS = {
 
 # Local servers ignore the key, but the SDK refuses to start without one.
 _LOCAL_KEY = "not-needed"
-
-# Network failures the SDK does not wrap while a body is being read surface
-# as exceptions of the HTTP stack itself; these are the packages they come from.
-_TRANSPORT_PACKAGES = frozenset({"httpx", "httpx2", "httpcore", "httpcore2", "h11", "anyio"})
 
 
 class OpenAIProvider:
@@ -131,7 +133,7 @@ class OpenAIProvider:
             # Exception, so it always passes through untouched.
             if not (
                 isinstance(exc, openai.OpenAIError | ValueError | OSError)
-                or _is_transport_error(exc)
+                or is_transport_error(exc)
             ):
                 raise
             raise self._error(exc, request.model) from exc
@@ -147,12 +149,12 @@ class OpenAIProvider:
         status: int | None = None
         retry_after: float | None = None
         code: str | None = None
-        if isinstance(exc, openai.APIConnectionError | OSError) or _is_transport_error(exc):
+        if isinstance(exc, openai.APIConnectionError | OSError) or is_transport_error(exc):
             # APITimeoutError is a subclass: both mean the server never answered
             # in full, which is worth a retry like any other timeout.
             return ModelError(
                 ErrorKind.TIMEOUT,
-                _transport_message(exc, exc.message if isinstance(exc, openai.APIError) else ""),
+                transport_message(exc, exc.message if isinstance(exc, openai.APIError) else ""),
                 provider=self.name,
                 model=model,
             )
@@ -345,22 +347,6 @@ class _ChunkReader:
         return items
 
 
-def parse_arguments(raw: str) -> dict[str, Any]:
-    """Tool arguments from their JSON text.
-
-    Text that is not a JSON object comes back as ``{"_raw": text}``, which
-    no tool's schema accepts, so the registry answers the model with a clear
-    validation error instead of the call failing silently.
-    """
-    if not raw.strip():
-        return {}
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        return {"_raw": raw}
-    return value if isinstance(value, dict) else {"_raw": raw}
-
-
 def _reasoning(delta: Any) -> str | None:
     extra = getattr(delta, "model_extra", None) or {}
     for name in _REASONING_FIELDS:
@@ -388,17 +374,6 @@ def _usage(raw: Any) -> Usage:
 # --- errors --------------------------------------------------------------
 
 
-def retry_after_from(headers: Mapping[str, str]) -> float | None:
-    """Seconds to wait from ``retry-after-ms`` (preferred, finer) or ``retry-after``."""
-    millis = headers.get("retry-after-ms")
-    if millis:
-        try:
-            return max(0.0, float(millis) / 1000.0)
-        except ValueError:
-            pass
-    return parse_retry_after(headers.get("retry-after"))
-
-
 def _body_message(body: object) -> str | None:
     # The SDK hands over the inner ``error`` object; some servers send a bare string.
     if isinstance(body, dict):
@@ -410,15 +385,3 @@ def _body_message(body: object) -> str | None:
     if isinstance(body, str) and body:
         return body
     return None
-
-
-def _transport_message(exc: BaseException, sdk_message: str) -> str:
-    # The SDK's own text ("Connection error.") hides the cause worth logging.
-    if not sdk_message:
-        return f"{type(exc).__name__}: {exc}"
-    cause = exc.__cause__ or exc.__context__
-    return f"{sdk_message} ({type(cause).__name__}: {cause})" if cause else sdk_message
-
-
-def _is_transport_error(exc: BaseException) -> bool:
-    return type(exc).__module__.partition(".")[0] in _TRANSPORT_PACKAGES

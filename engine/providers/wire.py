@@ -1,0 +1,55 @@
+"""Helpers both HTTP SDK providers share: tool arguments, Retry-After, transport errors.
+
+Nothing here imports a vendor SDK; each provider module still owns its SDK.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from engine.errors import parse_retry_after
+
+# Network failures the SDK does not wrap while a body is being read surface
+# as exceptions of the HTTP stack itself; these are the packages they come from.
+TRANSPORT_PACKAGES = frozenset({"httpx", "httpx2", "httpcore", "httpcore2", "h11", "anyio"})
+
+
+def parse_arguments(raw: str) -> dict[str, Any]:
+    """Tool arguments from their JSON text.
+
+    Text that is not a JSON object comes back as ``{"_raw": text}``, which
+    no tool's schema accepts, so the registry answers the model with a clear
+    validation error instead of running a guessed call.
+    """
+    if not raw.strip():
+        return {}
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return {"_raw": raw}
+    return value if isinstance(value, dict) else {"_raw": raw}
+
+
+def retry_after_from(headers: Mapping[str, str]) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` (preferred, finer) or ``retry-after``."""
+    millis = headers.get("retry-after-ms")
+    if millis:
+        try:
+            return max(0.0, float(millis) / 1000.0)
+        except ValueError:
+            pass
+    return parse_retry_after(headers.get("retry-after"))
+
+
+def transport_message(exc: BaseException, sdk_message: str) -> str:
+    """What to report for a network failure: the SDK's text hides the cause."""
+    if not sdk_message:
+        return f"{type(exc).__name__}: {exc}"
+    cause = exc.__cause__ or exc.__context__
+    return f"{sdk_message} ({type(cause).__name__}: {cause})" if cause else sdk_message
+
+
+def is_transport_error(exc: BaseException) -> bool:
+    return type(exc).__module__.partition(".")[0] in TRANSPORT_PACKAGES
