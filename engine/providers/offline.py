@@ -122,6 +122,8 @@ def persona_reply(request: ModelRequest) -> str:
     # Quoting the question must not quote its @mentions: in a group that
     # would address the other VPs again and start a chain nobody asked for.
     topic = (last.content if last else "").strip().replace("\n", " ").replace("@", "")
+    # In a group the question arrives as "[author] text"; quote only the text.
+    topic = re.sub(r"^\[[^\]]{1,60}\]\s*", "", topic)
     if len(topic) > 80:
         topic = topic[:77] + "..."
     seed = f"{name}|{topic}".encode()
