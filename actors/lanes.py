@@ -33,7 +33,3 @@ class Lanes:
                 # Forget idle lanes so a long-lived actor does not accumulate them.
                 del self._waiting[key]
                 self._locks.pop(key, None)
-
-    def busy(self, key: str) -> int:
-        """Turns queued or running in a lane."""
-        return self._waiting.get(key, 0)

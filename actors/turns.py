@@ -37,4 +37,3 @@ class TurnOutcome:
     skipped: bool = False
     error: str | None = None
     handoff: dict[str, Any] | None = None
-    model_calls: int = 0

@@ -12,7 +12,6 @@ import asyncio
 import json
 import os
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
@@ -197,9 +196,6 @@ def cmd_personas(args: argparse.Namespace) -> int:
         return 2
     print(f"created {path}; edit it, then `yeaft personas show {args.id}`")
     return 0
-
-
-Command = Callable[[argparse.Namespace], int]
 
 
 def build_parser() -> argparse.ArgumentParser:
