@@ -1,13 +1,12 @@
 """Tools that only make sense inside a group: ``route_forward``.
 
-The tool asks the group's coordinator (``ctx.services["router"]``) to hand
-work to another VP. Refusals come back to the model as ``{ok: false, error}``
-and the turn goes on; a successful forward ends the sender's turn.
+The tool asks the group's coordinator, through the ``Router`` in the tool
+context, to hand work to another VP. Refusals come back to the model as
+``{ok: false, error}`` and the turn goes on; a successful forward ends the
+sender's turn.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -26,21 +25,19 @@ class RouteForwardParams(BaseModel):
     )
 
 
-async def _route_forward(params: RouteForwardParams, ctx: ToolContext) -> dict[str, Any]:
-    router = ctx.services.get("router")
-    if router is None or ctx.vp_id is None or ctx.group_id is None:
+async def _route_forward(params: RouteForwardParams, ctx: ToolContext) -> dict[str, object]:
+    if ctx.router is None or ctx.vp_id is None or ctx.group_id is None:
         return {"ok": False, "error": "router_unavailable"}
     target = params.to.removeprefix("@")
-    result: dict[str, Any] = await router(target, params.text, params.reason)
-    if result.get("ok"):
-        ctx.request_end_turn("route_forward", to=target, dispatched=result.get("dispatched"))
-    return result
+    result = await ctx.router.forward(target, params.text, params.reason)
+    if result.ok:
+        ctx.request_end_turn("route_forward", to=target, dispatched=list(result.dispatched))
+    return result.as_tool_result()
 
 
 def _has_company(ctx: ToolContext) -> bool:
     # Hidden in one-VP groups: there is nobody to forward to.
-    roster = ctx.services.get("roster") or []
-    return ctx.services.get("router") is not None and len(roster) > 1
+    return ctx.router is not None and len(ctx.roster) > 1
 
 
 def route_forward_tool() -> Tool:

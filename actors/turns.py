@@ -1,39 +1,170 @@
-"""What the coordinator hands a VP actor, and what it gets back.
+"""What a turn is, across the coordinator and a VP actor.
 
-Plain picklable dataclasses: they cross process boundaries as Ray arguments.
+Plain frozen dataclasses and enums: they cross process boundaries as Ray
+arguments and results, so each field is a plain value.
+
+A turn moves through :class:`TurnState` by the transitions in ``_NEXT``; the
+coordinator and the VP actor each keep a :class:`TurnTracker` and an illegal
+move raises :class:`IllegalTransition` instead of going unnoticed.
 """
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from enum import StrEnum
+
+from engine.events import StopReason
 
 
-@dataclass(slots=True)
-class TurnRequest:
-    group_id: str
-    vp_id: str
-    turn_id: str
-    # The group-log message that triggered the turn (a user message, a
-    # forward, or another VP's reply that mentioned this VP).
+class IllegalTransition(RuntimeError):
+    """A turn was asked to move to a state its current state does not lead to."""
+
+
+class TurnState(StrEnum):
+    """Where a turn is. Every turn ends ``FINISHED`` exactly once."""
+
+    QUEUED = "queued"  # requested, waiting for its (group, VP) lane
+    STARTED = "started"  # the VP acknowledged it: context, memory, prompt
+    RUNNING = "running"  # the engine is answering
+    STORED = "stored"  # the reply is in the group log; the result is next
+    FINISHED = "finished"  # the result envelope is out
+
+
+_NEXT: dict[TurnState, frozenset[TurnState]] = {
+    TurnState.QUEUED: frozenset({TurnState.STARTED, TurnState.FINISHED}),
+    TurnState.STARTED: frozenset({TurnState.RUNNING, TurnState.FINISHED}),
+    TurnState.RUNNING: frozenset({TurnState.STORED, TurnState.FINISHED}),
+    TurnState.STORED: frozenset({TurnState.FINISHED}),
+    TurnState.FINISHED: frozenset(),
+}
+
+
+class TurnTracker:
+    """The state of one turn; ``advance`` refuses moves the table does not allow."""
+
+    __slots__ = ("state", "turn_id")
+
+    def __init__(self, turn_id: str, state: TurnState = TurnState.QUEUED) -> None:
+        self.turn_id = turn_id
+        self.state = state
+
+    def advance(self, new: TurnState) -> None:
+        if new not in _NEXT[self.state]:
+            raise IllegalTransition(
+                f"turn {self.turn_id} cannot go from {self.state.value} to {new.value}"
+            )
+        self.state = new
+
+    @property
+    def finished(self) -> bool:
+        return self.state is TurnState.FINISHED
+
+
+@dataclass(frozen=True, slots=True)
+class TurnOrigin:
+    """Why a turn runs: the message that triggered it and the chain it belongs to.
+
+    ``caused_by`` lists the group-log ids that led to ``trigger_id``, the
+    person's message first; ``chain_id`` is that message's id, which the loop
+    guard counts hops under. ``user_id`` is the person whose message started
+    the chain: every turn of the chain, forwarded ones included, acts for them
+    (their memory scope, for one).
+    """
+
     trigger_id: str
-    # Ids of the messages that caused this one, root (the user message) first.
-    caused_by: list[str] = field(default_factory=list)
-    chain_id: str = ""
+    chain_id: str
+    caused_by: tuple[str, ...] = ()
     user_id: str | None = None
-    # A handle with ``forward(...)`` for the route_forward tool; None hides it.
-    router: Any = None
+
+    def next_hop(self, trigger_id: str) -> TurnOrigin:
+        """The origin of a turn caused by this turn's output ``trigger_id``."""
+        return TurnOrigin(
+            trigger_id=trigger_id,
+            chain_id=self.chain_id,
+            caused_by=(*self.caused_by, self.trigger_id),
+            user_id=self.user_id,
+        )
+
+    @property
+    def depth(self) -> int:
+        """Hops from the person's message (0 for a turn it triggered directly)."""
+        return len(self.caused_by)
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
+class ForwardRequest:
+    """A VP's ``route_forward`` call, as the coordinator receives it."""
+
+    group_id: str
+    from_vp: str
+    to: str
+    text: str
+    reason: str | None
+    origin: TurnOrigin
+
+
+@dataclass(frozen=True, slots=True)
+class TurnRequest:
+    """One turn the coordinator asks a VP actor to run.
+
+    ``router`` is the coordinator's actor handle for ``route_forward``; None
+    hides the tool (a group with one VP).
+    """
+
+    group_id: str
+    vp_id: str
+    turn_id: str
+    origin: TurnOrigin
+    router: object | None = None
+
+    @staticmethod
+    def new_turn_id(vp_id: str) -> str:
+        return f"{uuid.uuid4().hex[:12]}:{vp_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class TurnAck:
+    """A VP actor's acknowledgement that a turn left its queue and started."""
+
+    turn_id: str
+
+
+@dataclass(frozen=True, slots=True)
 class TurnOutcome:
+    """How a turn ended, once its ``result`` envelope is out.
+
+    ``message_id`` is the reply's id in the group log (None when the VP said
+    nothing or chose silence); ``mentions`` are the VPs the reply addresses.
+    """
+
     turn_id: str
     vp_id: str
     group_id: str
-    reason: str
+    reason: StopReason
     text: str = ""
     message_id: str | None = None
-    mentions: list[str] = field(default_factory=list)
+    mentions: tuple[str, ...] = ()
     skipped: bool = False
     error: str | None = None
-    handoff: dict[str, Any] | None = None
+    handoff: dict[str, object] | None = field(default=None)
+
+
+# Questions a VP asks carry their VP in their id, so an answer goes straight to
+# the VP that asked: ``ask_<32 hex digits>_<vp id>``.
+_QUESTION_PREFIX = "ask_"
+_QUESTION_HEX = 32
+
+
+def new_question_id(vp_id: str) -> str:
+    return f"{_QUESTION_PREFIX}{uuid.uuid4().hex}_{vp_id}"
+
+
+def question_vp(request_id: str) -> str | None:
+    """The VP that asked question ``request_id``, or None when it is not one of ours."""
+    head = len(_QUESTION_PREFIX) + _QUESTION_HEX
+    if not request_id.startswith(_QUESTION_PREFIX) or len(request_id) <= head + 1:
+        return None
+    if request_id[head] != "_":
+        return None
+    return request_id[head + 1 :]

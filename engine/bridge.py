@@ -19,7 +19,7 @@ import asyncio
 import math
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal
+from typing import Literal
 
 from engine.events import (
     EngineEvent,
@@ -33,7 +33,6 @@ from engine.events import (
     UsageEvent,
 )
 from engine.messages import Usage
-from protocol.codec import dump
 from protocol.data import (
     AssistantData,
     AssistantMessage,
@@ -50,7 +49,10 @@ from protocol.data import (
     UserMessage,
 )
 
-Send = Callable[[dict[str, Any]], Awaitable[None]]
+Payload = AssistantData | UserData | ResultData | SystemData
+"""One ``data`` payload, as its protocol model."""
+
+Send = Callable[[Payload], Awaitable[None]]
 """Delivers one ``data`` payload (the caller wraps it in an envelope)."""
 
 Clock = Callable[[], float]
@@ -77,34 +79,34 @@ _NOTICE_SUBTYPES: dict[str, SystemSubtype] = {"compact": "compact", "error": "er
 DeltaKind = Literal["text", "thinking"]
 
 
-def text_payload(text: str) -> dict[str, Any]:
+def text_payload(text: str) -> AssistantData:
     """An ``assistant`` payload holding one text block."""
-    return dump(AssistantData(message=AssistantMessage(content=[TextBlock(text=text)])))
+    return AssistantData(message=AssistantMessage(content=[TextBlock(text=text)]))
 
 
-def thinking_payload(text: str, signature: str | None = None) -> dict[str, Any]:
+def thinking_payload(text: str, signature: str | None = None) -> AssistantData:
     """An ``assistant`` payload holding one thinking block."""
     block = ThinkingBlock(thinking=text, signature=signature)
-    return dump(AssistantData(message=AssistantMessage(content=[block])))
+    return AssistantData(message=AssistantMessage(content=[block]))
 
 
-def tool_use_payload(event: ToolCallEvent) -> dict[str, Any]:
+def tool_use_payload(event: ToolCallEvent) -> AssistantData:
     """An ``assistant`` payload holding the ``tool_use`` block of a tool call."""
     block = ToolUseBlock(id=event.id, name=event.name, input=event.arguments)
-    return dump(AssistantData(message=AssistantMessage(content=[block])))
+    return AssistantData(message=AssistantMessage(content=[block]))
 
 
-def tool_result_payload(event: ToolResultEvent) -> dict[str, Any]:
+def tool_result_payload(event: ToolResultEvent) -> UserData:
     """A ``user`` payload echoing a tool's result under the call it answers."""
     block = ToolResultBlock(tool_use_id=event.id, content=event.content, is_error=event.is_error)
-    return dump(UserData(message=UserMessage(content=[block])))
+    return UserData(message=UserMessage(content=[block]))
 
 
-def notice_payload(event: NoticeEvent) -> dict[str, Any]:
+def notice_payload(event: NoticeEvent) -> SystemData:
     """A ``system`` payload; compactions and errors get their own subtype."""
     subtype = _NOTICE_SUBTYPES.get(event.kind, "notice")
     detail = {**event.detail, "kind": event.kind}
-    return dump(SystemData(subtype=subtype, message=event.message, detail=detail))
+    return SystemData(subtype=subtype, message=event.message, detail=detail)
 
 
 def result_payload(
@@ -114,7 +116,7 @@ def result_payload(
     usage: Usage | None = None,
     text: str | None = None,
     model: str | None = None,
-) -> dict[str, Any]:
+) -> ResultData:
     """The ``result`` payload that closes a turn.
 
     ``usage`` overrides the stop event's own when given; ``text`` becomes
@@ -122,7 +124,7 @@ def result_payload(
     """
     subtype = RESULT_SUBTYPES.get(event.reason, "error_during_execution")
     used = usage if usage is not None else event.usage
-    data = ResultData(
+    return ResultData(
         subtype=subtype,
         session_id=session_id,
         is_error=subtype != "success",
@@ -141,7 +143,6 @@ def result_payload(
         model=event.model or model,
         attempts=list(event.attempts) or None,
     )
-    return dump(data)
 
 
 class WebBridge:

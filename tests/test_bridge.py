@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from engine.bridge import RESULT_SUBTYPES, WebBridge, result_payload
+from engine.bridge import RESULT_SUBTYPES, Payload, WebBridge, result_payload
 from engine.events import (
     EngineEvent,
     NoticeEvent,
@@ -34,8 +34,9 @@ class Recorder:
         self.payloads: list[dict[str, Any]] = []
         self._arrived = asyncio.Condition()
 
-    async def __call__(self, data: dict[str, Any]) -> None:
-        # Every payload the bridge produces must be a valid protocol payload.
+    async def __call__(self, payload: Payload) -> None:
+        # Every payload the bridge produces must survive the wire unchanged.
+        data = dump(payload)
         assert dump(parse_data(data)) == data
         async with self._arrived:
             self.payloads.append(data)
@@ -238,7 +239,7 @@ async def test_result_text_is_the_text_after_the_last_tool(recorder: Recorder) -
 
 
 def test_result_payload_is_usable_on_its_own() -> None:
-    data = result_payload(stop("error", error="x", error_kind="auth"), session_id="s")
+    data = dump(result_payload(stop("error", error="x", error_kind="auth"), session_id="s"))
     assert data["subtype"] == "error_during_execution"
     assert data["error_kind"] == "auth"
     assert "attempts" not in data

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ValidationError
 
 from engine.messages import ToolCall
 from engine.providers.base import ToolSpec
+from engine.tools.handoff import Router
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +45,11 @@ class ToolContext:
     group_id: str | None = None
     mode: str = "default"
     ask_user: AskUser | None = None
-    # Anything the hosting layer wants to hand its tools (router, memory, ...).
+    # Hands work to other agents (``route_forward``); None where nobody can take it.
+    router: Router | None = None
+    # The other agents of the conversation (a group's roster), this one included.
+    roster: tuple[str, ...] = ()
+    # Anything else the hosting layer hands its tools (memory, user id, ...).
     services: dict[str, Any] = field(default_factory=dict)
     end_turn: EndTurnRequest | None = None
 

@@ -1,0 +1,171 @@
+"""The one producer of a group's event-log frames: turn envelopes, statuses, questions, notices.
+
+Everything a client learns about a group arrives through its event log, and
+every frame in it is built here as its ``protocol`` model and handed to the
+store, which serialises it once. :class:`GroupEvents` writes the frames of a
+group; :class:`TurnWriter` turns one VP turn's engine events into them.
+
+A turn's ``result`` goes out only when the turn's owner calls
+:meth:`TurnWriter.finish`, never on the engine's stop event: whatever must be
+in place before a client learns that a turn ended (the stored reply) is a
+step the owner takes between the two.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from engine.bridge import Payload, WebBridge
+from engine.events import EngineEvent, StopEvent, StopReason, TextDelta, ToolCallEvent
+from engine.messages import Usage
+from personas.prompts import SKIP_TOKEN
+from protocol import AgentState, AgentStatus, AskUserQuestion, SystemData, YeaftOutput
+from store.base import GroupMessage, Store
+
+log = logging.getLogger(__name__)
+
+SYSTEM = "system"
+"""The ``vpId`` of notices: what the group says, not any VP."""
+
+
+def error_stop(reason: StopReason, message: str, kind: str) -> StopEvent:
+    """The stop event of a turn that ended before (or instead of) its engine run."""
+    return StopEvent(
+        reason=reason, usage=Usage(), cost_usd=0.0, duration_ms=0, error=message, error_kind=kind
+    )
+
+
+class GroupEvents:
+    """Builds and appends every frame of one group's event log."""
+
+    def __init__(self, store: Store, group_id: str) -> None:
+        self.store = store
+        self.group_id = group_id
+
+    async def output(self, vp_id: str, turn_id: str, data: Payload) -> int:
+        frame = YeaftOutput(
+            conversation_id=self.group_id,
+            group_id=self.group_id,
+            vp_id=vp_id,
+            turn_id=turn_id,
+            data=data,
+        )
+        return await self.store.append_event(self.group_id, frame)
+
+    async def status(self, vp_id: str, turn_id: str, state: AgentState) -> int:
+        frame = AgentStatus(group_id=self.group_id, vp_id=vp_id, turn_id=turn_id, state=state)
+        return await self.store.append_event(self.group_id, frame)
+
+    async def question(
+        self,
+        vp_id: str,
+        turn_id: str,
+        request_id: str,
+        prompt: str,
+        choices: list[str] | None,
+        expires_at: float,
+    ) -> int:
+        frame = AskUserQuestion(
+            request_id=request_id,
+            prompt=prompt,
+            choices=choices,
+            group_id=self.group_id,
+            vp_id=vp_id,
+            turn_id=turn_id,
+            expires_at=expires_at,
+        )
+        return await self.store.append_event(self.group_id, frame)
+
+    async def notice(self, message: str, chain_id: str, rule: str, **detail: object) -> None:
+        """Tell every client something about the group, and keep it in the group log."""
+        data = SystemData(subtype="notice", message=message, detail={"rule": rule, **detail})
+        await self.output(SYSTEM, chain_id, data)
+        await self.store.append_message(
+            self.group_id,
+            GroupMessage(
+                author=SYSTEM,
+                role="system",
+                text=message,
+                meta={"notice": {"rule": rule, **detail}, "chainId": chain_id},
+            ),
+        )
+
+    def turn(self, vp_id: str, turn_id: str) -> TurnWriter:
+        return TurnWriter(self, vp_id, turn_id)
+
+
+class TurnWriter:
+    """Writes one turn's envelopes and ``agent_status`` transitions.
+
+    Text that could still turn out to be the skip token is held back, so a VP
+    that chooses silence shows nothing at all (``skipped``). The engine's
+    stop event is kept, not sent: :meth:`finish` sends the ``result``.
+    """
+
+    def __init__(self, events: GroupEvents, vp_id: str, turn_id: str) -> None:
+        self.events = events
+        self.vp_id = vp_id
+        self.turn_id = turn_id
+        self.bridge = WebBridge(self._send, session_id=events.group_id)
+        self.state = AgentState.IDLE
+        self.text = ""
+        self.skipped = False
+        self.stop: StopEvent | None = None
+        self._held: list[TextDelta] = []
+        self._released = False
+
+    async def _send(self, data: Payload) -> None:
+        await self.events.output(self.vp_id, self.turn_id, data)
+
+    async def status(self, state: AgentState) -> None:
+        if state is self.state:
+            return
+        self.state = state
+        await self.events.status(self.vp_id, self.turn_id, state)
+
+    async def feed(self, event: EngineEvent) -> None:
+        """Take one engine event (the engine's ``emit``)."""
+        if isinstance(event, StopEvent):
+            self.stop = event
+            if self._held and self.text.strip() == SKIP_TOKEN:
+                self.skipped = True
+                self._held.clear()
+            elif self._held:
+                await self._release()
+            return
+        if isinstance(event, TextDelta):
+            self.text += event.text
+            if not self._released:
+                self._held.append(event)
+                if SKIP_TOKEN.startswith(self.text.strip()):
+                    return  # could still be the skip token: say nothing yet
+                await self._release()
+                return
+            await self.status(AgentState.STREAMING)
+        elif self._held:
+            # A reply that was only a prefix of the token, or a tool call
+            # after it: what was held goes out first, in order.
+            await self._release()
+        if isinstance(event, ToolCallEvent):
+            await self.status(AgentState.TOOL)
+        await self.bridge.feed(event)
+
+    async def _release(self) -> None:
+        self._released = True
+        await self.status(AgentState.STREAMING)
+        for held in self._held:
+            await self.bridge.feed(held)
+        self._held.clear()
+
+    async def finish(self, stop: StopEvent | None = None) -> StopEvent:
+        """Send the turn's ``result`` (``stop``, else the engine's) and its last status."""
+        final = stop or self.stop
+        if final is None:
+            final = error_stop(StopReason.ERROR, "the turn ended without a result", "internal")
+        await self.bridge.feed(final)
+        await self.bridge.close()
+        await self.status(AgentState.ERROR if final.reason == StopReason.ERROR else AgentState.IDLE)
+        return final
+
+    async def system(self, message: str, **detail: object) -> None:
+        await self._send(SystemData(subtype="notice", message=message, detail=detail))
