@@ -4,21 +4,25 @@ After enough turns, or when the group goes quiet, the VP re-reads its recent
 transcript in the group and writes resident memories (summaries recall
 always considers). It runs on the same engine with only the memory tools and
 emits nothing to the group: maintenance is invisible to the people in it.
+It runs beside the group's lane, never in it, so it never makes a person
+wait; it only reads the transcript, so it cannot race a turn that saves it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 from actors.transcripts import load_conversation
 from engine.compaction import render_transcript
+from engine.engine import Engine
 from engine.messages import Conversation, Message
 from engine.tools.registry import ToolContext
+from personas.model import Persona
 from personas.prompts import build_system_prompt
-
-if TYPE_CHECKING:
-    from actors.vp_actor import VPWorker
+from store.base import Store
+from store.memory import MemoryBackend, vp_scope
 
 log = logging.getLogger(__name__)
 
@@ -26,42 +30,101 @@ DREAM_TOOLS = frozenset({"remember", "recall"})
 RECENT_MESSAGES = 40
 
 
-async def dream(worker: VPWorker, group_id: str, turns: int) -> dict[str, object]:
-    """Run one dream for ``group_id`` covering ``turns`` new turns; returns what it did."""
-    store = await worker.store()
-    conv = await load_conversation(store, group_id, worker.vp_id)
+@dataclass(frozen=True, slots=True)
+class DreamContext:
+    """What a dream needs of its VP: who it is, its engine, its transcripts and memory."""
+
+    persona: Persona
+    engine: Engine
+    store: Store
+    memory: MemoryBackend
+
+
+@dataclass(frozen=True, slots=True)
+class DreamReport:
+    """What one dream did: whether it ran, how it ended, how many memories it wrote."""
+
+    ran: bool
+    reason: str
+    written: int = 0
+
+
+async def dream(ctx: DreamContext, group_id: str, turns: int) -> DreamReport:
+    """Run one dream for ``group_id`` covering ``turns`` new turns."""
+    vp_id = ctx.persona.id
+    conv = await load_conversation(ctx.store, group_id, vp_id)
     if conv is None or turns <= 0:
-        return {"ran": False, "reason": "nothing new"}
-    before = len(await worker.memory.list(_scope(group_id, worker.vp_id), kind="resident"))
+        return DreamReport(ran=False, reason="nothing new")
+    scope = vp_scope(group_id, vp_id)
+    before = len(await ctx.memory.list(scope, kind="resident"))
     transcript = render_transcript(conv.summary, conv.messages[-RECENT_MESSAGES:])
-    ctx = ToolContext(
-        conversation_id=f"{group_id}:{worker.vp_id}:dream",
-        vp_id=worker.vp_id,
+    tools = ToolContext(
+        conversation_id=f"{group_id}:{vp_id}:dream",
+        vp_id=vp_id,
         group_id=group_id,
         mode="dream",
-        services={"memory": worker.memory, "memory_kind": "resident"},
+        services={"memory": ctx.memory, "memory_kind": "resident"},
     )
-    system = build_system_prompt(persona=worker.persona, mode="dream", tools=sorted(DREAM_TOOLS))
-    result = await worker.engine.run_turn(
-        Conversation(id=ctx.conversation_id),
+    persona = ctx.persona
+    system = build_system_prompt(persona=persona, mode="dream", tools=sorted(DREAM_TOOLS))
+    result = await ctx.engine.run_turn(
+        Conversation(id=tools.conversation_id),
         Message.user(f"Recent conversation in this group:\n{transcript}"),
         system=system,
-        ctx=ctx,
+        ctx=tools,
         allowed_tools=DREAM_TOOLS,
-        options={"persona": worker.persona_hint(), "mode": "dream"},
+        options={"persona": persona.hint(), "mode": "dream"},
     )
-    after = len(await worker.memory.list(_scope(group_id, worker.vp_id), kind="resident"))
-    log.info(
-        "dream of %s in %s: %s, %d new memories",
-        worker.vp_id,
-        group_id,
-        result.reason,
-        after - before,
-    )
-    return {"ran": True, "reason": result.reason, "written": after - before}
+    after = len(await ctx.memory.list(scope, kind="resident"))
+    log.info("dream of %s in %s: %s, %d new memories", vp_id, group_id, result.reason, after - before)
+    return DreamReport(ran=True, reason=str(result.reason), written=after - before)
 
 
-def _scope(group_id: str, vp_id: str) -> str:
-    from store.memory import vp_scope
+class DreamScheduler:
+    """When each group's dream is due: after ``every`` turns at once, else after ``idle_s`` quiet.
 
-    return vp_scope(group_id, vp_id)
+    Turn counts live here rather than in the transcript so a dream never
+    writes what a running turn also writes; a restarted actor simply starts
+    counting again.
+    """
+
+    def __init__(self, ctx: DreamContext, every: int, idle_s: float) -> None:
+        self.ctx = ctx
+        self.every = every
+        self.idle_s = idle_s
+        self._turns: dict[str, int] = {}
+        self._timers: dict[str, asyncio.Task[None]] = {}
+        # Dreams under way: held here so they are not garbage-collected.
+        self.running: set[asyncio.Task[None]] = set()
+
+    async def run_now(self, group_id: str) -> DreamReport:
+        """Dream for one group now, over the turns counted since its last dream."""
+        turns = self._turns.pop(group_id, 0)
+        report = await dream(self.ctx, group_id, turns)
+        if not report.ran:
+            self._turns[group_id] = self._turns.get(group_id, 0) + turns
+        return report
+
+    def turn_done(self, group_id: str) -> None:
+        """Count a finished turn and (re)arm the group's dream."""
+        turns = self._turns[group_id] = self._turns.get(group_id, 0) + 1
+        timer = self._timers.pop(group_id, None)
+        if timer is not None:
+            timer.cancel()
+        due_now = bool(self.every) and turns >= self.every
+        if not due_now and self.idle_s <= 0:
+            return
+
+        async def later() -> None:
+            if not due_now:
+                await asyncio.sleep(self.idle_s)
+            self._timers.pop(group_id, None)
+            try:
+                await self.run_now(group_id)
+            except Exception:
+                log.warning("dream of %s in %s failed", self.ctx.persona.id, group_id, exc_info=True)
+
+        task = asyncio.create_task(later())
+        self._timers[group_id] = task
+        self.running.add(task)
+        task.add_done_callback(self.running.discard)

@@ -8,28 +8,33 @@ conversation's history linear without serialising unrelated work.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
-
-T = TypeVar("T")
+import contextlib
+from collections.abc import AsyncIterator
 
 
 class Lanes:
+    """One FIFO lane per key inside a global concurrency cap.
+
+    ``hold(key)`` waits for the key's lane (asyncio.Lock wakes waiters in
+    order, so arrival order holds) and then for a global slot. Idle lanes are
+    forgotten, so a long-lived actor does not accumulate them.
+    """
+
     def __init__(self, max_concurrent: int) -> None:
         self._global = asyncio.Semaphore(max_concurrent)
         self._locks: dict[str, asyncio.Lock] = {}
         self._waiting: dict[str, int] = {}
 
-    async def run(self, key: str, fn: Callable[[], Awaitable[T]]) -> T:
-        """Run ``fn`` in the lane ``key``; asyncio.Lock is FIFO, so order holds."""
+    @contextlib.asynccontextmanager
+    async def hold(self, key: str) -> AsyncIterator[None]:
+        """Hold the lane ``key`` (and a global slot) for the body of the block."""
         lock = self._locks.setdefault(key, asyncio.Lock())
         self._waiting[key] = self._waiting.get(key, 0) + 1
         try:
             async with lock, self._global:
-                return await fn()
+                yield
         finally:
             self._waiting[key] -= 1
             if not self._waiting[key]:
-                # Forget idle lanes so a long-lived actor does not accumulate them.
                 del self._waiting[key]
                 self._locks.pop(key, None)

@@ -9,7 +9,10 @@ sender's turn.
 from __future__ import annotations
 
 from pydantic import BaseModel, Field
+from ray.actor import ActorHandle
 
+from actors.turns import ForwardRequest, ForwardTarget, TurnOrigin
+from engine.tools.handoff import ForwardResult
 from engine.tools.registry import Tool, ToolContext
 
 
@@ -49,3 +52,25 @@ def route_forward_tool() -> Tool:
         available=_has_company,
         timeout=30.0,
     )
+
+
+class CoordinatorRouter:
+    """The ``Router`` of one turn: forwards go to the group's coordinator with the turn's origin.
+
+    A forward carries the whole origin (chain, causes, trigger and the user
+    it acts for), so the turn it starts belongs to the same chain and acts
+    for the same person.
+    """
+
+    def __init__(
+        self, coordinator: ActorHandle[ForwardTarget], group_id: str, vp_id: str, origin: TurnOrigin
+    ) -> None:
+        self._coordinator = coordinator
+        self._group_id = group_id
+        self._vp_id = vp_id
+        self._origin = origin
+
+    async def forward(self, to: str, text: str, reason: str | None) -> ForwardResult:
+        request = ForwardRequest(self._group_id, self._vp_id, to, text, reason, self._origin)
+        result: ForwardResult = await self._coordinator.forward.remote(request)
+        return result

@@ -13,8 +13,12 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Protocol
+
+from ray.actor import ActorHandle
 
 from engine.events import StopReason
+from engine.tools.handoff import ForwardResult
 
 
 class IllegalTransition(RuntimeError):
@@ -116,7 +120,7 @@ class TurnRequest:
     vp_id: str
     turn_id: str
     origin: TurnOrigin
-    router: object | None = None
+    router: ActorHandle[ForwardTarget] | None = None
 
     @staticmethod
     def new_turn_id(vp_id: str) -> str:
@@ -145,6 +149,8 @@ class TurnOutcome:
     text: str = ""
     message_id: str | None = None
     mentions: tuple[str, ...] = ()
+    # Names the reply @mentions that match nobody in the group.
+    unknown: tuple[str, ...] = ()
     skipped: bool = False
     error: str | None = None
     handoff: dict[str, object] | None = field(default=None)
@@ -168,3 +174,9 @@ def question_vp(request_id: str) -> str | None:
     if request_id[head] != "_":
         return None
     return request_id[head + 1 :]
+
+
+class ForwardTarget(Protocol):
+    """What takes a ``route_forward`` on the other side of a Ray handle: the coordinator."""
+
+    async def forward(self, request: ForwardRequest) -> ForwardResult: ...

@@ -59,22 +59,22 @@ async def measure(model: str, store_url: str | None, runs: int, sizes: list[int]
         )
         group = await rt.create_group("bench", roster, settings={"fanout_cap": 16})
         try:
-            await rt.call(group.id, "vp_stats")  # start every actor before timing
-            await rt.ingest(group.id, "bench", "@all warm up")
-            await rt.wait_idle(group.id)
+            await rt.group(group.id).vp_stats()  # start every actor before timing
+            await rt.group(group.id).ingest("bench", "@all warm up")
+            await rt.group(group.id).wait_idle()
             timings: dict[int, list[float]] = {}
             for n in sizes:
                 mentions = " ".join(f"@{vp}" for vp in roster[:n])
                 for i in range(runs):
                     started = time.perf_counter()
-                    out = await rt.ingest(group.id, "bench", f"{mentions} question {i}")
-                    assert len(out["dispatched"]) == n, out
-                    assert await rt.wait_idle(group.id, 120)
+                    out = await rt.group(group.id).ingest("bench", f"{mentions} question {i}")
+                    assert len(out.dispatched) == n, out
+                    assert await rt.group(group.id).wait_idle(120)
                     timings.setdefault(n, []).append(time.perf_counter() - started)
             report(model, store_url, runs, timings)
         finally:
             # Leave nothing behind in a shared Redis.
-            await rt.call(group.id, "delete_group")
+            await rt.group(group.id).delete_group()
             rt.shutdown()
             await rt.aclose()
 

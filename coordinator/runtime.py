@@ -1,20 +1,23 @@
 """The driver-side entry to the actor system.
 
-A ``Runtime`` finds (or starts) the coordinator actor that owns a group and
-forwards calls to it. Groups are sharded over ``coordinator_shards`` named
-actors by a stable hash of the group id, so every gateway replica and every
-CLI process sends a group's traffic to the same coordinator.
+A :class:`Runtime` finds (or starts) the coordinator actor that owns a group
+and hands out a typed :class:`~coordinator.client.CoordinatorClient` for it.
+Groups are sharded over ``coordinator_shards`` named actors by a stable hash
+of the group id, so every gateway replica and every CLI process sends a
+group's traffic to the same coordinator.
 """
 
 from __future__ import annotations
 
 import zlib
-from typing import Any
 
 import ray
+from ray.actor import ActorHandle
 
 from actors.config import RuntimeConfig
+from coordinator.client import CoordinatorClient
 from coordinator.coordinator import CoordinatorWorker
+from protocol.settings import GroupSettingsPatch
 from store.base import Group, Store, new_id
 
 CoordinatorActor = ray.remote(CoordinatorWorker)
@@ -25,12 +28,18 @@ def shard_of(group_id: str, shards: int) -> int:
 
 
 class Runtime:
+    """One process's view of a deployment: its configuration, coordinators and a store.
+
+    The configuration reaches every actor as a constructor argument; actors
+    read nothing from the environment of the machine they land on.
+    """
+
     def __init__(self, config: RuntimeConfig) -> None:
         self.config = config
-        self._coordinators: dict[int, Any] = {}
+        self._coordinators: dict[int, ActorHandle[CoordinatorWorker]] = {}
         self._store: Store | None = None
 
-    def coordinator(self, group_id: str) -> Any:
+    def _coordinator(self, group_id: str) -> ActorHandle[CoordinatorWorker]:
         shard = shard_of(group_id, self.config.coordinator_shards)
         handle = self._coordinators.get(shard)
         if handle is None:
@@ -46,15 +55,15 @@ class Runtime:
             self._coordinators[shard] = handle
         return handle
 
+    def group(self, group_id: str) -> CoordinatorClient:
+        """The typed client for ``group_id``'s coordinator."""
+        return CoordinatorClient(self._coordinator(group_id), group_id)
+
     async def store(self) -> Store:
         """A store for reads (history, events) that need no coordinator."""
         if self._store is None:
             self._store = self.config.open_store()
         return self._store
-
-    async def call(self, group_id: str, method: str, *args: Any, **kwargs: Any) -> Any:
-        """Call ``method`` on the coordinator that owns ``group_id``."""
-        return await getattr(self.coordinator(group_id), method).remote(group_id, *args, **kwargs)
 
     async def create_group(
         self,
@@ -63,31 +72,12 @@ class Runtime:
         *,
         default_vp: str | None = None,
         members: list[str] | None = None,
-        settings: dict[str, Any] | None = None,
+        settings: GroupSettingsPatch | None = None,
         group_id: str | None = None,
     ) -> Group:
-        group_id = group_id or new_id("grp")
-        group: Group = await self.call(
-            group_id, "create_group", name, roster, default_vp, members, settings
-        )
-        return group
-
-    async def ingest(
-        self,
-        group_id: str,
-        sender: str,
-        text: str,
-        mentions: list[str] | None = None,
-        client_message_id: str | None = None,
-    ) -> dict[str, Any]:
-        result: dict[str, Any] = await self.call(
-            group_id, "ingest", sender, text, mentions, client_message_id
-        )
-        return result
-
-    async def wait_idle(self, group_id: str, timeout_s: float = 60.0) -> bool:
-        done: bool = await self.call(group_id, "wait_idle", timeout_s)
-        return done
+        """Create a group under a new id (or ``group_id``)."""
+        client = self.group(group_id or new_id("grp"))
+        return await client.create_group(name, roster, default_vp, members, settings)
 
     def shutdown(self) -> None:
         """Kill every actor of this deployment (its name prefix), by handle."""

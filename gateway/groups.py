@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
@@ -22,10 +23,14 @@ from protocol.errors import field_path
 from store.base import Group, GroupMessage, Store
 
 if TYPE_CHECKING:
+    from coordinator.client import CoordinatorClient
+    from coordinator.results import CancelResult, IngestResult
     from coordinator.runtime import Runtime
     from gateway.tail import Hub
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 _ID = re.compile(rf"[A-Za-z0-9_-]{{1,{MAX_ID_LENGTH}}}")
 
@@ -171,32 +176,28 @@ class GroupService:
                 name, list(roster), default_vp=default_vp, members=[username], settings=checked
             )
         except Exception as exc:
-            raise _translate(exc, "create_group") from exc
+            raise _translate(exc) from exc
 
     async def rename(self, username: str, group_id: str, name: str) -> Group:
         await self.member_group(username, group_id)
-        group: Group = await self._call(group_id, "rename_group", name)
-        return group
+        return await self._call(group_id, lambda c: c.rename_group(name))
 
     async def delete(self, username: str, group_id: str) -> None:
         await self.member_group(username, group_id)
-        await self._call(group_id, "delete_group")
+        await self._call(group_id, lambda c: c.delete_group())
         self.hub.group_deleted(group_id)
 
     async def add_vp(self, username: str, group_id: str, vp_id: str) -> Group:
         await self.member_group(username, group_id)
-        group: Group = await self._call(group_id, "add_vp", vp_id)
-        return group
+        return await self._call(group_id, lambda c: c.add_vp(vp_id))
 
     async def remove_vp(self, username: str, group_id: str, vp_id: str) -> Group:
         await self.member_group(username, group_id)
-        group: Group = await self._call(group_id, "remove_vp", vp_id)
-        return group
+        return await self._call(group_id, lambda c: c.remove_vp(vp_id))
 
     async def set_default_vp(self, username: str, group_id: str, vp_id: str | None) -> Group:
         await self.member_group(username, group_id)
-        group: Group = await self._call(group_id, "set_default_vp", vp_id)
-        return group
+        return await self._call(group_id, lambda c: c.set_default_vp(vp_id))
 
     async def add_member(self, username: str, group_id: str, new_member: str) -> Group:
         """Add a user to the group; adding a member twice is harmless."""
@@ -207,8 +208,8 @@ class GroupService:
             return group
         # Read-modify-write through the coordinator; two members added at the
         # same instant by two people could race, which the UI makes rare.
-        updated: Group = await self._call(group_id, "set_members", [*group.members, new_member])
-        return updated
+        members = [*group.members, new_member]
+        return await self._call(group_id, lambda c: c.set_members(members))
 
     async def remove_member(self, username: str, group_id: str, member: str) -> Group:
         """Remove a member (anyone may leave); the last member cannot leave."""
@@ -221,7 +222,7 @@ class GroupService:
                 ErrorCode.CONFLICT,
                 "the last member cannot leave a group: delete the group instead",
             )
-        updated: Group = await self._call(group_id, "set_members", remaining)
+        updated = await self._call(group_id, lambda c: c.set_members(remaining))
         self.hub.revoke(group_id, member)
         return updated
 
@@ -233,39 +234,39 @@ class GroupService:
         text: str,
         mentions: list[str] | None,
         client_message_id: str | None,
-    ) -> dict[str, Any]:
+    ) -> IngestResult:
         """Store a user's message and fan it out; returns once it is stored."""
         await self.member_group(username, group_id)
-        try:
-            return await self.runtime.ingest(group_id, username, text, mentions, client_message_id)
-        except Exception as exc:
-            raise _translate(exc, "ingest") from exc
+        return await self._call(
+            group_id, lambda c: c.ingest(username, text, mentions, client_message_id)
+        )
 
-    async def cancel(self, username: str, group_id: str, vp_id: str | None) -> dict[str, Any]:
+    async def cancel(self, username: str, group_id: str, vp_id: str | None) -> CancelResult:
         await self.member_group(username, group_id)
-        result: dict[str, Any] = await self._call(group_id, "cancel", vp_id)
-        return result
+        return await self._call(group_id, lambda c: c.cancel(vp_id))
 
     async def answer(self, username: str, group_id: str, request_id: str, answer: str) -> bool:
         await self.member_group(username, group_id)
-        delivered: bool = await self._call(group_id, "answer", request_id, answer)
-        return delivered
+        return await self._call(group_id, lambda c: c.answer(request_id, answer))
 
-    async def _call(self, group_id: str, method: str, *args: Any) -> Any:
+    async def _call(
+        self, group_id: str, operation: Callable[[CoordinatorClient], Awaitable[T]]
+    ) -> T:
+        """Run one coordinator operation; its refusals become GatewayErrors."""
         try:
-            return await self.runtime.call(group_id, method, *args)
+            return await operation(self.runtime.group(group_id))
         except Exception as exc:
-            raise _translate(exc, method) from exc
+            raise _translate(exc) from exc
 
 
-def _translate(exc: Exception, method: str) -> GatewayError:
+def _translate(exc: Exception) -> GatewayError:
     """A coordinator refusal as a GatewayError; anything else is logged as internal."""
     if isinstance(exc, GatewayError):
         return exc
     translated = from_group_error(exc)
     if translated is not None:
         return translated
-    log.error("coordinator call %s failed: %s", method, exc, exc_info=exc)
+    log.error("a coordinator call failed: %s", exc, exc_info=exc)
     return GatewayError(
         ErrorCode.INTERNAL, f"the group service failed ({type(exc).__name__}); try again"
     )

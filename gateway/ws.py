@@ -215,13 +215,11 @@ class ClientSession:
         )
         # Sent only now: ingest returns after the message is stored.
         self.conn.send(
-            Ack.model_validate(
-                {
-                    "clientMessageId": frame.client_message_id,
-                    "messageId": result["messageId"],
-                    "groupId": frame.group_id,
-                    "duplicate": bool(result.get("duplicate")),
-                }
+            Ack(
+                client_message_id=frame.client_message_id,
+                message_id=result.message_id,
+                group_id=frame.group_id,
+                duplicate=result.duplicate,
             )
         )
 

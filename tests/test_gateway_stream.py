@@ -97,7 +97,7 @@ async def test_reconnect_with_last_seq_ends_exactly_like_an_uninterrupted_client
     reply = await again.request({"type": "subscribe", "groupId": gid, "lastSeq": seen})
     assert reply["action"] == "subscribed"
 
-    assert await runtime.wait_idle(gid)
+    assert await runtime.group(gid).wait_idle()
     head = (await (await gw.store()).read_events(gid, 0, limit=1)).last_seq
     for client in (steady, again):
         await client.until_seq(head)

@@ -56,3 +56,70 @@ def test_each_sdk_only_in_its_provider_module() -> None:
             for sdk, home in SDK_HOME.items():
                 if sdk in imports(path):
                     assert rel == home, f"{rel} imports {sdk}; only {home} may"
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _module_graph() -> dict[str, set[str]]:
+    """Which project module imports which (type-checking-only imports count too)."""
+    modules = {_module_name(p): p for layer in LAYERS for p in files(layer)}
+
+    def owner(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {m: set() for m in modules}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join([*up, base] if base else up)
+                targets = [base, *(f"{base}.{alias.name}" for alias in node.names)]
+            for target in targets:
+                found = owner(target)
+                # A package importing its own modules (its public face) is no cycle.
+                if found and found != name and found.rpartition(".")[0] != name:
+                    graph[name].add(found)
+    return graph
+
+
+def test_no_import_cycles() -> None:
+    graph = _module_graph()
+    cycles: list[list[str]] = []
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(module: str) -> None:
+        state[module] = 1
+        path.append(module)
+        for dep in sorted(graph[module]):
+            if state.get(dep) == 1:
+                cycles.append([*path[path.index(dep) :], dep])
+            elif dep not in state:
+                visit(dep)
+        path.pop()
+        state[module] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module)
+    assert cycles == []
+
+
+def test_source_files_stay_under_600_lines() -> None:
+    long = [
+        f"{path.relative_to(ROOT)}: {n} lines"
+        for path in sorted(ROOT.rglob("*.py"))
+        if ".venv" not in path.parts and (n := len(path.read_text().splitlines())) > 600
+    ]
+    assert long == []

@@ -16,8 +16,9 @@ import pytest
 
 from actors.config import RuntimeConfig
 from actors.transcripts import load_conversation
-from actors.turns import TurnOutcome, TurnRequest
-from actors.vp_actor import VPWorker
+from actors.turns import TurnAck, TurnOrigin, TurnOutcome, TurnRequest
+from actors.dream import DreamReport
+from actors.vp_actor import VPActor
 from engine.errors import ErrorKind
 from engine.providers.base import ModelRequest, StreamItem
 from engine.providers.offline import Fail, OfflineProvider, Reply
@@ -25,14 +26,14 @@ from store.base import Group, GroupMessage
 from store.memory import vp_scope
 from tests.fixtures.stores import StoreFactory
 
-MakeWorker = Callable[..., VPWorker]
+MakeWorker = Callable[..., VPActor]
 
 
 @pytest.fixture
 async def make_worker(store_factory: StoreFactory) -> Any:
-    made: list[VPWorker] = []
+    made: list[VPActor] = []
 
-    def make(vp: str = "steve", provider: Any = None, **config: Any) -> VPWorker:
+    def make(vp: str = "steve", provider: Any = None, **config: Any) -> VPActor:
         cfg = RuntimeConfig(
             store_url=store_factory.url,
             data_dir=str(store_factory.data_dir),
@@ -44,28 +45,32 @@ async def make_worker(store_factory: StoreFactory) -> Any:
         )
         for key, value in config.items():
             setattr(cfg, key, value)
-        worker = VPWorker(vp, cfg)
+        worker = VPActor(vp, cfg)
         made.append(worker)
         return worker
 
     yield make
     for worker in made:
-        await worker.memory.close()
-        if worker._store is not None:
-            await worker._store.close()
+        await worker.services.memory.close()
+        await worker.services.store.close()
 
 
-async def group(worker: VPWorker, roster: list[str]) -> str:
+async def group(worker: VPActor, roster: list[str]) -> str:
     gid = f"grp_{uuid.uuid4().hex[:10]}"
-    await (await worker.store()).create_group(Group(id=gid, name="g", roster=roster))
+    await worker.services.store.create_group(Group(id=gid, name="g", roster=roster))
     return gid
 
 
-async def say(worker: VPWorker, gid: str, text: str, user: str = "ann") -> TurnOutcome:
-    store = await worker.store()
+async def say(worker: VPActor, gid: str, text: str, user: str = "ann") -> TurnOutcome:
+    store = worker.services.store
     msg, _ = await store.append_message(gid, GroupMessage(author=user, role="user", text=text))
-    req = TurnRequest(gid, worker.vp_id, uuid.uuid4().hex, msg.id, [], msg.id, user)
-    return await worker.run_turn(req)
+    origin = TurnOrigin(trigger_id=msg.id, chain_id=msg.id, user_id=user)
+    req = TurnRequest(gid, worker.vp_id, uuid.uuid4().hex, origin)
+    answers = [item async for item in worker.run_turn(req)]
+    # The actor acknowledges the start, then reports the outcome.
+    assert isinstance(answers[0], TurnAck) and len(answers) == 2
+    assert isinstance(answers[1], TurnOutcome)
+    return answers[1]
 
 
 async def test_what_a_user_said_is_remembered_in_another_group(make_worker: MakeWorker) -> None:
@@ -104,10 +109,10 @@ async def test_dream_writes_resident_memories_after_n_turns(make_worker: MakeWor
     gid = await group(steve, ["steve", "linus"])
     await say(steve, gid, "we will ship the billing page on friday")
     await say(steve, gid, "and the export after that")
-    await asyncio.gather(*steve.dreams)  # the dream scheduled after the second turn
-    residents = await steve.memory.list(vp_scope(gid, "steve"), kind="resident")
+    await asyncio.gather(*steve.dreams.running)  # the dream scheduled after the second turn
+    residents = await steve.services.memory.list(vp_scope(gid, "steve"), kind="resident")
     assert len(residents) == 1 and "billing page" in residents[0].text
-    assert (await steve.dream(gid)) == {"ran": False, "reason": "nothing new"}
+    assert (await steve.dream(gid)) == DreamReport(ran=False, reason="nothing new")
 
 
 class GatedDreams(OfflineProvider):
@@ -135,7 +140,7 @@ async def test_a_running_dream_never_delays_a_person(make_worker: MakeWorker) ->
     answered = await asyncio.wait_for(say(steve, gid, "second"), 10)
     assert answered.reason == "end_turn"
     provider.gate.set()
-    await asyncio.gather(*steve.dreams)
+    await asyncio.gather(*steve.dreams.running)
 
 
 async def test_compaction_summary_is_persisted_and_used_on_resume(
@@ -156,7 +161,7 @@ async def test_compaction_summary_is_persisted_and_used_on_resume(
     gid = await group(steve, ["steve"])
     for text in ("q1", "q2", "q3", "q4"):
         await say(steve, gid, text)
-    conv = await load_conversation(await steve.store(), gid, "steve")
+    conv = await load_conversation(steve.services.store, gid, "steve")
     assert conv is not None and conv.summary == "SUMMARY: ann asked three things"
     # A fresh worker (a restarted actor) picks the summary up from the store.
     script.push("a5")

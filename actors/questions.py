@@ -1,0 +1,63 @@
+"""Questions a VP asks people (``ask_user_question``) and the answers it awaits.
+
+A question goes out as a frame in the group's event log and waits for the
+matching ``ask_user_answer``. Its id names the VP that asked (see
+``actors.turns.new_question_id``), so the coordinator hands the answer
+straight to that VP.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+from actors.turns import new_question_id
+from actors.writer import TurnWriter
+from engine.tools.registry import AskUser
+
+
+class QuestionBox:
+    """The open questions of one VP actor, by request id."""
+
+    def __init__(self, vp_id: str, timeout_s: float, clock: Callable[[], float] = time.time):
+        self.vp_id = vp_id
+        self.timeout_s = timeout_s
+        self._clock = clock
+        self._open: dict[str, asyncio.Future[str]] = {}
+
+    def asker(self, writer: TurnWriter) -> AskUser:
+        """The ``ask_user`` callback of one turn: asks through that turn's writer."""
+
+        async def ask(question: str, choices: list[str] | None) -> str:
+            request_id = new_question_id(self.vp_id)
+            fut: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+            self._open[request_id] = fut
+            try:
+                await writer.events.question(
+                    writer.vp_id,
+                    writer.turn_id,
+                    request_id,
+                    question,
+                    choices,
+                    self._clock() + self.timeout_s,
+                )
+                async with asyncio.timeout(self.timeout_s):
+                    return await fut
+            except TimeoutError:
+                await writer.system(
+                    "the question expired before anyone answered", requestId=request_id
+                )
+                raise
+            finally:
+                self._open.pop(request_id, None)
+
+        return ask
+
+    def answer(self, request_id: str, answer: str) -> bool:
+        """Deliver an answer; False when the question is unknown, answered or expired."""
+        fut = self._open.get(request_id)
+        if fut is None or fut.done():
+            return False
+        fut.set_result(answer)
+        return True

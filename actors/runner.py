@@ -1,0 +1,293 @@
+"""One VP turn, step by step: context → memory → prompt → engine → reply → result.
+
+:class:`TurnRunner` is given everything it works with (:class:`VPServices`,
+the request, an abort event) and owns no state beyond the turn. Each step is
+a method; the order, and the rule that the reply is stored before the
+``result`` goes out, are visible in :meth:`TurnRunner.run`. The turn's
+:class:`~actors.turns.TurnTracker` records which step it reached.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+from actors.questions import QuestionBox
+from actors.tools import CoordinatorRouter
+from actors.transcripts import load_conversation, save_conversation
+from actors.turns import TurnOutcome, TurnRequest, TurnState, TurnTracker
+from actors.visibility import group_view
+from actors.writer import GroupEvents, TurnWriter, error_stop
+from engine.engine import Engine, TurnResult
+from engine.events import StopReason
+from engine.memory import recall, render_memory, scopes_for
+from engine.messages import Conversation, Message
+from engine.tools.registry import ToolContext
+from personas.directory import PersonaDirectory
+from personas.mentions import extract_mentions
+from personas.model import Persona
+from personas.prompts import build_system_prompt
+from personas.routing import Selection, Source, select_targets
+from protocol import AgentState
+from store.base import Group, GroupMessage, Store
+from store.memory import MemoryBackend
+
+log = logging.getLogger(__name__)
+
+# How much of the group log a turn reads to catch up. Older context reaches
+# the VP through its own transcript and compaction summaries.
+CATCH_UP_MESSAGES = 200
+QUICK_CATCH_UP = 20
+# Transcripts kept in memory between turns (least recently used go first).
+CACHED_TRANSCRIPTS = 512
+
+
+class TranscriptCache:
+    """This VP's transcripts by group: from memory, else from the store.
+
+    Only the VP's own actor writes them, so the copy kept between turns is
+    always the newest; a restarted actor starts from the store.
+    """
+
+    def __init__(self, vp_id: str, size: int = CACHED_TRANSCRIPTS) -> None:
+        self.vp_id = vp_id
+        self.size = size
+        self._items: OrderedDict[str, Conversation] = OrderedDict()
+
+    async def take(self, store: Store, group_id: str) -> Conversation:
+        conv = self._items.pop(group_id, None)
+        if conv is None:
+            conv = await load_conversation(store, group_id, self.vp_id)
+        return conv or Conversation(id=f"{group_id}:{self.vp_id}")
+
+    def keep(self, group_id: str, conv: Conversation) -> None:
+        self._items[group_id] = conv
+        while len(self._items) > self.size:
+            self._items.popitem(last=False)
+
+
+@dataclass(frozen=True, slots=True)
+class VPServices:
+    """What every turn of one VP works with; built once per VP actor."""
+
+    persona: Persona
+    personas: PersonaDirectory
+    engine: Engine
+    store: Store
+    memory: MemoryBackend
+    transcripts: TranscriptCache
+    questions: QuestionBox
+    recall_limit: int
+    recall_budget_tokens: int
+
+    @property
+    def vp_id(self) -> str:
+        return self.persona.id
+
+
+@dataclass(slots=True)
+class _Context:
+    """What the context step found: the group, the transcript and the turn's input."""
+
+    group: Group
+    conv: Conversation
+    trigger: Message | None
+    tools: ToolContext
+    allowed: set[str] | None = None
+    offered: list[str] = field(default_factory=list)
+
+
+class TurnRunner:
+    """Runs one turn of one VP in one group; :meth:`run` returns how it ended."""
+
+    def __init__(
+        self, services: VPServices, req: TurnRequest, abort: asyncio.Event, tracker: TurnTracker
+    ) -> None:
+        self.s = services
+        self.req = req
+        self.abort = abort
+        self.tracker = tracker
+        self.writer: TurnWriter = GroupEvents(services.store, req.group_id).turn(
+            services.vp_id, req.turn_id
+        )
+
+    async def run(self) -> TurnOutcome:
+        self.tracker.advance(TurnState.STARTED)
+        ctx = await self.context()
+        if ctx is None:
+            return await self.end_early()
+        memory = await self.recall(ctx)
+        system = self.prompt(ctx, memory)
+        self.tracker.advance(TurnState.RUNNING)
+        result = await self.answer(ctx, system, memory)
+        reply, mentioned = await self.store_reply(ctx.group)
+        self.tracker.advance(TurnState.STORED)
+        await self.writer.finish()
+        self.tracker.advance(TurnState.FINISHED)
+        await self.save(ctx.conv)
+        return self.outcome(result, reply, mentioned)
+
+    # -- steps -----------------------------------------------------------------
+    async def context(self) -> _Context | None:
+        """The group as this VP may see it up to the trigger; None when the turn cannot run."""
+        store, req = self.s.store, self.req
+        group = await store.get_group(req.group_id)
+        if self.abort.is_set() or group is None or self.s.vp_id not in group.roster:
+            return None
+        conv = await self.s.transcripts.take(store, req.group_id)
+        cursor = conv.meta.get("cursor")
+        recent = await self._catch_up(cursor)
+        context, trigger = group_view(recent, self.s.vp_id, cursor, req.origin.trigger_id)
+        conv.messages.extend(context)
+        tools = self._tool_context(group, conv)
+        allowed = set(self.s.persona.tools) if self.s.persona.tools is not None else None
+        if allowed is not None:
+            allowed.add("route_forward")
+        offered = [t.name for t in self.s.engine.tools.offered(tools, allowed)]
+        return _Context(group, conv, trigger, tools, allowed, offered)
+
+    async def recall(self, ctx: _Context) -> list[str]:
+        """Memories for the system prompt: the user's, the group's, this VP's own."""
+        query = ctx.trigger.content if ctx.trigger else ""
+        try:
+            scopes = scopes_for(self.req.origin.user_id, self.req.group_id, self.s.vp_id)
+            items = await recall(
+                self.s.memory,
+                scopes,
+                query if isinstance(query, str) else "",
+                now=time.time(),
+                vp_id=self.s.vp_id,
+                limit=self.s.recall_limit,
+                budget_tokens=self.s.recall_budget_tokens,
+            )
+        except Exception:
+            # Recall is a help, never a reason to fail the turn.
+            log.warning("memory recall failed for %s", self.s.vp_id, exc_info=True)
+            return []
+        return render_memory(items)
+
+    def prompt(self, ctx: _Context, memory: list[str]) -> str:
+        library = self.s.personas.library
+        roster = [p for p in (library.get(v) for v in ctx.group.roster) if p is not None]
+        return build_system_prompt(
+            persona=self.s.persona,
+            mode="group" if len(roster) > 1 else "chat",
+            language="zh" if ctx.group.settings.language == "zh" else "en",
+            roster=roster,
+            tools=ctx.offered,
+            memory=memory,
+        )
+
+    async def answer(self, ctx: _Context, system: str, memory: list[str]) -> TurnResult:
+        await self.writer.status(AgentState.THINKING)
+        return await self.s.engine.run_turn(
+            ctx.conv,
+            ctx.trigger,
+            system=system,
+            emit=self.writer.feed,
+            ctx=ctx.tools,
+            allowed_tools=ctx.allowed,
+            abort=self.abort,
+            options={"persona": self.s.persona.hint(), "memory": memory},
+        )
+
+    async def store_reply(self, group: Group) -> tuple[GroupMessage | None, Selection]:
+        """Put the reply in the group log; it is there before any client sees the result.
+
+        Its mentions are chosen by the same rules as a person's message
+        (``@all`` is everyone else); the coordinator routes the stored reply on.
+        """
+        stop = self.writer.stop
+        if self.writer.skipped or stop is None or not stop.text.strip():
+            return None, Selection()
+        req = self.req
+        meta: dict[str, object] = {
+            "causedBy": [*req.origin.caused_by, req.origin.trigger_id],
+            "chainId": req.origin.chain_id,
+            "turnId": req.turn_id,
+            "stop": str(stop.reason),
+        }
+        if stop.reason in (StopReason.ABORTED, StopReason.ERROR):
+            meta["incomplete"] = True
+        sel = select_targets(
+            extract_mentions(stop.text),
+            group.roster,
+            source=Source.VP_REPLY,
+            sender=self.s.vp_id,
+            resolve=self.s.personas.resolve,
+            cap=group.settings.fanout_cap,
+        )
+        stored, _ = await self.s.store.append_message(
+            req.group_id,
+            GroupMessage(
+                author=self.s.vp_id,
+                role="assistant",
+                text=stop.text,
+                mentions=sel.targets,
+                meta=meta,
+            ),
+        )
+        return stored, sel
+
+    async def save(self, conv: Conversation) -> None:
+        conv.meta["cursor"] = self.req.origin.trigger_id
+        await save_conversation(self.s.store, self.req.group_id, self.s.vp_id, conv)
+        self.s.transcripts.keep(self.req.group_id, conv)
+
+    async def end_early(self) -> TurnOutcome:
+        """The turn cannot run (aborted, group gone, VP removed): one error result."""
+        if self.abort.is_set():
+            stop = error_stop(StopReason.ABORTED, "aborted", "aborted")
+        else:
+            stop = error_stop(StopReason.ERROR, "the VP is no longer in this group", "error")
+        await self.writer.finish(stop)
+        self.tracker.advance(TurnState.FINISHED)
+        return TurnOutcome(
+            self.req.turn_id, self.s.vp_id, self.req.group_id, stop.reason, error=stop.error
+        )
+
+    # -- helpers -----------------------------------------------------------------
+    async def _catch_up(self, cursor: str | None) -> list[GroupMessage]:
+        """The group log since ``cursor``: a short read usually covers it."""
+        store, group_id = self.s.store, self.req.group_id
+        recent = await store.read_messages(group_id, limit=QUICK_CATCH_UP)
+        if len(recent) < QUICK_CATCH_UP or (cursor is not None and recent[0].id <= cursor):
+            return recent
+        return await store.read_messages(group_id, limit=CATCH_UP_MESSAGES)
+
+    def _tool_context(self, group: Group, conv: Conversation) -> ToolContext:
+        req = self.req
+        router = None
+        if req.router is not None:
+            router = CoordinatorRouter(req.router, req.group_id, self.s.vp_id, req.origin)
+        return ToolContext(
+            conversation_id=conv.id,
+            vp_id=self.s.vp_id,
+            group_id=req.group_id,
+            mode="group",
+            ask_user=self.s.questions.asker(self.writer),
+            router=router,
+            roster=tuple(group.roster),
+            services={"user_id": req.origin.user_id, "memory": self.s.memory},
+        )
+
+    def outcome(
+        self, result: TurnResult, reply: GroupMessage | None, mentioned: Selection
+    ) -> TurnOutcome:
+        skipped = self.writer.skipped
+        return TurnOutcome(
+            turn_id=self.req.turn_id,
+            vp_id=self.s.vp_id,
+            group_id=self.req.group_id,
+            reason=result.reason,
+            text="" if skipped else result.text,
+            message_id=reply.id if reply else None,
+            mentions=tuple(reply.mentions) if reply else (),
+            unknown=tuple(mentioned.unknown),
+            skipped=skipped,
+            error=result.error,
+            handoff=result.end_turn,
+        )

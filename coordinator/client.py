@@ -1,0 +1,100 @@
+"""The typed way to a group's coordinator: one async method per operation.
+
+A :class:`CoordinatorClient` wraps the actor handle of the coordinator that
+owns a group; callers (the gateway, the CLI, tests, benchmarks) never name a
+method as a string or read a result as a dict. Refusals arrive as
+:class:`~coordinator.errors.GroupError` (possibly wrapped by Ray).
+"""
+
+from __future__ import annotations
+
+from ray.actor import ActorHandle
+
+from actors.vp_actor import VPStats
+from coordinator.coordinator import CoordinatorWorker
+from coordinator.results import CancelResult, IngestResult
+from protocol.settings import GroupSettingsPatch
+from store.base import Group
+
+
+class CoordinatorClient:
+    """Calls about one group, on the coordinator actor that owns the group's shard."""
+
+    def __init__(self, handle: ActorHandle[CoordinatorWorker], group_id: str) -> None:
+        self._handle = handle
+        self.group_id = group_id
+
+    # -- group management ---------------------------------------------------
+    async def create_group(
+        self,
+        name: str,
+        roster: list[str],
+        default_vp: str | None = None,
+        members: list[str] | None = None,
+        settings: GroupSettingsPatch | None = None,
+    ) -> Group:
+        group: Group = await self._handle.create_group.remote(
+            self.group_id, name, roster, default_vp, members, settings
+        )
+        return group
+
+    async def get_group(self) -> Group | None:
+        group: Group | None = await self._handle.get_group.remote(self.group_id)
+        return group
+
+    async def rename_group(self, name: str) -> Group:
+        group: Group = await self._handle.rename_group.remote(self.group_id, name)
+        return group
+
+    async def delete_group(self) -> bool:
+        deleted: bool = await self._handle.delete_group.remote(self.group_id)
+        return deleted
+
+    async def add_vp(self, vp_id: str) -> Group:
+        group: Group = await self._handle.add_vp.remote(self.group_id, vp_id)
+        return group
+
+    async def remove_vp(self, vp_id: str) -> Group:
+        group: Group = await self._handle.remove_vp.remote(self.group_id, vp_id)
+        return group
+
+    async def set_default_vp(self, vp_id: str | None) -> Group:
+        group: Group = await self._handle.set_default_vp.remote(self.group_id, vp_id)
+        return group
+
+    async def update_settings(self, patch: GroupSettingsPatch) -> Group:
+        group: Group = await self._handle.update_settings.remote(self.group_id, patch)
+        return group
+
+    async def set_members(self, members: list[str]) -> Group:
+        group: Group = await self._handle.set_members.remote(self.group_id, members)
+        return group
+
+    # -- conversation ---------------------------------------------------------
+    async def ingest(
+        self,
+        sender: str,
+        text: str,
+        mentions: list[str] | None = None,
+        client_message_id: str | None = None,
+    ) -> IngestResult:
+        result: IngestResult = await self._handle.ingest.remote(
+            self.group_id, sender, text, mentions, client_message_id
+        )
+        return result
+
+    async def cancel(self, vp_id: str | None = None) -> CancelResult:
+        result: CancelResult = await self._handle.cancel.remote(self.group_id, vp_id)
+        return result
+
+    async def answer(self, request_id: str, answer: str) -> bool:
+        delivered: bool = await self._handle.answer.remote(self.group_id, request_id, answer)
+        return delivered
+
+    async def wait_idle(self, timeout_s: float = 60.0) -> bool:
+        idle: bool = await self._handle.wait_idle.remote(self.group_id, timeout_s)
+        return idle
+
+    async def vp_stats(self, vp_ids: list[str] | None = None) -> list[VPStats]:
+        stats: list[VPStats] = await self._handle.vp_stats.remote(self.group_id, vp_ids)
+        return stats

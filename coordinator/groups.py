@@ -1,0 +1,145 @@
+"""The groups one coordinator owns: their records, kept consistent and validated.
+
+Every change to a group goes through here (and so through the one
+coordinator that owns it): names are checked, roster names resolved to
+persona ids, and the default VP kept in the roster. Refusals raise
+:class:`~coordinator.errors.GroupError` with a :class:`GroupErrorCode`.
+"""
+
+from __future__ import annotations
+
+from coordinator.errors import GroupError, GroupErrorCode
+from personas.directory import PersonaDirectory
+from protocol.settings import GroupSettings, GroupSettingsPatch
+from store.base import Group, GroupStore, StoreError
+
+MAX_NAME = 120
+
+
+class GroupBook:
+    """A cache of this coordinator's group records over the store, and every change to them."""
+
+    def __init__(self, store: GroupStore, personas: PersonaDirectory) -> None:
+        self.store = store
+        self.personas = personas
+        self._groups: dict[str, Group] = {}
+
+    async def get(self, group_id: str) -> Group | None:
+        group = self._groups.get(group_id)
+        if group is None:
+            group = await self.store.get_group(group_id)
+            if group is not None:
+                self._groups[group_id] = group
+        return group
+
+    async def require(self, group_id: str) -> Group:
+        group = await self.get(group_id)
+        if group is None:
+            raise GroupError(GroupErrorCode.NOT_FOUND, f"group {group_id} not found")
+        return group
+
+    async def create(
+        self,
+        group_id: str,
+        name: str,
+        roster: list[str],
+        default_vp: str | None,
+        members: list[str],
+        settings: GroupSettingsPatch | None,
+    ) -> Group:
+        ids = self.roster_ids(roster)
+        if default_vp is not None:
+            (default_vp,) = self.roster_ids([default_vp])
+            if default_vp not in ids:
+                raise GroupError(
+                    GroupErrorCode.DEFAULT_NOT_IN_ROSTER, f"{default_vp} is not in the roster"
+                )
+        group = Group(
+            id=group_id,
+            name=_valid_name(name),
+            roster=ids,
+            default_vp=default_vp or (ids[0] if ids else None),
+            members=list(dict.fromkeys(members)),
+            settings=GroupSettings().apply(settings),
+        )
+        try:
+            created = await self.store.create_group(group)
+        except StoreError as exc:
+            raise GroupError(GroupErrorCode.CONFLICT, str(exc)) from exc
+        self._groups[group_id] = created
+        return created
+
+    async def rename(self, group_id: str, name: str) -> Group:
+        group = await self.require(group_id)
+        return await self._save(group.model_copy(update={"name": _valid_name(name)}))
+
+    async def forget(self, group_id: str) -> bool:
+        """Delete the group's record and everything under it; False if it did not exist."""
+        self._groups.pop(group_id, None)
+        return await self.store.delete_group(group_id)
+
+    async def add_vp(self, group_id: str, vp_id: str) -> Group:
+        group = await self.require(group_id)
+        (vp,) = self.roster_ids([vp_id])
+        if vp in group.roster:
+            return group
+        update = {"roster": [*group.roster, vp], "default_vp": group.default_vp or vp}
+        return await self._save(group.model_copy(update=update))
+
+    async def remove_vp(self, group_id: str, vp: str) -> Group:
+        group = await self.require(group_id)
+        roster = [v for v in group.roster if v != vp]
+        default = group.default_vp if group.default_vp != vp else (roster[0] if roster else None)
+        return await self._save(group.model_copy(update={"roster": roster, "default_vp": default}))
+
+    async def member_vp(self, group_id: str, vp_id: str) -> tuple[Group, str]:
+        """The group and the persona id ``vp_id`` names, which must be in its roster."""
+        group = await self.require(group_id)
+        (vp,) = self.roster_ids([vp_id])
+        if vp not in group.roster:
+            raise GroupError(GroupErrorCode.NOT_IN_ROSTER, f"{vp} is not in this group")
+        return group, vp
+
+    async def set_default_vp(self, group_id: str, vp_id: str | None) -> Group:
+        group = await self.require(group_id)
+        vp = self.roster_ids([vp_id])[0] if vp_id else None
+        if vp is not None and vp not in group.roster:
+            raise GroupError(GroupErrorCode.DEFAULT_NOT_IN_ROSTER, f"{vp} is not in the roster")
+        return await self._save(group.model_copy(update={"default_vp": vp}))
+
+    async def update_settings(self, group_id: str, patch: GroupSettingsPatch) -> Group:
+        group = await self.require(group_id)
+        return await self._save(group.model_copy(update={"settings": group.settings.apply(patch)}))
+
+    async def set_members(self, group_id: str, members: list[str]) -> Group:
+        group = await self.require(group_id)
+        return await self._save(group.model_copy(update={"members": list(dict.fromkeys(members))}))
+
+    def roster_ids(self, names: list[str]) -> list[str]:
+        """Persona ids for ``names`` (ids or aliases), without repeats; unknown names refused."""
+        ids: list[str] = []
+        unknown: list[str] = []
+        for name in names:
+            pid = self.personas.resolve(name)
+            if pid is None:
+                unknown.append(name)
+            elif pid not in ids:
+                ids.append(pid)
+        if unknown:
+            known = ", ".join(self.personas.library.ids())
+            raise GroupError(
+                GroupErrorCode.UNKNOWN_VP, f"unknown VP: {', '.join(unknown)}; known: {known}"
+            )
+        return ids
+
+    async def _save(self, group: Group) -> Group:
+        saved = await self.store.save_group(group)
+        self._groups[group.id] = saved
+        return saved
+
+
+def _valid_name(name: str) -> str:
+    name = (name or "").strip()
+    if not name or len(name) > MAX_NAME:
+        raise GroupError(GroupErrorCode.INVALID_NAME, "a group name needs 1 to 120 characters")
+    return name
