@@ -28,7 +28,7 @@ from actors.transcripts import load_conversation, save_conversation
 from actors.turns import TurnOutcome, TurnRequest
 from actors.visibility import group_view
 from engine.engine import Engine, TurnResult
-from engine.events import StopEvent
+from engine.events import StopEvent, StopReason
 from engine.memory import memory_tools, recall, render_memory, scopes_for
 from engine.messages import Conversation, Usage
 from engine.providers.registry import ProviderRegistry
@@ -370,7 +370,7 @@ class VPWorker:
     ) -> TurnOutcome:
         await writer.feed(
             StopEvent(
-                reason="aborted" if reason == "aborted" else "error",
+                reason=StopReason.ABORTED if reason == "aborted" else StopReason.ERROR,
                 usage=Usage(),
                 cost_usd=0.0,
                 duration_ms=0,

@@ -24,7 +24,7 @@ from actors.turns import TurnOutcome, TurnRequest
 from actors.vp_actor import VPWorker
 from coordinator.loop_guard import Chain, LoopGuard, Verdict
 from coordinator.mentions import extract_mentions, select_targets
-from engine.events import StopEvent
+from engine.events import StopEvent, StopReason
 from engine.messages import Usage
 from personas.loader import load_personas
 from store.base import Group, GroupMessage, GroupSettings, Store, StoreError
@@ -508,7 +508,7 @@ class CoordinatorWorker:
         )
         await writer.feed(
             StopEvent(
-                reason="error",
+                reason=StopReason.ERROR,
                 usage=Usage(),
                 cost_usd=0.0,
                 duration_ms=0,
