@@ -24,6 +24,7 @@ from typing import Literal
 from engine.events import (
     EngineEvent,
     NoticeEvent,
+    NoticeKind,
     StopEvent,
     StopReason,
     TextDelta,
@@ -61,20 +62,24 @@ DEFAULT_FLUSH_INTERVAL = 0.05
 DEFAULT_FLUSH_CHARS = 200
 
 RESULT_SUBTYPES: dict[StopReason, ResultSubtype] = {
-    "end_turn": "success",
-    "tool_handoff": "success",
-    "finish": "success",
+    StopReason.END_TURN: "success",
+    StopReason.TOOL_HANDOFF: "success",
+    StopReason.FINISH: "success",
     # The engine only stops on max_tokens once its continuations are spent;
     # what was written is still a usable answer.
-    "max_tokens": "success",
+    StopReason.MAX_TOKENS: "success",
     # A turn should not stop waiting for tools, but if one does nothing failed.
-    "tool_use": "success",
-    "error_max_turns": "error_max_turns",
-    "error": "error_during_execution",
-    "aborted": "error_during_execution",
+    StopReason.TOOL_USE: "success",
+    StopReason.ERROR_MAX_TURNS: "error_max_turns",
+    StopReason.ERROR: "error_during_execution",
+    StopReason.ABORTED: "error_during_execution",
 }
+"""The ``result`` subtype of every stop reason; a test checks none is missing."""
 
-_NOTICE_SUBTYPES: dict[str, SystemSubtype] = {"compact": "compact", "error": "error"}
+_NOTICE_SUBTYPES: dict[NoticeKind, SystemSubtype] = {
+    NoticeKind.COMPACT: "compact",
+    NoticeKind.ERROR: "error",
+}
 
 DeltaKind = Literal["text", "thinking"]
 
@@ -105,7 +110,7 @@ def tool_result_payload(event: ToolResultEvent) -> UserData:
 def notice_payload(event: NoticeEvent) -> SystemData:
     """A ``system`` payload; compactions and errors get their own subtype."""
     subtype = _NOTICE_SUBTYPES.get(event.kind, "notice")
-    detail = {**event.detail, "kind": event.kind}
+    detail = {**event.detail, "kind": event.kind.value}
     return SystemData(subtype=subtype, message=event.message, detail=detail)
 
 
@@ -136,7 +141,7 @@ def result_payload(
             cache_read_input_tokens=used.cache_read_tokens,
             cache_creation_input_tokens=used.cache_write_tokens,
         ),
-        stop_reason=event.reason,
+        stop_reason=event.reason.value,
         error=event.error,
         error_kind=event.error_kind,
         result=text,

@@ -16,9 +16,16 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from engine.errors import NO_FAILOVER, RETRYABLE, AllModelsFailed, Attempt, ErrorKind, ModelError
-from engine.events import EngineEvent, NoticeEvent, TextDelta, ThinkingDelta, ToolCallEvent
+from engine.events import (
+    EngineEvent,
+    NoticeEvent,
+    NoticeKind,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallEvent,
+)
 from engine.messages import Thinking, ToolCall, Usage
-from engine.providers.base import ModelRequest, StopItem, ToolSpec, UsageItem
+from engine.providers.base import ModelRequest, ModelStop, StopItem, ToolSpec, UsageItem
 from engine.providers.registry import ProviderRegistry
 
 log = logging.getLogger(__name__)
@@ -53,7 +60,7 @@ class CallResult:
     thinking: list[Thinking] = field(default_factory=list)
     tool_calls: list[ToolCall] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
-    stop: str = "end_turn"
+    stop: ModelStop = ModelStop.END_TURN
     attempts: list[Attempt] = field(default_factory=list)
 
 
@@ -124,7 +131,7 @@ class ModelCaller:
                     retry += 1
                     await self._notice(
                         emit,
-                        "retry",
+                        NoticeKind.RETRY,
                         f"{model} failed ({err.kind.value}); retry {retry} in {wait:.1f}s",
                         {
                             "model": model,
@@ -142,7 +149,7 @@ class ModelCaller:
                 nxt = self.chain[index + 1]
                 await self._notice(
                     emit,
-                    "fallback",
+                    NoticeKind.FALLBACK,
                     f"{model} failed ({last.kind.value if last else 'error'}); trying {nxt}",
                     {
                         "from": model,
@@ -210,11 +217,11 @@ class ModelCaller:
         result.text = "".join(text)
         if thinking:
             result.thinking = [Thinking(text="".join(thinking), signature=signature)]
-        if result.tool_calls and result.stop == "end_turn":
-            result.stop = "tool_use"
+        if result.tool_calls and result.stop is ModelStop.END_TURN:
+            result.stop = ModelStop.TOOL_USE
         return result
 
     @staticmethod
-    async def _notice(emit: Emit | None, kind: str, message: str, detail: dict) -> None:
+    async def _notice(emit: Emit | None, kind: NoticeKind, message: str, detail: dict) -> None:
         if emit is not None:
             await emit(NoticeEvent(kind, message, detail))

@@ -27,6 +27,7 @@ from engine.errors import AllModelsFailed, ErrorKind, ModelError
 from engine.events import (
     EngineEvent,
     NoticeEvent,
+    NoticeKind,
     StopEvent,
     StopReason,
     ToolResultEvent,
@@ -35,6 +36,7 @@ from engine.events import (
 from engine.history import repair, truncate_tool_result
 from engine.messages import Conversation, Message, Usage, estimate_tokens, message_tokens
 from engine.pricing import PriceTable
+from engine.providers.base import ModelStop
 from engine.providers.registry import ProviderRegistry
 from engine.settings import EngineSettings
 from engine.tools.builtin import builtin_tools
@@ -222,10 +224,11 @@ class _Turn:
                 if stop is not None:
                     return await self.finish(stop)
         except ModelError as err:
-            return await self.finish(_Stop("error", err))
+            return await self.finish(_Stop(StopReason.ERROR, err))
         except Exception as exc:
             log.exception("turn of %s failed", self.conv.id)
-            return await self.finish(_Stop("error", ModelError(ErrorKind.UNKNOWN, repr(exc))))
+            unknown = ModelError(ErrorKind.UNKNOWN, repr(exc))
+            return await self.finish(_Stop(StopReason.ERROR, unknown))
 
     async def step(self) -> _Stop | None:
         await self.prepare_history()
@@ -248,13 +251,13 @@ class _Turn:
         if final:
             result.tool_calls = []
             await self.record(result)
-            return _Stop("end_turn")
+            return _Stop(StopReason.END_TURN)
         await self.record(result)
         if result.tool_calls:
             return await self.run_tools(result)
-        if result.stop == "max_tokens":
+        if result.stop is ModelStop.MAX_TOKENS:
             return await self.continue_after_max_tokens()
-        return _Stop("end_turn")
+        return _Stop(StopReason.END_TURN)
 
     async def call_model(self, final: bool) -> CallResult:
         system = self.system
@@ -264,7 +267,7 @@ class _Turn:
             system += f"\n\n{self.e.final_answer_prompt}"
             await self.emit(
                 NoticeEvent(
-                    "budget",
+                    NoticeKind.BUDGET,
                     "tool budget spent; answering without tools",
                     {"tool_iterations": self.tool_iterations},
                 )
@@ -296,7 +299,8 @@ class _Turn:
                 result.text,
                 thinking=result.thinking,
                 tool_calls=result.tool_calls,
-                meta={"model": result.model, "stop": result.stop},
+                # The plain value: meta is persisted as JSON and read back as text.
+                meta={"model": result.model, "stop": result.stop.value},
             )
         )
 
@@ -311,19 +315,21 @@ class _Turn:
         self.tool_iterations += 1
         if self.ctx.end_turn is not None:
             kind = self.ctx.end_turn.kind
-            return _Stop("finish" if kind == "finish" else "tool_handoff")
+            return _Stop(StopReason.FINISH if kind == "finish" else StopReason.TOOL_HANDOFF)
         return None
 
     async def continue_after_max_tokens(self) -> _Stop | None:
         if self.continuations >= self.e.settings.max_continuations:
-            return _Stop("max_tokens")
+            return _Stop(StopReason.MAX_TOKENS)
         self.continuations += 1
         self.conv.messages.append(
             Message.user(CONTINUE_PROMPT, meta={"internal": True, "continuation": True})
         )
         await self.emit(
             NoticeEvent(
-                "continue", "output limit reached; continuing", {"continuation": self.continuations}
+                NoticeKind.CONTINUE,
+                "output limit reached; continuing",
+                {"continuation": self.continuations},
             )
         )
         return None
@@ -339,7 +345,7 @@ class _Turn:
             self.conv.messages = fixed
             await self.emit(
                 NoticeEvent(
-                    "repair",
+                    NoticeKind.REPAIR,
                     "transcript repaired before the request",
                     {
                         "added": report.added,
@@ -358,7 +364,7 @@ class _Turn:
             if await compact(self.conv, keep, self.summarize):
                 await self.emit(
                     NoticeEvent(
-                        "compact",
+                        NoticeKind.COMPACT,
                         "older turns were summarised",
                         {"summary": self.conv.summary, "compactions": self.conv.compactions},
                     )
@@ -374,7 +380,9 @@ class _Turn:
             if shrunk:
                 await self.emit(
                     NoticeEvent(
-                        "truncate", f"{shrunk} large tool results shortened", {"count": shrunk}
+                        NoticeKind.TRUNCATE,
+                        f"{shrunk} large tool results shortened",
+                        {"count": shrunk},
                     )
                 )
                 return True
@@ -432,4 +440,5 @@ class _Turn:
             self.conv.messages.append(Message.assistant(said, meta={"incomplete": True}))
         self.partial = []
         self.conv.messages, _ = repair(self.conv.messages)
-        return await self.finish(_Stop("aborted", ModelError(ErrorKind.ABORTED, "turn aborted")))
+        aborted = ModelError(ErrorKind.ABORTED, "turn aborted")
+        return await self.finish(_Stop(StopReason.ABORTED, aborted))

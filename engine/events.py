@@ -7,20 +7,45 @@ into ``claude_output`` / ``yeaft_output`` data payloads.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, Literal
 
 from engine.messages import Usage
 
-StopReason = Literal[
-    "end_turn",
-    "max_tokens",
-    "tool_use",
-    "tool_handoff",
-    "finish",
-    "aborted",
-    "error",
-    "error_max_turns",
-]
+
+class StopReason(StrEnum):
+    """Why a turn ended; the value is the ``stop_reason`` a ``result`` payload carries.
+
+    Every member must have a result subtype in ``engine.bridge.RESULT_SUBTYPES``
+    (a test enforces it). Members compare equal to their string values.
+    """
+
+    END_TURN = "end_turn"
+    # Output limit reached and the continuations the settings allow are spent.
+    MAX_TOKENS = "max_tokens"
+    # Claude's name for a stop to run tools; the engine runs them instead of
+    # ending the turn, so it does not end a turn with this today.
+    TOOL_USE = "tool_use"
+    # A tool ended the turn to hand the conversation over (``request_end_turn``).
+    TOOL_HANDOFF = "tool_handoff"
+    # The model called the ``finish`` tool.
+    FINISH = "finish"
+    ABORTED = "aborted"
+    ERROR = "error"
+    ERROR_MAX_TURNS = "error_max_turns"
+
+
+class NoticeKind(StrEnum):
+    """What a :class:`NoticeEvent` reports; the value goes out as ``detail.kind``."""
+
+    RETRY = "retry"
+    FALLBACK = "fallback"
+    COMPACT = "compact"
+    CONTINUE = "continue"
+    TRUNCATE = "truncate"
+    REPAIR = "repair"
+    BUDGET = "budget"
+    ERROR = "error"
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,19 +92,27 @@ class UsageEvent:
 class NoticeEvent:
     """Something the user should know that is not model output.
 
-    ``kind`` is one of ``retry``, ``fallback``, ``compact``, ``continue``,
-    ``truncate``, ``repair``, ``budget`` or ``error``.
+    ``kind`` is always a :class:`NoticeKind` member; a plain string naming
+    one is converted, any other value raises ``ValueError``.
     """
 
-    kind: str
+    kind: NoticeKind
     message: str
     detail: dict[str, Any] = field(default_factory=dict)
     type: Literal["notice"] = "notice"
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", NoticeKind(self.kind))
+
 
 @dataclass(frozen=True, slots=True)
 class StopEvent:
-    """The end of a turn. Exactly one is emitted per turn, always last."""
+    """The end of a turn. Exactly one is emitted per turn, always last.
+
+    ``reason`` is always a :class:`StopReason` member; a plain string naming
+    one is converted (code above the engine may still build stops from
+    strings), any other value raises ``ValueError``.
+    """
 
     reason: StopReason
     usage: Usage
@@ -92,6 +125,9 @@ class StopEvent:
     # Everything the model said in the turn (what a transcript or log keeps).
     text: str = ""
     type: Literal["stop"] = "stop"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "reason", StopReason(self.reason))
 
 
 EngineEvent = (

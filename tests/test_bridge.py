@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 
@@ -12,6 +12,7 @@ from engine.bridge import RESULT_SUBTYPES, Payload, WebBridge, result_payload
 from engine.events import (
     EngineEvent,
     NoticeEvent,
+    NoticeKind,
     StopEvent,
     StopReason,
     TextDelta,
@@ -22,6 +23,7 @@ from engine.events import (
 )
 from engine.messages import Usage
 from protocol import dump, parse_data
+from protocol.data import ResultSubtype
 
 LONG = 3600.0  # an interval no test waits out: only size, clock or close flush
 WAIT_LIMIT = 2.0
@@ -73,7 +75,7 @@ class FakeClock:
         return self.now
 
 
-def stop(reason: StopReason = "end_turn", **kw: Any) -> StopEvent:
+def stop(reason: StopReason = StopReason.END_TURN, **kw: Any) -> StopEvent:
     fields: dict[str, Any] = {"usage": Usage(), "cost_usd": 0.0, "duration_ms": 5}
     fields.update(kw)
     return StopEvent(reason=reason, **fields)
@@ -127,11 +129,22 @@ async def test_tool_call_and_result(recorder: Recorder) -> None:
 
 @pytest.mark.parametrize(
     ("kind", "subtype"),
-    [("retry", "notice"), ("fallback", "notice"), ("compact", "compact"), ("error", "error")],
+    [
+        (NoticeKind.RETRY, "notice"),
+        (NoticeKind.FALLBACK, "notice"),
+        (NoticeKind.CONTINUE, "notice"),
+        (NoticeKind.TRUNCATE, "notice"),
+        (NoticeKind.REPAIR, "notice"),
+        (NoticeKind.BUDGET, "notice"),
+        (NoticeKind.COMPACT, "compact"),
+        (NoticeKind.ERROR, "error"),
+    ],
 )
-async def test_notice_becomes_system(recorder: Recorder, kind: str, subtype: str) -> None:
+async def test_notice_becomes_system(recorder: Recorder, kind: NoticeKind, subtype: str) -> None:
     bridge = eager(recorder)
     await bridge.feed(NoticeEvent(kind, "something happened", {"attempt": 2}))
+    # The wire carries the plain value, not the enum member.
+    assert type(recorder.payloads[0]["detail"]["kind"]) is str
     assert recorder.payloads == [
         {
             "type": "system",
@@ -145,13 +158,14 @@ async def test_notice_becomes_system(recorder: Recorder, kind: str, subtype: str
 @pytest.mark.parametrize(
     ("reason", "subtype", "is_error"),
     [
-        ("end_turn", "success", False),
-        ("tool_handoff", "success", False),
-        ("finish", "success", False),
-        ("max_tokens", "success", False),
-        ("error_max_turns", "error_max_turns", True),
-        ("error", "error_during_execution", True),
-        ("aborted", "error_during_execution", True),
+        (StopReason.END_TURN, "success", False),
+        (StopReason.TOOL_HANDOFF, "success", False),
+        (StopReason.FINISH, "success", False),
+        (StopReason.MAX_TOKENS, "success", False),
+        (StopReason.TOOL_USE, "success", False),
+        (StopReason.ERROR_MAX_TURNS, "error_max_turns", True),
+        (StopReason.ERROR, "error_during_execution", True),
+        (StopReason.ABORTED, "error_during_execution", True),
     ],
 )
 async def test_stop_becomes_result(
@@ -173,6 +187,7 @@ async def test_stop_becomes_result(
         )
     )
     result = recorder.payloads[-1]
+    assert type(result["stop_reason"]) is str
     assert result == {
         "type": "result",
         "subtype": subtype,
@@ -194,7 +209,28 @@ async def test_stop_becomes_result(
 
 
 def test_every_stop_reason_has_a_subtype() -> None:
-    assert set(RESULT_SUBTYPES) == set(StopReason.__args__)  # type: ignore[attr-defined]
+    # Fails when a StopReason member is added without a result subtype.
+    assert [reason for reason in StopReason if reason not in RESULT_SUBTYPES] == []
+    assert set(RESULT_SUBTYPES) == set(StopReason)
+    assert set(RESULT_SUBTYPES.values()) <= set(get_args(ResultSubtype))
+
+
+@pytest.mark.parametrize("reason", list(StopReason))
+def test_every_stop_reason_gives_a_valid_result(reason: StopReason) -> None:
+    payload = result_payload(stop(reason), session_id="conv-1")
+    assert payload["subtype"] == RESULT_SUBTYPES[reason]
+    assert payload["stop_reason"] == reason.value
+    assert dump(parse_data(payload)) == payload
+
+
+def test_events_turn_plain_strings_into_members() -> None:
+    # Code above the engine may still build a stop from a string.
+    assert stop("aborted").reason is StopReason.ABORTED  # type: ignore[arg-type]
+    assert NoticeEvent("retry", "again").kind is NoticeKind.RETRY  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        stop("done")  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        NoticeEvent("oops", "no such kind")  # type: ignore[arg-type]
 
 
 async def test_usage_is_accumulated_not_sent(recorder: Recorder) -> None:
@@ -239,7 +275,8 @@ async def test_result_text_is_the_text_after_the_last_tool(recorder: Recorder) -
 
 
 def test_result_payload_is_usable_on_its_own() -> None:
-    data = dump(result_payload(stop("error", error="x", error_kind="auth"), session_id="s"))
+    stopped = stop(StopReason.ERROR, error="x", error_kind="auth")
+    data = dump(result_payload(stopped, session_id="s"))
     assert data["subtype"] == "error_during_execution"
     assert data["error_kind"] == "auth"
     assert "attempts" not in data
@@ -338,7 +375,7 @@ async def test_non_text_event_flushes_held_text_first(recorder: Recorder) -> Non
     await bridge.feed(ToolResultEvent("t1", "ls", "x"))
     await bridge.feed(TextDelta("Found "))  # a new stretch of text: at once again
     await bridge.feed(TextDelta("it."))
-    await bridge.feed(NoticeEvent("retry", "again"))
+    await bridge.feed(NoticeEvent(NoticeKind.RETRY, "again"))
     await bridge.feed(TextDelta("Done"))
     await bridge.feed(stop())
     assert recorder.blocks() == [
@@ -493,7 +530,7 @@ def _random_events(rng: random.Random) -> list[EngineEvent]:
         elif roll < 0.89:
             events.append(ToolResultEvent(f"t{n}", "tool", str(n)))
         elif roll < 0.95:
-            events.append(NoticeEvent("retry", f"notice {n}"))
+            events.append(NoticeEvent(NoticeKind.RETRY, f"notice {n}"))
         else:
             events.append(UsageEvent(Usage(output_tokens=1), "p", "m"))
     events.append(stop())

@@ -8,9 +8,10 @@ import pytest
 from pydantic import BaseModel
 
 from engine.errors import ErrorKind
-from engine.events import StopEvent, TextDelta
+from engine.events import NoticeKind, StopEvent, StopReason, TextDelta
 from engine.messages import Conversation, Message, ToolCall
 from engine.pricing import Price, PriceTable
+from engine.providers.base import ModelStop
 from engine.providers.offline import Fail, OfflineProvider, Reply
 from engine.tools.registry import Tool, ToolContext, ToolRegistry
 from tests.engine_helpers import Recorder, scripted_engine
@@ -24,7 +25,7 @@ async def test_plain_turn_streams_text_usage_and_one_stop() -> None:
     engine, provider, _ = scripted_engine("hello there world")
     rec, c = Recorder(), conv()
     result = await engine.run_turn(c, Message.user("hi"), system="sys", emit=rec)
-    assert result.reason == "end_turn"
+    assert result.reason is StopReason.END_TURN
     assert result.text == "hello there world"
     assert rec.kinds == ["text_delta"] * 3 + ["usage", "stop"]
     assert [m.role for m in c.messages] == ["user", "assistant"]
@@ -37,7 +38,7 @@ async def test_tool_loop_runs_tool_and_streams_again() -> None:
     )
     rec, c = Recorder(), conv()
     result = await engine.run_turn(c, Message.user("q"), system="s", emit=rec)
-    assert result.reason == "end_turn" and provider.calls == 2
+    assert result.reason is StopReason.END_TURN and provider.calls == 2
     assert rec.kinds.index("tool_call") < rec.kinds.index("tool_result")
     assert [m.role for m in c.messages] == ["user", "assistant", "tool", "assistant"]
     # The second request carries the tool result back to the model.
@@ -46,19 +47,21 @@ async def test_tool_loop_runs_tool_and_streams_again() -> None:
 
 
 async def test_max_tokens_continues_at_most_three_times() -> None:
-    engine, provider, _ = scripted_engine(*[Reply(f"part{i}", stop="max_tokens") for i in range(5)])
+    engine, provider, _ = scripted_engine(
+        *[Reply(f"part{i}", stop=ModelStop.MAX_TOKENS) for i in range(5)]
+    )
     rec, c = Recorder(), conv()
     result = await engine.run_turn(c, Message.user("long"), system="s", emit=rec)
     assert provider.calls == 4  # the first call and three continuations
-    assert result.reason == "max_tokens"
+    assert result.reason is StopReason.MAX_TOKENS
     assert result.text == "part0part1part2part3"
-    assert len([n for n in rec.of("notice") if n.kind == "continue"]) == 3
+    assert len([n for n in rec.of("notice") if n.kind is NoticeKind.CONTINUE]) == 3
 
 
 async def test_continuation_then_end_turn_joins_text() -> None:
-    engine, provider, _ = scripted_engine(Reply("a", stop="max_tokens"), Reply("b"))
+    engine, provider, _ = scripted_engine(Reply("a", stop=ModelStop.MAX_TOKENS), Reply("b"))
     result = await engine.run_turn(conv(), Message.user("x"), system="s")
-    assert (result.reason, result.text, provider.calls) == ("end_turn", "ab", 2)
+    assert (result.reason, result.text, provider.calls) == (StopReason.END_TURN, "ab", 2)
 
 
 async def test_tool_budget_then_one_final_call_without_tools() -> None:
@@ -74,7 +77,7 @@ async def test_tool_budget_then_one_final_call_without_tools() -> None:
     final = provider.requests[2]
     assert final.tools == []
     assert "tool budget" in final.system
-    assert result.reason == "end_turn" and result.text == "answer"
+    assert result.reason is StopReason.END_TURN and result.text == "answer"
     # A tool call in the final answer is dropped, never left dangling.
     assert c.messages[-1].tool_calls == []
 
@@ -85,9 +88,9 @@ async def test_retry_honours_retry_after() -> None:
     )
     rec = Recorder()
     result = await engine.run_turn(conv(), Message.user("x"), system="s", emit=rec)
-    assert result.reason == "end_turn" and provider.calls == 2
+    assert result.reason is StopReason.END_TURN and provider.calls == 2
     assert sleep.delays == [7.0]
-    assert [n.kind for n in rec.of("notice")] == ["retry"]
+    assert [n.kind for n in rec.of("notice")] == [NoticeKind.RETRY]
 
 
 async def test_retry_backoff_is_exponential_and_bounded() -> None:
@@ -97,7 +100,7 @@ async def test_retry_backoff_is_exponential_and_bounded() -> None:
     # rand() is 0.5, so jitter is zero: 1, 2, 4 seconds, then give up.
     assert sleep.delays == [1.0, 2.0, 4.0]
     assert provider.calls == 4
-    assert result.reason == "error" and result.error_kind == "overloaded"
+    assert result.reason is StopReason.ERROR and result.error_kind == "overloaded"
 
 
 async def test_jitter_spreads_delays() -> None:
@@ -116,7 +119,7 @@ async def test_no_retry_once_a_tool_call_was_emitted() -> None:
     )
     result = await engine.run_turn(conv(), Message.user("x"), system="s")
     assert provider.calls == 1 and sleep.delays == []
-    assert result.reason == "error"
+    assert result.reason is StopReason.ERROR
 
 
 async def test_fallback_chain_records_attempts() -> None:
@@ -138,7 +141,7 @@ async def test_fallback_chain_records_attempts() -> None:
             "message": "bad key",
         }
     ]
-    fb = [n for n in rec.of("notice") if n.kind == "fallback"]
+    fb = [n for n in rec.of("notice") if n.kind is NoticeKind.FALLBACK]
     assert fb and fb[0].detail["to"] == "backup:b1"
 
 
@@ -151,7 +154,7 @@ async def test_all_models_failed_lists_every_attempt() -> None:
     )
     rec = Recorder()
     result = await engine.run_turn(conv(), Message.user("x"), system="s", emit=rec)
-    assert result.reason == "error"
+    assert result.reason is StopReason.ERROR
     assert result.error is not None and "All models failed (2)" in result.error
     assert (
         "offline:test: billing 402" in result.error and "backup:b1: model_not_found" in result.error
@@ -168,7 +171,7 @@ async def test_abort_and_overflow_never_fail_over(kind: ErrorKind) -> None:
     )
     result = await engine.run_turn(conv(), Message.user("x"), system="s")
     assert backup.calls == 0
-    assert result.reason == "error" and result.error_kind == kind.value
+    assert result.reason is StopReason.ERROR and result.error_kind == kind.value
 
 
 def history(turns: int) -> Conversation:
@@ -193,7 +196,7 @@ async def test_context_overflow_compacts_keeps_recent_turns_and_retries() -> Non
     )
     c, rec = history(5), Recorder()
     result = await engine.run_turn(c, Message.user("new question"), system="s", emit=rec)
-    assert result.reason == "end_turn" and result.text == "fits now"
+    assert result.reason is StopReason.END_TURN and result.text == "fits now"
     assert c.summary == "SUMMARY of turns 0-2" and c.compactions == 1
     # The last three turns (3, 4 and the new one) are kept verbatim, pairs intact.
     assert c.messages[0].content == "question 3"
@@ -202,7 +205,7 @@ async def test_context_overflow_compacts_keeps_recent_turns_and_retries() -> Non
     assert summary_request.tools == [] and "question 0" in summary_request.messages[0].content
     assert "question 4" not in summary_request.messages[0].content
     assert "SUMMARY of turns 0-2" in provider.requests[2].system
-    assert [n.kind for n in rec.of("notice")] == ["compact"]
+    assert [n.kind for n in rec.of("notice")] == [NoticeKind.COMPACT]
 
 
 async def test_overflow_compacts_at_most_three_times_then_fails_clearly() -> None:
@@ -214,7 +217,7 @@ async def test_overflow_compacts_at_most_three_times_then_fails_clearly() -> Non
     c = history(8)
     result = await engine.run_turn(c, Message.user("q"), system="s")
     assert c.compactions == 3 and provider.calls == 7
-    assert result.reason == "error" and result.error_kind == "context_overflow"
+    assert result.reason is StopReason.ERROR and result.error_kind == "context_overflow"
     assert result.error is not None and "context window" in result.error
 
 
@@ -250,7 +253,7 @@ async def test_orphans_repaired_before_every_request() -> None:
     assert [m.role for m in sent] == ["user", "assistant", "tool", "user", "assistant", "user"]
     assert sent[2].tool_call_id == "lost" and sent[2].is_error
     assert all(m.tool_call_id != "stray" for m in sent)
-    assert rec.of("notice")[0].kind == "repair"
+    assert rec.of("notice")[0].kind is NoticeKind.REPAIR
 
 
 async def test_abort_mid_stream_keeps_partial_text_and_ends_aborted() -> None:
@@ -267,7 +270,7 @@ async def test_abort_mid_stream_keeps_partial_text_and_ends_aborted() -> None:
 
     c = conv()
     result = await engine.run_turn(c, Message.user("x"), system="s", emit=emit, abort=abort)
-    assert result.reason == "aborted"
+    assert result.reason is StopReason.ABORTED
     assert rec.kinds[-1] == "stop" and len(rec.of("stop")) == 1
     assert c.messages[-1].content == "one two" and c.messages[-1].meta["incomplete"]
 
@@ -290,7 +293,7 @@ async def test_abort_during_tool_leaves_consistent_history() -> None:
     await started.wait()
     abort.set()
     result = await task
-    assert result.reason == "aborted"
+    assert result.reason is StopReason.ABORTED
     assert [m.role for m in c.messages] == ["user", "assistant", "tool"]
     assert c.messages[2].is_error  # the synthetic result for the interrupted call
 
@@ -304,7 +307,7 @@ async def test_cancelling_the_caller_still_emits_stop() -> None:
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert [s.reason for s in rec.of("stop")] == ["aborted"]
+    assert [s.reason for s in rec.of("stop")] == [StopReason.ABORTED]
 
 
 async def test_usage_and_cost_from_price_table() -> None:
@@ -322,8 +325,40 @@ async def test_usage_and_cost_from_price_table() -> None:
 async def test_finish_tool_ends_the_turn() -> None:
     engine, provider, _ = scripted_engine(Reply("done", tool_calls=[("finish", {"summary": "s"})]))
     result = await engine.run_turn(conv(), Message.user("x"), system="s")
-    assert result.reason == "finish" and provider.calls == 1
+    assert result.reason is StopReason.FINISH and provider.calls == 1
     assert result.end_turn == {"kind": "finish", "summary": "s"}
+
+
+async def test_other_end_turn_request_is_a_tool_handoff() -> None:
+    class P(BaseModel):
+        pass
+
+    async def hand_over(_: P, ctx: ToolContext) -> str:
+        ctx.request_end_turn("forward", to="bob")
+        return "forwarded"
+
+    engine, provider, _ = scripted_engine(Reply(tool_calls=[("hand_over", {})]), Reply("never"))
+    engine.tools.register(Tool("hand_over", "hands the turn on", P, hand_over))
+    rec = Recorder()
+    result = await engine.run_turn(conv(), Message.user("x"), system="s", emit=rec)
+    assert result.reason is StopReason.TOOL_HANDOFF and provider.calls == 1
+    assert [s.reason for s in rec.of("stop")] == [StopReason.TOOL_HANDOFF]
+    assert result.end_turn == {"kind": "forward", "to": "bob"}
+
+
+async def test_model_stop_is_read_as_a_member_and_stored_as_text() -> None:
+    # A provider that reports end_turn while calling tools is read as tool_use.
+    engine, _, _ = scripted_engine(
+        Reply(tool_calls=[("rethink", {"reason": "r"})], stop=ModelStop.END_TURN),
+        Reply("cut", stop=ModelStop.MAX_TOKENS),
+        Reply("done"),
+    )
+    c = conv()
+    await engine.run_turn(c, Message.user("x"), system="s")
+    stops = [m.meta["stop"] for m in c.messages if m.role == "assistant"]
+    assert stops == ["tool_use", "max_tokens", "end_turn"]
+    # Persisted metadata holds the plain value, not the enum member.
+    assert all(type(stop) is str for stop in stops)
 
 
 async def test_tools_filtered_by_allowlist() -> None:

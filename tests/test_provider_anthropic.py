@@ -12,8 +12,15 @@ import pytest
 from engine.errors import ErrorKind, ModelError
 from engine.events import TextDelta, ThinkingDelta, ToolCallEvent
 from engine.messages import Message, Thinking, ToolCall, Usage
-from engine.providers.anthropic import AnthropicProvider
-from engine.providers.base import ModelRequest, StopItem, StreamItem, ToolSpec, UsageItem
+from engine.providers.anthropic import STOP_REASONS, AnthropicProvider
+from engine.providers.base import (
+    ModelRequest,
+    ModelStop,
+    StopItem,
+    StreamItem,
+    ToolSpec,
+    UsageItem,
+)
 from tests.fixtures.llm_server import FakeLLM, Reply, ScriptedToolCall, unused_port
 
 MODEL = "claude-test"  # not a real model name, so the SDK has no deprecation warning for it
@@ -70,8 +77,8 @@ async def test_text_streams_in_order_and_ends_with_one_stop(
     deltas = of_type(items, TextDelta)
     assert len(deltas) == 5
     assert "".join(d.text for d in deltas) == "Small steps, often."
-    assert of_type(items, StopItem) == [StopItem("end_turn")]
-    assert items[-1] == StopItem("end_turn")
+    assert of_type(items, StopItem) == [StopItem(ModelStop.END_TURN)]
+    assert items[-1] == StopItem(ModelStop.END_TURN)
 
 
 async def test_usage_combines_message_start_and_delta(
@@ -91,16 +98,32 @@ async def test_usage_combines_message_start_and_delta(
     assert isinstance(items[-2], UsageItem)
 
 
-@pytest.mark.parametrize(
-    ("stop", "expected"),
-    [("max_tokens", "max_tokens"), ("stop_sequence", "end_turn"), ("end_turn", "end_turn")],
-)
+# Every stop_reason the Messages API documents, and one it does not (yet).
+VENDOR_STOPS = {
+    "end_turn": ModelStop.END_TURN,
+    "stop_sequence": ModelStop.END_TURN,
+    "max_tokens": ModelStop.MAX_TOKENS,
+    "tool_use": ModelStop.TOOL_USE,
+    "model_context_window_exceeded": ModelStop.MAX_TOKENS,
+    "pause_turn": ModelStop.END_TURN,
+    "refusal": ModelStop.END_TURN,
+    "something_new": ModelStop.END_TURN,
+}
+
+
+@pytest.mark.parametrize(("stop", "expected"), list(VENDOR_STOPS.items()))
 async def test_stop_reasons(
-    fake_llm: FakeLLM, provider: AnthropicProvider, stop: str, expected: str
+    fake_llm: FakeLLM, provider: AnthropicProvider, stop: str, expected: ModelStop
 ) -> None:
     fake_llm.text("some text", stop=stop)
 
-    assert (await collect(provider))[-1] == StopItem(expected)  # type: ignore[arg-type]
+    assert (await collect(provider))[-1].reason is expected  # type: ignore[union-attr]
+
+
+def test_the_stop_table_is_covered_above() -> None:
+    # A mapping added to the provider without a case above fails here.
+    assert set(STOP_REASONS) <= set(VENDOR_STOPS)
+    assert all(type(stop) is ModelStop for stop in STOP_REASONS.values())
 
 
 async def test_thinking_streams_with_its_signature(
@@ -164,7 +187,7 @@ async def test_tool_input_is_accumulated_until_block_stop(
 
     assert of_type(items, ToolCallEvent) == [ToolCallEvent("toolu_1", "search", args)]
     assert "".join(t.text for t in of_type(items, TextDelta)) == "Let me look."
-    assert items[-1] == StopItem("tool_use")
+    assert items[-1] == StopItem(ModelStop.TOOL_USE)
 
 
 async def test_multiple_tool_calls(fake_llm: FakeLLM, provider: AnthropicProvider) -> None:

@@ -12,8 +12,15 @@ import pytest
 from engine.errors import ErrorKind, ModelError
 from engine.events import TextDelta, ThinkingDelta, ToolCallEvent
 from engine.messages import Message, ToolCall, Usage
-from engine.providers.base import ModelRequest, StopItem, StreamItem, ToolSpec, UsageItem
-from engine.providers.openai import OpenAIProvider
+from engine.providers.base import (
+    ModelRequest,
+    ModelStop,
+    StopItem,
+    StreamItem,
+    ToolSpec,
+    UsageItem,
+)
+from engine.providers.openai import FINISH_REASONS, OpenAIProvider
 from tests.fixtures.llm_server import FakeLLM, Reply, ScriptedToolCall, unused_port
 
 WEATHER = ToolSpec(
@@ -68,8 +75,8 @@ async def test_text_streams_in_order_and_ends_with_one_stop(
     deltas = of_type(items, TextDelta)
     assert len(deltas) == 4
     assert "".join(d.text for d in deltas) == "The quick brown fox jumps."
-    assert of_type(items, StopItem) == [StopItem("end_turn")]
-    assert items[-1] == StopItem("end_turn")
+    assert of_type(items, StopItem) == [StopItem(ModelStop.END_TURN)]
+    assert items[-1] == StopItem(ModelStop.END_TURN)
 
 
 async def test_usage_separates_cached_tokens(fake_llm: FakeLLM, provider: OpenAIProvider) -> None:
@@ -91,7 +98,7 @@ async def test_finish_reason_length_maps_to_max_tokens(
 
     items = await collect(provider)
 
-    assert items[-1] == StopItem("max_tokens")
+    assert items[-1] == StopItem(ModelStop.MAX_TOKENS)
 
 
 async def test_unknown_finish_reason_is_an_end_turn(
@@ -99,7 +106,33 @@ async def test_unknown_finish_reason_is_an_end_turn(
 ) -> None:
     fake_llm.text("filtered", stop="content_filter")
 
-    assert (await collect(provider))[-1] == StopItem("end_turn")
+    assert (await collect(provider))[-1] == StopItem(ModelStop.END_TURN)
+
+
+# Every finish_reason Chat Completions servers send, and one no server sends yet.
+VENDOR_STOPS = {
+    "stop": ModelStop.END_TURN,
+    "length": ModelStop.MAX_TOKENS,
+    "tool_calls": ModelStop.TOOL_USE,
+    "function_call": ModelStop.TOOL_USE,
+    "content_filter": ModelStop.END_TURN,
+    "something_new": ModelStop.END_TURN,
+}
+
+
+@pytest.mark.parametrize(("finish", "expected"), list(VENDOR_STOPS.items()))
+async def test_each_finish_reason_maps_to_a_model_stop(
+    fake_llm: FakeLLM, provider: OpenAIProvider, finish: str, expected: ModelStop
+) -> None:
+    fake_llm.text("some text", stop=finish)
+
+    assert (await collect(provider))[-1].reason is expected  # type: ignore[union-attr]
+
+
+def test_the_finish_table_is_covered_above() -> None:
+    # A mapping added to the provider without a case above fails here.
+    assert set(FINISH_REASONS) <= set(VENDOR_STOPS)
+    assert all(type(stop) is ModelStop for stop in FINISH_REASONS.values())
 
 
 @pytest.mark.parametrize("field", ["reasoning_content", "reasoning"])
@@ -129,7 +162,7 @@ async def test_tool_call_arguments_are_accumulated_across_chunks(
     items = await collect(provider, request(tools=[WEATHER]))
 
     assert of_type(items, ToolCallEvent) == [ToolCallEvent("call_abc", "get_weather", args)]
-    assert items[-1] == StopItem("tool_use")
+    assert items[-1] == StopItem(ModelStop.TOOL_USE)
 
 
 async def test_multiple_tool_calls_come_out_in_order(
@@ -146,7 +179,7 @@ async def test_multiple_tool_calls_come_out_in_order(
     calls = of_type(items, ToolCallEvent)
     assert [(c.id, c.arguments["city"]) for c in calls] == [("call_1", "Oslo"), ("call_2", "Lima")]
     assert "".join(t.text for t in of_type(items, TextDelta)) == "Checking both."
-    assert items[-1] == StopItem("tool_use")
+    assert items[-1] == StopItem(ModelStop.TOOL_USE)
 
 
 async def test_invalid_tool_arguments_are_kept_raw(
@@ -166,7 +199,7 @@ async def test_tool_calls_win_over_the_finish_reason(
 
     items = await collect(provider, request(tools=[WEATHER]))
 
-    assert items[-1] == StopItem("tool_use")
+    assert items[-1] == StopItem(ModelStop.TOOL_USE)
 
 
 # --- request translation -------------------------------------------------

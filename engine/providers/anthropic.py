@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, cast
+from typing import Any, cast
 
 import anthropic
 from anthropic import AsyncAnthropic
@@ -23,7 +23,14 @@ from anthropic import types as wire
 from engine.errors import ErrorKind, ModelError, classify
 from engine.events import TextDelta, ThinkingDelta, ToolCallEvent
 from engine.messages import Message, Usage
-from engine.providers.base import ModelRequest, StopItem, StreamItem, ToolSpec, UsageItem
+from engine.providers.base import (
+    ModelRequest,
+    ModelStop,
+    StopItem,
+    StreamItem,
+    ToolSpec,
+    UsageItem,
+)
 from engine.providers.wire import (
     is_transport_error,
     parse_arguments,
@@ -31,16 +38,16 @@ from engine.providers.wire import (
     transport_message,
 )
 
-StopReason = Literal["end_turn", "max_tokens", "tool_use"]
-
-_STOP: dict[str, StopReason] = {
-    "end_turn": "end_turn",
-    "stop_sequence": "end_turn",
-    "max_tokens": "max_tokens",
-    "tool_use": "tool_use",
+# Messages API ``stop_reason`` values; any other one (``pause_turn``,
+# ``refusal``...) is END_TURN.
+STOP_REASONS: dict[str, ModelStop] = {
+    "end_turn": ModelStop.END_TURN,
+    "stop_sequence": ModelStop.END_TURN,
+    "max_tokens": ModelStop.MAX_TOKENS,
+    "tool_use": ModelStop.TOOL_USE,
     # The context window filled while generating: to the engine that is a
     # length stop, and continuing then overflows into compaction as it should.
-    "model_context_window_exceeded": "max_tokens",
+    "model_context_window_exceeded": ModelStop.MAX_TOKENS,
 }
 
 # An ``error`` event arrives inside a 200 response, so its HTTP status says
@@ -320,8 +327,10 @@ class _EventReader:
                 provider=provider,
                 model=model,
             )
-        reason: StopReason = (
-            "tool_use" if self._emitted_calls else _STOP.get(self._stop, "end_turn")
+        reason = (
+            ModelStop.TOOL_USE
+            if self._emitted_calls
+            else STOP_REASONS.get(self._stop, ModelStop.END_TURN)
         )
         return [UsageItem(self._usage), StopItem(reason)]
 

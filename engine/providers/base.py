@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from engine.events import TextDelta, ThinkingDelta, ToolCallEvent
@@ -36,6 +37,20 @@ class ModelRequest:
     options: dict[str, Any] = field(default_factory=dict)
 
 
+class ModelStop(StrEnum):
+    """Why one model call's stream ended, in the engine's words.
+
+    Each provider maps its vendor's values onto these (OpenAI's ``stop`` and
+    Anthropic's ``stop_sequence`` are both ``END_TURN``; a cut for length is
+    ``MAX_TOKENS``); a value a provider does not know is ``END_TURN``.
+    Members compare equal to their string values.
+    """
+
+    END_TURN = "end_turn"
+    MAX_TOKENS = "max_tokens"
+    TOOL_USE = "tool_use"
+
+
 @dataclass(frozen=True, slots=True)
 class UsageItem:
     usage: Usage
@@ -44,10 +59,17 @@ class UsageItem:
 
 @dataclass(frozen=True, slots=True)
 class StopItem:
-    """How the model ended this call: ``end_turn``, ``max_tokens`` or ``tool_use``."""
+    """How the model ended this call.
 
-    reason: Literal["end_turn", "max_tokens", "tool_use"]
+    ``reason`` is always a :class:`ModelStop` member; a plain string naming
+    one is converted, any other value raises ``ValueError``.
+    """
+
+    reason: ModelStop
     type: Literal["stop"] = "stop"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "reason", ModelStop(self.reason))
 
 
 StreamItem = TextDelta | ThinkingDelta | ToolCallEvent | UsageItem | StopItem

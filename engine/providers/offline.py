@@ -18,13 +18,13 @@ import re
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import parse_qsl
 
 from engine.errors import ErrorKind, ModelError
 from engine.events import TextDelta, ThinkingDelta, ToolCallEvent
 from engine.messages import Usage, estimate_tokens, message_tokens
-from engine.providers.base import ModelRequest, StopItem, StreamItem, UsageItem
+from engine.providers.base import ModelRequest, ModelStop, StopItem, StreamItem, UsageItem
 
 
 @dataclass(slots=True)
@@ -34,7 +34,8 @@ class Reply:
     text: str = ""
     thinking: str = ""
     tool_calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
-    stop: Literal["end_turn", "max_tokens", "tool_use"] | None = None
+    # None: TOOL_USE when the reply calls tools, else END_TURN.
+    stop: ModelStop | None = None
     # Seconds to wait before the first token (overrides the model's ttft).
     delay: float | None = None
 
@@ -273,7 +274,7 @@ class OfflineProvider:
             yield ToolCallEvent(call_id, tool, args)
             out_tokens += estimate_tokens(str(args)) + 2
         yield UsageItem(Usage(input_tokens=_prompt_tokens(request), output_tokens=out_tokens))
-        stop = step.stop or ("tool_use" if step.tool_calls else "end_turn")
+        stop = step.stop or (ModelStop.TOOL_USE if step.tool_calls else ModelStop.END_TURN)
         yield StopItem(stop)
 
     async def aclose(self) -> None:

@@ -15,7 +15,7 @@ import os
 import uuid
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, cast
+from typing import Any, cast
 
 import openai
 from openai import AsyncOpenAI
@@ -23,7 +23,14 @@ from openai import AsyncOpenAI
 from engine.errors import ErrorKind, ModelError, classify
 from engine.events import TextDelta, ThinkingDelta, ToolCallEvent
 from engine.messages import Message, Usage
-from engine.providers.base import ModelRequest, StopItem, StreamItem, ToolSpec, UsageItem
+from engine.providers.base import (
+    ModelRequest,
+    ModelStop,
+    StopItem,
+    StreamItem,
+    ToolSpec,
+    UsageItem,
+)
 from engine.providers.wire import (
     is_transport_error,
     parse_arguments,
@@ -31,14 +38,13 @@ from engine.providers.wire import (
     transport_message,
 )
 
-StopReason = Literal["end_turn", "max_tokens", "tool_use"]
-
-_FINISH: dict[str, StopReason] = {
-    "stop": "end_turn",
-    "length": "max_tokens",
-    "tool_calls": "tool_use",
-    "function_call": "tool_use",
-    "content_filter": "end_turn",
+# Chat Completions ``finish_reason`` values; any other one is END_TURN.
+FINISH_REASONS: dict[str, ModelStop] = {
+    "stop": ModelStop.END_TURN,
+    "length": ModelStop.MAX_TOKENS,
+    "tool_calls": ModelStop.TOOL_USE,
+    "function_call": ModelStop.TOOL_USE,
+    "content_filter": ModelStop.END_TURN,
 }
 
 # Reasoning text is not part of the official schema; vLLM and DeepSeek send
@@ -304,8 +310,10 @@ class _ChunkReader:
         items: list[StreamItem] = list(self._flush())
         if self._usage is not None:
             items.append(UsageItem(self._usage))
-        reason: StopReason = (
-            "tool_use" if self._emitted_calls else _FINISH.get(self._finish, "end_turn")
+        reason = (
+            ModelStop.TOOL_USE
+            if self._emitted_calls
+            else FINISH_REASONS.get(self._finish, ModelStop.END_TURN)
         )
         items.append(StopItem(reason))
         return items
