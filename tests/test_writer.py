@@ -1,0 +1,95 @@
+"""The one writer of a group's event log, on both store backends (no Ray)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from actors.writer import GroupEvents, error_stop
+from engine.events import StopEvent, StopReason, TextDelta, ToolCallEvent
+from engine.messages import Usage
+from personas.prompts import SKIP_TOKEN
+from protocol import parse_server_frame
+from store.base import Store
+
+
+def stop(text: str, reason: StopReason = StopReason.END_TURN) -> StopEvent:
+    return StopEvent(reason=reason, usage=Usage(), cost_usd=0.0, duration_ms=3, text=text)
+
+
+async def frames(store: Store, group_id: str) -> list[dict[str, Any]]:
+    batch = await store.read_events(group_id, 0, limit=1000)
+    out = [event.envelope() for event in batch.events]
+    for env in out:
+        parse_server_frame(env)
+    return out
+
+
+def kinds(envs: list[dict[str, Any]]) -> list[str]:
+    return [
+        env["data"]["type"] if env["type"] == "yeaft_output" else f"status:{env['state']}"
+        for env in envs
+    ]
+
+
+async def test_the_result_waits_for_finish(store: Store) -> None:
+    writer = GroupEvents(store, "g1").turn("linus", "t1")
+    await writer.feed(TextDelta("hello there"))
+    await writer.feed(stop("hello there"))
+    # The engine has stopped, but nothing says so until the owner finishes.
+    assert "result" not in kinds(await frames(store, "g1"))
+    await writer.finish()
+    envs = await frames(store, "g1")
+    assert kinds(envs) == ["status:streaming", "assistant", "result", "status:idle"]
+    assert [env["seq"] for env in envs] == [1, 2, 3, 4]
+    assert all(env["turnId"] == "t1" and env["vpId"] == "linus" for env in envs)
+
+
+async def test_a_vp_that_chooses_silence_shows_nothing_but_its_end(store: Store) -> None:
+    writer = GroupEvents(store, "g2").turn("steve", "t1")
+    for piece in ("[[", "SKIP", "]]"):
+        await writer.feed(TextDelta(piece))
+    await writer.feed(stop(SKIP_TOKEN))
+    await writer.finish()
+    assert writer.skipped
+    assert kinds(await frames(store, "g2")) == ["result"]
+
+
+async def test_a_prefix_of_the_skip_token_is_released_in_order(store: Store) -> None:
+    writer = GroupEvents(store, "g3").turn("steve", "t1")
+    await writer.feed(TextDelta("[["))
+    await writer.feed(ToolCallEvent("c1", "recall", {"query": "x"}))
+    await writer.feed(stop("[["))
+    await writer.finish()
+    envs = await frames(store, "g3")
+    assert kinds(envs) == [
+        "status:streaming",
+        "assistant",
+        "status:tool",
+        "assistant",
+        "result",
+        "status:idle",
+    ]
+    assert envs[1]["data"]["message"]["content"][0]["text"] == "[["
+    assert not writer.skipped
+
+
+async def test_a_turn_that_fails_ends_with_one_error_result(store: Store) -> None:
+    writer = GroupEvents(store, "g4").turn("kent", "t9")
+    await writer.finish(error_stop(StopReason.ERROR, "the VP died", "actor_died"))
+    envs = await frames(store, "g4")
+    assert kinds(envs) == ["result", "status:error"]
+    result = envs[0]["data"]
+    assert (result["subtype"], result["error"], result["error_kind"]) == (
+        "error_during_execution",
+        "the VP died",
+        "actor_died",
+    )
+
+
+async def test_a_notice_is_in_the_event_log_and_the_group_log(store: Store) -> None:
+    await GroupEvents(store, "g5").notice("loop guard tripped", "m1", "ping_pong", limit=4)
+    (env,) = await frames(store, "g5")
+    assert env["vpId"] == "system" and env["turnId"] == "m1"
+    assert env["data"]["detail"] == {"rule": "ping_pong", "limit": 4}
+    (msg,) = await store.read_messages("g5")
+    assert msg.role == "system" and msg.meta["notice"] == {"rule": "ping_pong", "limit": 4}
