@@ -121,8 +121,9 @@ class Verdict:
 class GuardRule:
     """One loop-guard rule. Subclasses set ``rule`` and override ``check``.
 
-    ``check`` must not change state (the guard may ask other rules after it);
-    ``record`` runs once for every dispatch the guard admits.
+    ``check`` must not count anything, since a later rule may still refuse
+    the dispatch (forgetting expired state is fine); ``record`` runs once for
+    every dispatch the guard admits, in rule order.
     """
 
     rule: LoopRule
