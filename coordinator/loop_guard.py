@@ -12,121 +12,171 @@ traffic (``route_forward`` and ``@mentions`` in replies) from running away:
 When a rule trips the chain stops: nothing more is dispatched in it. A user
 message always starts a fresh chain. The throttle applies to VP-caused hops
 only; people are not rate-limited by the loop guard (the gateway does that).
+
+Each rule is a small :class:`GuardRule` object: ``check`` may refuse a
+dispatch, ``record`` counts one the guard admitted. Adding a rule is adding
+one class to :func:`default_rules`. Only the refusal that stops a chain has
+``stopped_chain`` set, so a caller that notices on that flag tells people
+once per chain, however many follow-ups the stopped chain refuses later.
 """
 
 from __future__ import annotations
 
 import time
 from collections import Counter, OrderedDict, deque
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
 
 from store.base import GroupSettings
 
 MAX_CHAINS = 512
 MAX_THROTTLE_KEYS = 1000
 
+Clock = Callable[[], float]
+
+
+class LoopRule(StrEnum):
+    """Why a dispatch was refused; the values are the wire codes clients see."""
+
+    CHAIN_DEPTH = "chain_depth_exceeded"
+    THROTTLED = "throttled"
+    PING_PONG = "ping_pong"
+    TURN_BUDGET = "turn_budget"
+    CANCELLED = "cancelled"
+
+
+RULE_TEXT = {
+    LoopRule.CHAIN_DEPTH: "loop guard: the chain of VP hand-offs is too deep",
+    LoopRule.THROTTLED: "loop guard: too many hand-offs to the same VP in a short time",
+    LoopRule.PING_PONG: "loop guard: two VPs kept answering each other",
+    LoopRule.TURN_BUDGET: "loop guard: this message has used its budget of VP turns",
+    LoopRule.CANCELLED: "the conversation was cancelled",
+}
+
 
 @dataclass(slots=True)
 class Chain:
+    """What one user message has caused so far; ``stopped`` names the rule that ended it."""
+
     root: str
     turns: int = 0
     pairs: Counter[tuple[str, str]] = field(default_factory=Counter)
-    stopped: str | None = None
+    stopped: LoopRule | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Dispatch:
+    """One proposed dispatch: ``source`` caused a turn of ``target`` (None: a person)."""
+
+    chain: Chain
+    source: str | None
+    target: str
+    depth: int
+
+    @property
+    def pair(self) -> tuple[str, str] | None:
+        """The two VPs in sorted order, or None when a person caused it."""
+        if self.source is None:
+            return None
+        return (min(self.source, self.target), max(self.source, self.target))
+
+    def refuse(self, rule: LoopRule, **detail: object) -> Verdict:
+        """A refusal of this dispatch by ``rule``, for a rule's ``check`` to return."""
+        return Verdict(False, rule, detail, source=self.source, target=self.target)
 
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
+    """The guard's answer to one dispatch.
+
+    A refusal names its ``rule`` and the numbers behind it in ``detail``
+    (always a ``limit`` for the four rules), plus the dispatch's ``source``
+    and ``target``. ``stopped_chain`` is True only on the refusal that
+    stopped its chain; later refusals in that chain repeat the rule with it
+    False, and so does every refusal in a cancelled chain.
+    """
+
     ok: bool
-    rule: str | None = None
+    rule: LoopRule | None = None
     detail: dict[str, object] = field(default_factory=dict)
+    source: str | None = None
+    target: str | None = None
+    stopped_chain: bool = False
 
     @property
     def message(self) -> str:
-        return RULE_TEXT.get(self.rule or "", self.rule or "")
+        """The rule in words, without the particulars ("" when admitted)."""
+        return RULE_TEXT.get(self.rule, str(self.rule)) if self.rule else ""
+
+    @property
+    def summary(self) -> str:
+        """The notice for a refusal, naming the rule, the pair and the limit."""
+        particulars = [f"@{self.source} to @{self.target}" if self.source else f"to @{self.target}"]
+        if "limit" in self.detail:
+            particulars.append(f"limit {self.detail['limit']}")
+        return f"{self.message} ({', '.join(particulars)}); the chain was stopped."
 
 
-RULE_TEXT = {
-    "chain_depth_exceeded": "loop guard: the chain of VP hand-offs is too deep",
-    "throttled": "loop guard: too many hand-offs to the same VP in a short time",
-    "ping_pong": "loop guard: two VPs kept answering each other",
-    "turn_budget": "loop guard: this message has used its budget of VP turns",
-    "cancelled": "the conversation was cancelled",
-}
+class GuardRule:
+    """One loop-guard rule. Subclasses set ``rule`` and override ``check``.
+
+    ``check`` must not count anything, since a later rule may still refuse
+    the dispatch (forgetting expired state is fine); ``record`` runs once for
+    every dispatch the guard admits, in rule order.
+    """
+
+    rule: LoopRule
+
+    def check(self, d: Dispatch, settings: GroupSettings) -> Verdict | None:
+        """A refusal of ``d``, or None to let it through."""
+        raise NotImplementedError
+
+    def record(self, d: Dispatch, settings: GroupSettings) -> None:
+        """Count an admitted dispatch (most rules count nothing)."""
 
 
-class LoopGuard:
-    def __init__(
-        self, settings: GroupSettings, clock: Callable[[], float] = time.monotonic
-    ) -> None:
-        self.settings = settings
+class ChainDepth(GuardRule):
+    """VP-caused hops may be at most ``max_chain_depth`` deep."""
+
+    rule = LoopRule.CHAIN_DEPTH
+
+    def check(self, d: Dispatch, settings: GroupSettings) -> Verdict | None:
+        if d.source is None or d.depth <= settings.max_chain_depth:
+            return None
+        return d.refuse(self.rule, depth=d.depth, limit=settings.max_chain_depth)
+
+
+class Throttle(GuardRule):
+    """At most ``throttle_hits`` VP-caused dispatches to one target per window, any chain."""
+
+    rule = LoopRule.THROTTLED
+
+    def __init__(self, clock: Clock) -> None:
         self._clock = clock
-        self._chains: OrderedDict[str, Chain] = OrderedDict()
         self._hits: OrderedDict[str, deque[float]] = OrderedDict()
 
-    def start_chain(self, root_id: str) -> Chain:
-        chain = Chain(root_id)
-        self._chains[root_id] = chain
-        while len(self._chains) > MAX_CHAINS:
-            self._chains.popitem(last=False)
-        return chain
+    def check(self, d: Dispatch, settings: GroupSettings) -> Verdict | None:
+        if d.source is None:
+            return None
+        hits = self._recent(d.target, settings.throttle_window_s)
+        if len(hits) < settings.throttle_hits:
+            return None
+        return d.refuse(
+            self.rule,
+            target=d.target,
+            hits=len(hits),
+            limit=settings.throttle_hits,
+            window_s=settings.throttle_window_s,
+        )
 
-    def chain(self, root_id: str) -> Chain:
-        """The chain for ``root_id``; an evicted or unknown one counts as stopped."""
-        found = self._chains.get(root_id)
-        if found is None:
-            found = Chain(root_id, stopped="cancelled")
-        return found
+    def record(self, d: Dispatch, settings: GroupSettings) -> None:
+        if d.source is not None:
+            self._recent(d.target, settings.throttle_window_s).append(self._clock())
 
-    def admit(self, chain: Chain, *, source: str | None, target: str, depth: int) -> Verdict:
-        """Decide one dispatch. ``source`` is the VP that caused it (None: a person).
-
-        An accepted dispatch is counted; a refused one stops the chain.
-        """
-        s = self.settings
-        if chain.stopped:
-            return Verdict(False, chain.stopped)
-        verdict = Verdict(True)
-        if source is not None:
-            pair = (min(source, target), max(source, target))
-            hits = self._recent_hits(target)
-            if depth > s.max_chain_depth:
-                verdict = Verdict(
-                    False, "chain_depth_exceeded", {"depth": depth, "limit": s.max_chain_depth}
-                )
-            elif len(hits) >= s.throttle_hits:
-                verdict = Verdict(
-                    False,
-                    "throttled",
-                    {
-                        "target": target,
-                        "hits": len(hits),
-                        "limit": s.throttle_hits,
-                        "window_s": s.throttle_window_s,
-                    },
-                )
-            elif chain.pairs[pair] >= s.max_pair_exchanges:
-                verdict = Verdict(
-                    False, "ping_pong", {"pair": list(pair), "limit": s.max_pair_exchanges}
-                )
-        if verdict.ok and chain.turns >= s.max_turns_per_message:
-            verdict = Verdict(False, "turn_budget", {"limit": s.max_turns_per_message})
-        if not verdict.ok:
-            chain.stopped = verdict.rule
-            return verdict
-        chain.turns += 1
-        if source is not None:
-            chain.pairs[(min(source, target), max(source, target))] += 1
-            self._recent_hits(target).append(self._clock())
-        return verdict
-
-    def stop_all(self, rule: str = "cancelled") -> None:
-        for chain in self._chains.values():
-            chain.stopped = chain.stopped or rule
-
-    def _recent_hits(self, target: str) -> deque[float]:
+    def _recent(self, target: str, window: float) -> deque[float]:
+        """``target``'s hits inside the window, oldest first; also prunes the map."""
         now = self._clock()
-        window = self.settings.throttle_window_s
         hits = self._hits.get(target)
         if hits is None:
             hits = self._hits[target] = deque()
@@ -140,3 +190,104 @@ class LoopGuard:
         while len(self._hits) > MAX_THROTTLE_KEYS:
             self._hits.popitem(last=False)
         return hits
+
+
+class PingPong(GuardRule):
+    """At most ``max_pair_exchanges`` hops between the same two VPs in a chain."""
+
+    rule = LoopRule.PING_PONG
+
+    def check(self, d: Dispatch, settings: GroupSettings) -> Verdict | None:
+        pair = d.pair
+        if pair is None or d.chain.pairs[pair] < settings.max_pair_exchanges:
+            return None
+        return d.refuse(self.rule, pair=list(pair), limit=settings.max_pair_exchanges)
+
+    def record(self, d: Dispatch, settings: GroupSettings) -> None:
+        if d.pair is not None:
+            d.chain.pairs[d.pair] += 1
+
+
+class TurnBudget(GuardRule):
+    """At most ``max_turns_per_message`` turns in a chain, whoever caused them."""
+
+    rule = LoopRule.TURN_BUDGET
+
+    def check(self, d: Dispatch, settings: GroupSettings) -> Verdict | None:
+        if d.chain.turns < settings.max_turns_per_message:
+            return None
+        return d.refuse(self.rule, limit=settings.max_turns_per_message)
+
+    def record(self, d: Dispatch, settings: GroupSettings) -> None:
+        d.chain.turns += 1
+
+
+def default_rules(clock: Clock) -> list[GuardRule]:
+    """The four rules of DESIGN.md, in the order they are asked."""
+    return [ChainDepth(), Throttle(clock), PingPong(), TurnBudget()]
+
+
+class LoopGuard:
+    """Admits or refuses every dispatch in one group, and remembers its chains.
+
+    Invariants: a chain, once stopped, refuses everything after it; a
+    dispatch is admitted only when every rule lets it through, and only then
+    is it recorded by every rule; exactly one refusal per chain (the first,
+    unless the chain was cancelled) has ``stopped_chain`` set. Every time
+    reading goes through ``clock``. At most ``MAX_CHAINS`` chains are kept;
+    an evicted one counts as cancelled. Not thread-safe: one coordinator
+    event loop owns it.
+    """
+
+    def __init__(
+        self,
+        settings: GroupSettings,
+        clock: Clock = time.monotonic,
+        rules: Sequence[GuardRule] | None = None,
+    ) -> None:
+        # The coordinator replaces ``settings`` when the group's change; the
+        # rules read them on every check, so new limits apply at once.
+        self.settings = settings
+        self.rules = list(rules) if rules is not None else default_rules(clock)
+        self._chains: OrderedDict[str, Chain] = OrderedDict()
+
+    def start_chain(self, root_id: str) -> Chain:
+        """A fresh chain for a user message (replacing one with the same root)."""
+        chain = Chain(root_id)
+        self._chains[root_id] = chain
+        while len(self._chains) > MAX_CHAINS:
+            self._chains.popitem(last=False)
+        return chain
+
+    def chain(self, root_id: str) -> Chain:
+        """The chain for ``root_id``; an evicted or unknown one counts as stopped."""
+        found = self._chains.get(root_id)
+        if found is None:
+            found = Chain(root_id, stopped=LoopRule.CANCELLED)
+        return found
+
+    def admit(self, chain: Chain, *, source: str | None, target: str, depth: int) -> Verdict:
+        """Decide one dispatch. ``source`` is the VP that caused it (None: a person).
+
+        An accepted dispatch is counted; a refused one stops the chain.
+        """
+        d = Dispatch(chain, source, target, depth)
+        if chain.stopped:
+            return Verdict(False, chain.stopped, source=source, target=target)
+        for rule in self.rules:
+            verdict = rule.check(d, self.settings)
+            if verdict is not None:
+                chain.stopped = verdict.rule or rule.rule
+                return replace(verdict, ok=False, rule=chain.stopped, stopped_chain=True)
+        for rule in self.rules:
+            rule.record(d, self.settings)
+        return Verdict(True, source=source, target=target)
+
+    def stop_all(self, rule: LoopRule | str = LoopRule.CANCELLED) -> None:
+        """Stop every chain not stopped yet (a cancel); their refusals are not reported.
+
+        Raises ValueError for a ``rule`` that is not a :class:`LoopRule` value.
+        """
+        stopped = LoopRule(rule)
+        for chain in self._chains.values():
+            chain.stopped = chain.stopped or stopped

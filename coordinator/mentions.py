@@ -1,77 +1,46 @@
-"""Dispatch selection (DESIGN.md, "Group chat rules").
+"""Dispatch selection for the coordinator: a re-export of ``personas.routing``.
 
-Mention names (``personas.mentions``) match roster ids and aliases
-case-insensitively; ``@all`` is everyone but the sender.
+The rules live in the personas layer so that the VP actor (for replies)
+and the coordinator (for messages and forwards) apply the same ones.
+
+``select_targets`` here also accepts the older call without ``source``,
+which means a person's message; new code passes ``source`` explicitly.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 
 from personas.mentions import extract_mentions
+from personas.routing import BROADCAST, Selection, Source, Trigger
+from personas.routing import select_targets as _select_targets
 
-__all__ = ["BROADCAST", "Selection", "extract_mentions", "select_targets"]
-
-BROADCAST = "all"
-
-
-@dataclass(slots=True)
-class Selection:
-    """Which VPs a message goes to, and why."""
-
-    targets: list[str] = field(default_factory=list)
-    trigger: str = "none"  # mention | broadcast | default | none
-    unknown: list[str] = field(default_factory=list)
-    truncated: bool = False
+__all__ = ["BROADCAST", "Selection", "Source", "Trigger", "extract_mentions", "select_targets"]
 
 
 def select_targets(
-    names: list[str],
-    roster: list[str],
+    names: Sequence[str],
+    roster: Sequence[str],
     *,
     sender: str | None,
     resolve: Callable[[str], str | None],
     cap: int,
     broadcast_when_unmentioned: bool = True,
     default_vp: str | None = None,
+    source: Source = Source.PERSON,
 ) -> Selection:
-    """Apply the dispatch rules to a message's mention names.
+    """:func:`personas.routing.select_targets`, with ``source`` defaulting to a person.
 
-    ``resolve`` maps a name or alias to a persona id (or None). A message
-    whose mentions are all unknown is not dispatched; a message with no
-    mention goes to everyone (or to the default VP when the group says so).
+    Kept for the coordinator's existing call; drop the default once every
+    caller names its source.
     """
-    members = [vp for vp in roster if vp != sender]
-    lowered = {vp.lower(): vp for vp in roster}
-    if not names:
-        if broadcast_when_unmentioned:
-            return _capped(members, "broadcast", cap)
-        fallback = default_vp if default_vp in roster else (roster[0] if roster else None)
-        if fallback is None or fallback == sender:
-            return Selection()
-        return Selection([fallback], "default")
-    targets: list[str] = []
-    unknown: list[str] = []
-    broadcast = False
-    for name in names:
-        if name.lower() == BROADCAST:
-            broadcast = True
-            continue
-        pid = resolve(name)
-        vp = lowered.get((pid or name).lower())
-        if vp is None:
-            unknown.append(name)
-        elif vp != sender and vp not in targets:
-            targets.append(vp)
-    if broadcast:
-        sel = _capped(members, "broadcast", cap)
-        sel.unknown = unknown
-        return sel
-    sel = _capped(targets, "mention" if targets else "none", cap)
-    sel.unknown = unknown
-    return sel
-
-
-def _capped(vps: list[str], trigger: str, cap: int) -> Selection:
-    return Selection(vps[:cap], trigger if vps else "none", truncated=len(vps) > cap)
+    return _select_targets(
+        names,
+        roster,
+        source=source,
+        sender=sender,
+        resolve=resolve,
+        cap=cap,
+        broadcast_when_unmentioned=broadcast_when_unmentioned,
+        default_vp=default_vp,
+    )

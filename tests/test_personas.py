@@ -11,12 +11,14 @@ import pytest
 from personas import (
     DEFAULT_VP_ID,
     PersonaError,
+    PersonaLibrary,
     id_problem,
     load_personas,
     new_persona_file,
     persona_detail,
     persona_summary,
 )
+from personas.directory import PersonaDirectory
 
 BUILTIN_DIR = Path(__file__).resolve().parent.parent / "personas" / "builtin"
 NAMED = {
@@ -318,3 +320,73 @@ def test_summary_and_detail() -> None:
     assert detail["body"] == steve.body
     assert detail["personaHash"] == steve.persona_hash
     assert detail["tools"] is None
+
+
+# --- the directory: lookups that notice new files ----------------------------
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 100.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def counting_directory(user_dir: Path, clock: Clock) -> tuple[PersonaDirectory, list[int]]:
+    """A directory over ``user_dir`` and a list that grows by one per read of the files."""
+    reads: list[int] = []
+
+    def load() -> PersonaLibrary:
+        reads.append(1)
+        return load_personas(user_dir)
+
+    return PersonaDirectory(load, clock=clock, reload_after_s=1.0), reads
+
+
+def test_directory_resolves_ids_and_aliases_without_reloading(tmp_path: Path) -> None:
+    clock = Clock()
+    directory, reads = counting_directory(tmp_path, clock)
+    clock.t += 60
+    assert directory.resolve("LINUS") == "linus"
+    assert directory.resolve("torvalds") == "linus"
+    assert directory.resolve("vp-steve") == "steve"
+    assert reads == [1]
+
+
+def test_unknown_name_reloads_the_files_at_most_once_per_interval(tmp_path: Path) -> None:
+    clock = Clock()
+    directory, reads = counting_directory(tmp_path, clock)
+    write(tmp_path, "zed.md", persona_text("zed", aliases="[zee]"))
+    # Loaded just now: a miss does not read the files again yet.
+    assert directory.resolve("zed") is None and reads == [1]
+    clock.t += 1.0
+    assert directory.resolve("zed") is None and reads == [1]  # not *more* than 1 s
+    clock.t += 0.01
+    assert directory.resolve("zee") == "zed" and reads == [1, 1]
+    # Misses within the next second share that one read.
+    for name in ("nobody", "ghost", "nobody"):
+        assert directory.lookup(name) is None
+    assert reads == [1, 1]
+    clock.t += 1.5
+    assert directory.lookup("nobody") is None and reads == [1, 1, 1]
+    assert "zed" in directory.ids()
+
+
+def test_forced_reload_sees_removed_files_and_restarts_the_interval(tmp_path: Path) -> None:
+    clock = Clock()
+    path = write(tmp_path, "zed.md", persona_text("zed"))
+    directory, reads = counting_directory(tmp_path, clock)
+    assert directory.resolve("zed") == "zed"
+    path.unlink()
+    clock.t += 5
+    assert directory.resolve("zed") == "zed"  # a hit never reloads
+    assert directory.reload() is directory.library and reads == [1, 1]
+    assert directory.resolve("zed") is None and reads == [1, 1]
+
+
+def test_directory_open_reads_builtins_and_user_files(tmp_path: Path) -> None:
+    write(tmp_path, "zed.md", persona_text("zed"))
+    assert PersonaDirectory.open(tmp_path).resolve("zed") == "zed"
+    assert PersonaDirectory.open(None).resolve("steve") == "steve"
+    assert PersonaDirectory.open(None).resolve("zed") is None
