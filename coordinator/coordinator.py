@@ -267,10 +267,10 @@ class CoordinatorWorker:
 
     # -- notices ------------------------------------------------------------
     async def _refused(self, group: Group, chain: Chain, verdict: Verdict) -> None:
-        if not verdict.stops_chain:
-            return  # the chain was stopped before, and said so then
+        if not verdict.stopped_chain:
+            return  # the chain was stopped before (or cancelled), and said so then
         await GroupEvents(self.store, group.id).notice(
-            f"{verdict.message}; the chain was stopped.",
+            verdict.summary,
             chain.root,
             str(verdict.rule),
             **verdict.detail,

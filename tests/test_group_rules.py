@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator import mentions as compat
 from coordinator.loop_guard import (
     Dispatch,
     GuardRule,
@@ -79,14 +78,6 @@ def test_no_mention_is_everyone_or_the_default_vp() -> None:
 def test_broadcast_keeps_the_unknown_names() -> None:
     sel = select("@all @bob")
     assert (sel.targets, sel.trigger, sel.unknown) == (ROSTER, Trigger.BROADCAST, ["bob"])
-
-
-def test_old_signature_still_works_through_the_coordinator_module() -> None:
-    sel = compat.select_targets(["linus", "all"], ROSTER, sender=None, resolve=resolve, cap=2)
-    assert (sel.targets, sel.trigger, sel.truncated) == (["steve", "linus"], "broadcast", True)
-    sel = compat.select_targets([], ROSTER, sender=None, resolve=resolve, cap=16)
-    assert sel.targets == ROSTER
-    assert compat.extract_mentions is extract_mentions
 
 
 # --- a VP's reply -----------------------------------------------------------------
