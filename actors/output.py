@@ -15,6 +15,7 @@ from typing import Any
 from engine.bridge import WebBridge
 from engine.events import EngineEvent, StopEvent, TextDelta, ToolCallEvent
 from personas.prompts import SKIP_TOKEN
+from protocol import AgentStatus, YeaftOutput
 from store.base import Store
 
 BeforeStop = Callable[[StopEvent, bool], Awaitable[None]]
@@ -48,15 +49,17 @@ class EnvelopeWriter:
         self._held: list[TextDelta] = []
         self._released = False
 
-    def envelope(self, data: dict[str, Any]) -> dict[str, Any]:
-        return {
-            "type": "yeaft_output",
-            "conversationId": self.group_id,
-            "groupId": self.group_id,
-            "vpId": self.vp_id,
-            "turnId": self.turn_id,
-            "data": data,
-        }
+    def envelope(self, data: dict[str, Any]) -> YeaftOutput:
+        return YeaftOutput.model_validate(
+            {
+                "type": "yeaft_output",
+                "conversationId": self.group_id,
+                "groupId": self.group_id,
+                "vpId": self.vp_id,
+                "turnId": self.turn_id,
+                "data": data,
+            }
+        )
 
     async def _send_data(self, data: dict[str, Any]) -> None:
         await self.store.append_event(self.group_id, self.envelope(data))
@@ -67,13 +70,15 @@ class EnvelopeWriter:
         self.state = state
         await self.store.append_event(
             self.group_id,
-            {
-                "type": "agent_status",
-                "groupId": self.group_id,
-                "vpId": self.vp_id,
-                "turnId": self.turn_id,
-                "state": state,
-            },
+            AgentStatus.model_validate(
+                {
+                    "type": "agent_status",
+                    "groupId": self.group_id,
+                    "vpId": self.vp_id,
+                    "turnId": self.turn_id,
+                    "state": state,
+                }
+            ),
         )
 
     async def feed(self, event: EngineEvent) -> None:

@@ -37,6 +37,7 @@ from engine.tools.registry import AskUser, ToolContext, ToolRegistry
 from personas.loader import load_personas
 from personas.mentions import extract_mentions
 from personas.prompts import build_system_prompt
+from protocol import AskUserQuestion
 from store.base import Group, GroupMessage, Store
 
 log = logging.getLogger(__name__)
@@ -341,16 +342,18 @@ class VPWorker:
             timeout = self.config.ask_timeout_s
             await store.append_event(
                 req.group_id,
-                {
-                    "type": "ask_user_question",
-                    "requestId": request_id,
-                    "prompt": question,
-                    "choices": choices,
-                    "groupId": req.group_id,
-                    "vpId": self.vp_id,
-                    "turnId": req.turn_id,
-                    "expiresAt": time.time() + timeout,
-                },
+                AskUserQuestion.model_validate(
+                    {
+                        "type": "ask_user_question",
+                        "requestId": request_id,
+                        "prompt": question,
+                        "choices": choices,
+                        "groupId": req.group_id,
+                        "vpId": self.vp_id,
+                        "turnId": req.turn_id,
+                        "expiresAt": time.time() + timeout,
+                    }
+                ),
             )
             try:
                 async with asyncio.timeout(timeout):

@@ -27,6 +27,7 @@ from coordinator.mentions import extract_mentions, select_targets
 from engine.events import StopEvent
 from engine.messages import Usage
 from personas.loader import load_personas
+from protocol import YeaftOutput
 from store.base import Group, GroupMessage, GroupSettings, Store, StoreError
 
 log = logging.getLogger(__name__)
@@ -477,11 +478,11 @@ class CoordinatorWorker:
     async def _turn_started(self, req: TurnRequest) -> bool:
         """Whether the turn left any envelope in the event log (rare path: a failure)."""
         store = await self.store()
-        head = await store.read_events(req.group_id, 2**62, limit=1)
+        head = await store.head(req.group_id)
         recent = await store.read_events(
-            req.group_id, max(0, head.last_seq - SCAN_FOR_TURN), limit=SCAN_FOR_TURN
+            req.group_id, max(0, head - SCAN_FOR_TURN), limit=SCAN_FOR_TURN
         )
-        return any(env.get("turnId") == req.turn_id for _, env in recent.events)
+        return any(e.envelope().get("turnId") == req.turn_id for e in recent.events)
 
     async def _wait_alive(self, vp_id: str) -> bool:
         """Ping a restarting VP actor until it answers (about half a minute at most)."""
@@ -560,19 +561,21 @@ class CoordinatorWorker:
         store = await self.store()
         await store.append_event(
             group.id,
-            {
-                "type": "yeaft_output",
-                "conversationId": group.id,
-                "groupId": group.id,
-                "vpId": SYSTEM,
-                "turnId": root,
-                "data": {
-                    "type": "system",
-                    "subtype": "notice",
-                    "message": message,
-                    "detail": detail,
-                },
-            },
+            YeaftOutput.model_validate(
+                {
+                    "type": "yeaft_output",
+                    "conversationId": group.id,
+                    "groupId": group.id,
+                    "vpId": SYSTEM,
+                    "turnId": root,
+                    "data": {
+                        "type": "system",
+                        "subtype": "notice",
+                        "message": message,
+                        "detail": detail,
+                    },
+                }
+            ),
         )
         await store.append_message(
             group.id,
