@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from engine.settings import EngineSettings
-from store import open_store
+from store import StoreConfig
 from store.base import Store
-from store.memory import MemoryBackend, open_memory
+from store.memory import MemoryBackend
 
 
 @dataclass(slots=True)
@@ -45,15 +45,14 @@ class RuntimeConfig:
     recall_budget_tokens: int = 1200
 
     def open_store(self) -> Store:
-        return open_store(
-            self.store_url,
-            Path(self.data_dir),
-            event_retention=self.event_retention,
-            redis_prefix=self.redis_prefix,
-        )
+        return StoreConfig(
+            self.store_url, Path(self.data_dir), self.event_retention, self.redis_prefix
+        ).open_store()
 
     def open_memory(self) -> MemoryBackend:
-        return open_memory(self.store_url, Path(self.data_dir), prefix=f"{self.redis_prefix}:mem:")
+        return StoreConfig(
+            self.store_url, Path(self.data_dir), self.event_retention, self.redis_prefix
+        ).open_memory()
 
     def engine_settings(self) -> EngineSettings:
         return EngineSettings(**self.engine)

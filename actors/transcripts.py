@@ -8,13 +8,17 @@ engine and does not know its types); this is where they become
 from __future__ import annotations
 
 from engine.messages import Conversation
-from store.base import Store
+from store.base import TranscriptStore
 
 
-async def load_conversation(store: Store, group_id: str, vp_id: str) -> Conversation | None:
+async def load_conversation(
+    store: TranscriptStore, group_id: str, vp_id: str
+) -> Conversation | None:
     data = await store.load_transcript(group_id, vp_id)
     return Conversation.model_validate(data) if data else None
 
 
-async def save_conversation(store: Store, group_id: str, vp_id: str, conv: Conversation) -> None:
+async def save_conversation(
+    store: TranscriptStore, group_id: str, vp_id: str, conv: Conversation
+) -> None:
     await store.save_transcript(group_id, vp_id, conv.model_dump(mode="json"))

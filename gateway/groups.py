@@ -18,9 +18,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
 from gateway.errors import GatewayError, from_group_error, not_found
-from protocol import MAX_ID_LENGTH, ErrorCode, GroupUpdate
+from gateway.views import message_view
+from protocol import MAX_ID_LENGTH, ErrorCode
 from protocol.errors import field_path
-from store.base import Group, GroupMessage, Store
+from store.base import Group, Store
 
 if TYPE_CHECKING:
     from coordinator.client import CoordinatorClient
@@ -33,10 +34,6 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 _ID = re.compile(rf"[A-Za-z0-9_-]{{1,{MAX_ID_LENGTH}}}")
-
-# Reading the head of a log: ask for events after a seq no log will reach,
-# which returns no event but the newest seq assigned.
-_PAST_ANY_SEQ = 2**62
 
 
 class ClientGroupSettings(BaseModel):
@@ -78,41 +75,6 @@ def client_settings(raw: dict[str, Any] | None) -> dict[str, Any] | None:
     return parsed.model_dump(exclude_none=True)
 
 
-def group_view(group: Group) -> dict[str, Any]:
-    """A group as clients see it (camelCase, like every wire name)."""
-    return {
-        "id": group.id,
-        "name": group.name,
-        "roster": list(group.roster),
-        "defaultVpId": group.default_vp,
-        "members": list(group.members),
-        "settings": {to_camel(k): v for k, v in group.settings.model_dump().items()},
-        "createdAt": group.created_at,
-    }
-
-
-def group_update(group: dict[str, Any], action: str, **extra: Any) -> GroupUpdate:
-    """A ``group_update`` frame; ``action`` says what happened, extras ride along.
-
-    Actions: created, renamed, deleted, roster, default_vp, subscribed, list.
-    Extra keys are given in their wire spelling (``requestId``, ``groups``).
-    """
-    return GroupUpdate.model_validate({"group": group, "action": action, **extra})
-
-
-def message_view(message: GroupMessage) -> dict[str, Any]:
-    """A stored group message as the history endpoint returns it."""
-    return {
-        "id": message.id,
-        "ts": message.ts,
-        "author": message.author,
-        "role": message.role,
-        "text": message.text,
-        "mentions": list(message.mentions),
-        "meta": dict(message.meta),
-    }
-
-
 class GroupService:
     """What a user may do with groups, checked and carried out."""
 
@@ -138,8 +100,7 @@ class GroupService:
 
     async def head_seq(self, group_id: str) -> int:
         """The newest sequence number of the group's event log (0 when empty)."""
-        batch = await (await self.store()).read_events(group_id, _PAST_ANY_SEQ, limit=1)
-        return batch.last_seq
+        return await (await self.store()).head(group_id)
 
     async def history(
         self, username: str, group_id: str, before: str | None, limit: int

@@ -31,9 +31,9 @@ from gateway.auth import (
 )
 from gateway.context import GatewayContext
 from gateway.errors import GatewayError, not_found
-from gateway.groups import group_view
 from gateway.metrics import CONTENT_TYPE_LATEST
 from gateway.users import authenticate
+from gateway.views import group_view
 from personas.loader import persona_detail, persona_summary
 from protocol import ErrorCode, Id
 from protocol.common import MAX_ROSTER

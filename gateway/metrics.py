@@ -8,10 +8,10 @@ with several replicas watching one group, each counts its turns.
 
 from __future__ import annotations
 
-from typing import Any
-
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from store.events import StoredEvent
 
 __all__ = ["CONTENT_TYPE_LATEST", "Metrics"]
 
@@ -56,12 +56,16 @@ class Metrics:
             "yeaft_logins", "Login attempts, by outcome.", ["outcome"], registry=r
         )
 
-    def observe_envelope(self, envelope: dict[str, Any]) -> None:
-        """Count a turn when ``envelope`` is a result; called once per envelope tailed."""
-        data = envelope.get("data")
-        if envelope.get("type") != "yeaft_output" or not isinstance(data, dict):
+    def observe_envelope(self, event: StoredEvent) -> None:
+        """Count a turn when ``event`` is a result; called once per envelope tailed.
+
+        Only the header is read for every event; a result (one per turn) is
+        decoded to read its subtype and duration.
+        """
+        if event.type != "yeaft_output" or event.data_type != "result":
             return
-        if data.get("type") != "result":
+        data = event.envelope().get("data")
+        if not isinstance(data, dict):
             return
         self.turns.labels(subtype=str(data.get("subtype", "unknown"))).inc()
         duration = data.get("duration_ms")

@@ -3,11 +3,12 @@
 The :class:`Hub` keeps one :class:`GroupTail` per watched group: a single
 task that blocks on ``store.read_events(group, position, wait=...)`` and
 hands every envelope to each :class:`Subscription` of that group, however
-many clients watch it. Envelopes are serialised once per tail, not once per
-client. Handing over never waits: a subscriber whose bounded queue is full is
-told so (its connection then closes with 4409), so a slow client can never
-stall the tail or the other clients. The tail stops when its last subscriber
-leaves.
+many clients watch it. An envelope is serialised once, by the store when it
+is appended: its stored text goes to every client as is, and the VP filter
+reads the header stored beside it, so the tail decodes no JSON. Handing over
+never waits: a subscriber whose bounded queue is full is told so (its
+connection then closes with 4409), so a slow client can never stall the tail
+or the other clients. The tail stops when its last subscriber leaves.
 
 Replay without gap or duplicate (``subscribe {groupId, lastSeq}``):
 
@@ -26,22 +27,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 from collections.abc import Awaitable, Callable
 from enum import Enum
-from typing import Any, Protocol
+from typing import Protocol
 
 from gateway.errors import GatewayError, IllegalTransition
-from gateway.groups import group_update
 from gateway.metrics import Metrics
 from gateway.settings import GatewaySettings
+from gateway.views import group_update
 from protocol import ErrorCode, ErrorFrame, dumps
-from store.base import Store
+from store.base import EventLog
+from store.events import StoredEvent
 
 log = logging.getLogger(__name__)
 
-_PAST_ANY_SEQ = 2**62
 # Envelopes a vpIds filter never hides: what the whole group must know.
 _ALWAYS_SHOWN_DATA = frozenset({"result", "system"})
 _SYSTEM_VP = "system"
@@ -84,11 +84,6 @@ _NEXT: dict[SubscriptionState, frozenset[SubscriptionState]] = {
     SubscriptionState.LIVE: frozenset({SubscriptionState.ENDED}),
     SubscriptionState.ENDED: frozenset(),
 }
-
-
-def envelope_text(envelope: dict[str, Any]) -> str:
-    """An envelope as compact JSON text, as it goes on the wire."""
-    return json.dumps(envelope, separators=(",", ":"), ensure_ascii=False)
 
 
 def gap_frame(group_id: str, first_seq: int) -> str:
@@ -134,19 +129,18 @@ class Subscription:
             )
         self.state = new
 
-    def wants(self, envelope: dict[str, Any]) -> bool:
-        """Whether the VP filter lets ``envelope`` through.
+    def wants(self, event: StoredEvent) -> bool:
+        """Whether the VP filter lets ``event`` through (read from its header).
 
         Notices, results and questions always pass: a client watching one VP
         must still see the group's notices and know when every turn ended.
         """
-        if self.vp_ids is None or envelope.get("type") == "ask_user_question":
+        if self.vp_ids is None or event.type == "ask_user_question":
             return True
-        vp = envelope.get("vpId")
-        if not isinstance(vp, str) or vp == _SYSTEM_VP or vp.casefold() in self.vp_ids:
+        vp = event.vp_id
+        if vp is None or vp == _SYSTEM_VP or vp.casefold() in self.vp_ids:
             return True
-        data = envelope.get("data")
-        return isinstance(data, dict) and data.get("type") in _ALWAYS_SHOWN_DATA
+        return event.data_type in _ALWAYS_SHOWN_DATA
 
     def deliver(self, seq: int, text: str, *, envelope: bool = True) -> bool:
         """Hand over one live frame; False when the subscriber must be dropped."""
@@ -195,8 +189,7 @@ class GroupTail:
             try:
                 store = await self.hub.store()
                 if self.position is None:
-                    head = await store.read_events(self.group_id, _PAST_ANY_SEQ, limit=1)
-                    self.position = head.last_seq
+                    self.position = await store.head(self.group_id)
                     self.ready.set()
                     continue
                 batch = await store.read_events(
@@ -215,16 +208,15 @@ class GroupTail:
                 self._fan_out_gap(batch.first_seq)
             self._fan_out(batch.events)
 
-    def _fan_out(self, events: list[tuple[int, dict[str, Any]]]) -> None:
+    def _fan_out(self, events: list[StoredEvent]) -> None:
         # No await in here: the position and the set of subscriptions stay
         # consistent with each other, which the replay hand-off relies on.
         metrics = self.hub.metrics
-        for seq, envelope in events:
-            self.position = seq
-            metrics.observe_envelope(envelope)
-            text = envelope_text(envelope)
+        for event in events:
+            self.position = event.seq
+            metrics.observe_envelope(event)
             for sub in list(self.subscriptions):
-                if sub.wants(envelope) and not sub.deliver(seq, text):
+                if sub.wants(event) and not sub.deliver(event.seq, event.text):
                     self.hub.drop(sub)
 
     def _fan_out_gap(self, first_seq: int) -> None:
@@ -239,7 +231,7 @@ class Hub:
 
     def __init__(
         self,
-        store: Callable[[], Awaitable[Store]],
+        store: Callable[[], Awaitable[EventLog]],
         settings: GatewaySettings,
         metrics: Metrics,
     ) -> None:
@@ -295,10 +287,10 @@ class Hub:
                 await sub.sink.put(gap_frame(sub.group_id, batch.first_seq), envelope=False)
             if not batch.events:
                 break
-            for seq, envelope in batch.events:
-                if sub.wants(envelope):
-                    await sub.sink.put(envelope_text(envelope), envelope=True)
-                after = seq
+            for event in batch.events:
+                if sub.wants(event):
+                    await sub.sink.put(event.text, envelope=True)
+                after = event.seq
         return after
 
     def drop(self, sub: Subscription) -> None:

@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass
 
 from gateway.auth import AuthError, issue_token, verify_token
-from store.base import Store
+from store.base import UserStore
 
 __all__ = [
     "AuthError",
@@ -153,7 +153,7 @@ def needs_rehash(stored: str) -> bool:
     return parsed is None or parsed[0] != DEFAULT_PARAMS
 
 
-async def add_user(store: Store, username: str, password: str) -> None:
+async def add_user(store: UserStore, username: str, password: str) -> None:
     """Create a user; raises :class:`UserError` for a taken name or a weak password.
 
     Names are compared case-insensitively here (``Ann`` is refused when
@@ -172,7 +172,7 @@ async def add_user(store: Store, username: str, password: str) -> None:
     )
 
 
-async def authenticate(store: Store, username: str, password: str) -> bool:
+async def authenticate(store: UserStore, username: str, password: str) -> bool:
     """Whether ``password`` is ``username``'s; never says which of the two was wrong."""
     user = await store.get_user(username) if USERNAME_RE.fullmatch(username or "") else None
     stored = user.get("passwordHash") if user else None

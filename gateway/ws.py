@@ -33,8 +33,8 @@ from starlette.websockets import WebSocket
 from gateway.auth import AuthError, AuthFailure, check_origin, find_token, verify_token
 from gateway.connection import CloseCode, Connection
 from gateway.errors import GatewayError
-from gateway.groups import group_update, group_view
 from gateway.limits import AbuseMeter, TokenBucket
+from gateway.views import group_update, group_view
 from protocol import (
     Ack,
     AddVp,

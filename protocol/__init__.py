@@ -72,10 +72,12 @@ from protocol.data import (
 from protocol.errors import ProtocolError
 from protocol.server import (
     Ack,
+    AgentState,
     AgentStatus,
     AskUserQuestion,
     ClaudeOutput,
     ErrorFrame,
+    EventFrame,
     GroupUpdate,
     Pong,
     ServerFrame,
@@ -96,6 +98,7 @@ __all__ = [
     "SERVER_ADAPTER",
     "Ack",
     "AddVp",
+    "AgentState",
     "AgentStatus",
     "AskUserAnswer",
     "AskUserQuestion",
@@ -112,6 +115,7 @@ __all__ = [
     "DeleteGroup",
     "ErrorCode",
     "ErrorFrame",
+    "EventFrame",
     "GroupUpdate",
     "Id",
     "ListFolders",

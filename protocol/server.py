@@ -8,6 +8,7 @@ parsing frames from a newer server.
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import Field
@@ -15,7 +16,15 @@ from pydantic import Field
 from protocol.common import ErrorCode, ServerModel
 from protocol.data import DataPayload
 
-AgentState = Literal["idle", "thinking", "streaming", "tool", "error"]
+
+class AgentState(StrEnum):
+    """What a VP is doing, as ``agent_status`` reports it."""
+
+    IDLE = "idle"
+    THINKING = "thinking"
+    STREAMING = "streaming"
+    TOOL = "tool"
+    ERROR = "error"
 
 
 class ClaudeOutput(ServerModel):
@@ -30,7 +39,9 @@ class YeaftOutput(ServerModel):
     """Output of one VP's turn in a group.
 
     ``seq`` is the group's event-log sequence number; a reconnecting client
-    sends the last one it saw and receives everything after it.
+    sends the last one it saw and receives everything after it. Producers
+    build the frame without it: the event log assigns it when appending, so
+    every frame a client receives carries one.
     """
 
     type: Literal["yeaft_output"] = "yeaft_output"
@@ -38,7 +49,7 @@ class YeaftOutput(ServerModel):
     group_id: str
     vp_id: str
     turn_id: str
-    seq: int = Field(ge=0)
+    seq: int | None = Field(default=None, ge=0)
     data: DataPayload
 
 
@@ -53,19 +64,24 @@ class SessionReady(ServerModel):
 
 
 class AgentStatus(ServerModel):
-    """What a VP is doing right now, for typing indicators and status dots."""
+    """What a VP is doing right now, for typing indicators and status dots.
+
+    ``seq`` is set when the frame comes from a group's event log.
+    """
 
     type: Literal["agent_status"] = "agent_status"
     group_id: str | None = None
     vp_id: str | None = None
     state: AgentState
     turn_id: str | None = None
+    seq: int | None = Field(default=None, ge=0)
 
 
 class AskUserQuestion(ServerModel):
     """A tool needs the user's decision; the client replies with ``ask_user_answer``.
 
-    ``expiresAt`` is a Unix time in seconds after which the answer is ignored.
+    ``expiresAt`` is a Unix time in seconds after which the answer is ignored;
+    ``seq`` is set when the frame comes from a group's event log.
     """
 
     type: Literal["ask_user_question"] = "ask_user_question"
@@ -78,6 +94,11 @@ class AskUserQuestion(ServerModel):
     vp_id: str | None = None
     turn_id: str | None = None
     expires_at: float | None = None
+    seq: int | None = Field(default=None, ge=0)
+
+
+EventFrame = YeaftOutput | AgentStatus | AskUserQuestion
+"""The frames a group's event log holds; the log assigns their ``seq``."""
 
 
 class ErrorFrame(ServerModel):

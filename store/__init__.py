@@ -1,9 +1,9 @@
 """Persistence and event logs: one Store interface, an embedded and a Redis backend.
 
-``open_store`` picks the backend from a URL; ``StoreSettings`` reads that URL
-and the data directory from the environment (``YEAFT_REDIS_URL``,
-``YEAFT_DATA_DIR``, ...), so every process of a deployment opens the same
-store the same way.
+``StoreConfig`` names where a deployment's store and memory live and opens
+them (the URL decides the backend, in one place); ``StoreSettings`` reads
+that from the environment (``YEAFT_REDIS_URL``, ``YEAFT_DATA_DIR``, ...), so
+every process of a deployment opens the same store the same way.
 """
 
 from __future__ import annotations
@@ -15,17 +15,21 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from store._shared import DEFAULT_EVENT_RETENTION
 from store.base import (
-    EventBatch,
+    EventLog,
     Group,
+    GroupLog,
     GroupMessage,
     GroupSettings,
+    GroupStore,
     NotFound,
     Store,
     StoreError,
+    TranscriptStore,
+    UserStore,
     new_id,
 )
-
-_REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+from store.config import StoreConfig, UnsupportedStoreURL
+from store.events import EventBatch, StoredEvent
 
 
 def open_store(
@@ -35,23 +39,8 @@ def open_store(
     event_retention: int = DEFAULT_EVENT_RETENTION,
     redis_prefix: str = "yeaft",
 ) -> Store:
-    """Open the store a URL names.
-
-    ``None``, ``""`` or ``"embedded"`` give the embedded store under
-    ``data_dir``; ``redis://``, ``rediss://`` and ``unix://`` URLs give the
-    Redis store with every key under ``redis_prefix``. Nothing connects
-    until the first call, so this is safe to call from async code.
-    """
-    if not url or url == "embedded":
-        from store.embedded import EmbeddedStore
-
-        return EmbeddedStore(data_dir, event_retention=event_retention)
-    if url.startswith(_REDIS_SCHEMES):
-        # Imported here so a process using the embedded store never loads redis.
-        from store.redis import RedisStore
-
-        return RedisStore(url, redis_prefix, event_retention=event_retention)
-    raise StoreError(f"unsupported store URL {url!r}: use 'embedded' or a redis:// URL")
+    """Open the store a URL names: ``StoreConfig(...).open_store()`` in one call."""
+    return StoreConfig(url, data_dir, event_retention, redis_prefix).open_store()
 
 
 class StoreSettings(BaseSettings):
@@ -73,25 +62,37 @@ class StoreSettings(BaseSettings):
     def _expand(cls, value: Path) -> Path:
         return value.expanduser()
 
-    def open(self) -> Store:
-        """Open the store these settings describe."""
-        return open_store(
-            self.redis_url,
-            self.data_dir,
+    def store_config(self) -> StoreConfig:
+        """These settings as the picklable config every process opens the store from."""
+        return StoreConfig(
+            url=self.redis_url,
+            data_dir=self.data_dir,
             event_retention=self.event_retention,
             redis_prefix=self.redis_prefix,
         )
 
+    def open(self) -> Store:
+        """Open the store these settings describe."""
+        return self.store_config().open_store()
+
 
 __all__ = [
     "EventBatch",
+    "EventLog",
     "Group",
+    "GroupLog",
     "GroupMessage",
     "GroupSettings",
+    "GroupStore",
     "NotFound",
     "Store",
+    "StoreConfig",
     "StoreError",
     "StoreSettings",
+    "StoredEvent",
+    "TranscriptStore",
+    "UnsupportedStoreURL",
+    "UserStore",
     "new_id",
     "open_store",
 ]

@@ -1,7 +1,9 @@
 """The store contract shared by the embedded and Redis backends.
 
-One interface, two backends: every method here is implemented by both, and
-one test suite runs against both through a parametrised fixture.
+The contract is split by role (``GroupStore``, ``GroupLog``, ``EventLog``,
+``TranscriptStore``, ``UserStore``); ``Store`` is all of them plus
+``close``. Both backends implement ``Store``, and one test suite runs
+against both through a parametrised fixture.
 """
 
 from __future__ import annotations
@@ -9,10 +11,13 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from abc import ABC, abstractmethod
-from typing import Any
+from abc import abstractmethod
+from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
+
+from protocol import EventFrame
+from store.events import EventBatch
 
 
 def new_id(prefix: str) -> str:
@@ -61,21 +66,6 @@ class GroupMessage(BaseModel):
     meta: dict[str, Any] = Field(default_factory=dict)
 
 
-class EventBatch(BaseModel):
-    """What a read of a group's event log returns.
-
-    ``events`` are ``(seq, envelope)`` pairs in order. ``gap`` is True when
-    the reader asked for sequence numbers older than retention: the events it
-    missed are gone and ``first_seq`` is the oldest still held. ``last_seq``
-    is the newest sequence number the log has assigned.
-    """
-
-    events: list[tuple[int, dict[str, Any]]] = Field(default_factory=list)
-    gap: bool = False
-    first_seq: int = 0
-    last_seq: int = 0
-
-
 class StoreError(Exception):
     """A store operation failed for a reason the caller can report."""
 
@@ -112,10 +102,9 @@ def decode_user(data: str | bytes) -> dict[str, Any]:
     return user
 
 
-class Store(ABC):
-    """Persistence for groups, group logs, transcripts, event logs and users."""
+class GroupStore(Protocol):
+    """Group records: who is in a group, its roster and settings."""
 
-    # -- groups ----------------------------------------------------------
     @abstractmethod
     async def create_group(self, group: Group) -> Group:
         """Create a group; raises StoreError if the id exists."""
@@ -134,7 +123,10 @@ class Store(ABC):
     @abstractmethod
     async def list_groups(self, member: str | None = None) -> list[Group]: ...
 
-    # -- group log -------------------------------------------------------
+
+class GroupLog(Protocol):
+    """A group's durable log of messages (what people and VPs said)."""
+
     @abstractmethod
     async def append_message(
         self, group_id: str, message: GroupMessage
@@ -151,7 +143,34 @@ class Store(ABC):
     @abstractmethod
     async def get_message(self, group_id: str, message_id: str) -> GroupMessage | None: ...
 
-    # -- engine transcripts ----------------------------------------------
+
+class EventLog(Protocol):
+    """A group's event log: the frames clients stream, numbered 1, 2, ... per group."""
+
+    @abstractmethod
+    async def append_event(self, group_id: str, frame: EventFrame) -> int:
+        """Append one frame; returns its per-group sequence number.
+
+        The frame is serialised once; the stored text carries ``seq`` set to
+        the returned number (a ``seq`` on the frame itself is ignored).
+        """
+
+    @abstractmethod
+    async def read_events(
+        self, group_id: str, after_seq: int, *, limit: int = 500, wait: float = 0.0
+    ) -> EventBatch:
+        """Events with seq > ``after_seq``, oldest first. With ``wait`` > 0,
+        blocks up to that many seconds for the first new event when none is
+        there yet."""
+
+    @abstractmethod
+    async def head(self, group_id: str) -> int:
+        """The newest sequence number assigned in the group (0 when none)."""
+
+
+class TranscriptStore(Protocol):
+    """Each VP's engine transcript per group, kept as an opaque JSON document."""
+
     @abstractmethod
     async def load_transcript(self, group_id: str, vp_id: str) -> dict[str, Any] | None:
         """A VP's engine transcript in a group, as the JSON document it was saved as.
@@ -165,20 +184,10 @@ class Store(ABC):
         self, group_id: str, vp_id: str, transcript: dict[str, Any]
     ) -> None: ...
 
-    # -- event log -------------------------------------------------------
-    @abstractmethod
-    async def append_event(self, group_id: str, envelope: dict[str, Any]) -> int:
-        """Append one envelope; returns its per-group sequence number (1, 2, ...).
-        The envelope is stored with ``seq`` set to that number."""
 
-    @abstractmethod
-    async def read_events(
-        self, group_id: str, after_seq: int, *, limit: int = 500, wait: float = 0.0
-    ) -> EventBatch:
-        """Events with seq > ``after_seq``. With ``wait`` > 0, blocks up to that
-        many seconds for the first new event when none is there yet."""
+class UserStore(Protocol):
+    """User records, opaque JSON objects keyed by ``username``."""
 
-    # -- users -----------------------------------------------------------
     @abstractmethod
     async def get_user(self, username: str) -> dict[str, Any] | None:
         """The record stored for ``username`` (exact, case-sensitive), or None."""
@@ -195,6 +204,14 @@ class Store(ABC):
     async def list_users(self) -> list[dict[str, Any]]:
         """Every user record, sorted by username."""
 
-    # -- lifecycle -------------------------------------------------------
+
+class Store(GroupStore, GroupLog, EventLog, TranscriptStore, UserStore, Protocol):
+    """Every role at once: what a backend implements and a process opens.
+
+    Code that needs one role takes that role's protocol, so a test can hand
+    it something smaller and a reader sees what it touches.
+    """
+
     @abstractmethod
-    async def close(self) -> None: ...
+    async def close(self) -> None:
+        """Release connections and threads; later calls raise StoreError."""

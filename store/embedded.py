@@ -9,9 +9,13 @@ actor processes and a gateway) may open the same directory at once:
   append) runs in a ``BEGIN IMMEDIATE`` transaction, which takes the database
   write lock up front, so a read-then-write inside it cannot race a writer in
   another process. Unique indexes back the same rules up.
-- Blocking SQLite calls run on one dedicated thread per store instance, so
-  the event loop never blocks and the connection is only ever used by the
-  thread that opened it.
+- Blocking SQLite calls run on one dedicated thread per store instance
+  (``store.sqlite.SQLiteThread``), so the event loop never blocks and the
+  connection is only ever used by the thread that opened it.
+- An event row keeps the frame's JSON text (seq spliced in, inside the
+  append's transaction) and, in their own columns, the header fields a
+  subscriber filter reads, so a read never decodes JSON. A database made
+  before those columns existed gets them, filled from the JSON, on open.
 
 Blocking event reads. SQLite has no notifications, so each store instance
 runs at most one poller thread, and only while some coroutine is waiting. It
@@ -33,20 +37,13 @@ import sqlite3
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from store._shared import (
-    DEFAULT_EVENT_RETENTION,
-    check_retention,
-    client_message_id,
-    dump_envelope,
-    make_batch,
-)
+from protocol import EventFrame
+from store._shared import DEFAULT_EVENT_RETENTION, check_retention, client_message_id
 from store.base import (
-    EventBatch,
     Group,
     GroupMessage,
     NotFound,
@@ -56,6 +53,8 @@ from store.base import (
     encode_user,
     user_record_key,
 )
+from store.events import EventBatch, StoredEvent, encode_event, make_batch, with_seq
+from store.sqlite import SQLiteThread, connect, read_txn, write_txn
 
 log = logging.getLogger(__name__)
 
@@ -101,13 +100,30 @@ CREATE TABLE IF NOT EXISTS events (
     row_id INTEGER PRIMARY KEY AUTOINCREMENT,
     group_id TEXT NOT NULL,
     seq INTEGER NOT NULL,
-    data TEXT NOT NULL
+    data TEXT NOT NULL,
+    type TEXT,
+    vp_id TEXT,
+    data_type TEXT
 );
 CREATE UNIQUE INDEX IF NOT EXISTS events_by_seq ON events (group_id, seq);
 CREATE TABLE IF NOT EXISTS users (
     username TEXT PRIMARY KEY,
     data TEXT NOT NULL
 ) WITHOUT ROWID;
+"""
+
+# The event header columns (see store.events.EventHeader), added to databases
+# made before they existed and filled from each row's JSON, once.
+_HEADER_COLUMNS = ("type", "vp_id", "data_type")
+_BACKFILL_HEADERS = """
+UPDATE events SET
+    type = coalesce(json_extract(data, '$.type'), ''),
+    vp_id = CASE WHEN json_type(data, '$.vpId') = 'text'
+        THEN json_extract(data, '$.vpId') END,
+    data_type = CASE WHEN json_extract(data, '$.type') = 'yeaft_output'
+        AND json_type(data, '$.data.type') = 'text'
+        THEN json_extract(data, '$.data.type') END
+WHERE type IS NULL
 """
 
 # Every live instance per database file in this process, so a writer can wake
@@ -121,29 +137,15 @@ def _resolve(fut: asyncio.Future[None]) -> None:
         fut.set_result(None)
 
 
-@contextlib.contextmanager
-def _write_txn(conn: sqlite3.Connection) -> Iterator[None]:
-    """A write transaction holding the database write lock from its start."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-        conn.execute("COMMIT")
-    except BaseException:
-        # After a failed COMMIT the transaction may already be gone.
-        with contextlib.suppress(sqlite3.Error):
-            conn.execute("ROLLBACK")
-        raise
-
-
-@contextlib.contextmanager
-def _read_txn(conn: sqlite3.Connection) -> Iterator[None]:
-    """A read snapshot, so related SELECTs see one consistent state."""
-    conn.execute("BEGIN")
-    try:
-        yield
-    finally:
-        with contextlib.suppress(sqlite3.Error):
-            conn.execute("COMMIT")
+def _migrate(conn: sqlite3.Connection) -> None:
+    """Bring a database made by an earlier version up to the current schema."""
+    with write_txn(conn):
+        have = {row[1] for row in conn.execute("PRAGMA table_info(events)")}
+        missing = [column for column in _HEADER_COLUMNS if column not in have]
+        for column in missing:
+            conn.execute(f"ALTER TABLE events ADD COLUMN {column} TEXT")
+        if missing:
+            conn.execute(_BACKFILL_HEADERS)
 
 
 def _event_counter(conn: sqlite3.Connection) -> int:
@@ -172,8 +174,9 @@ class EmbeddedStore(Store):
         self._closed = False
         # Opening the file and creating the schema is disk I/O, so it happens
         # lazily on the store thread, never in this (possibly async) caller.
-        self._conn: sqlite3.Connection | None = None
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="yeaft-store")
+        self._sqlite = SQLiteThread(
+            self.path, setup=self._setup, busy_timeout=busy_timeout, label="embedded store"
+        )
         self._lock = threading.Lock()
         self._waiters: dict[str, set[asyncio.Future[None]]] = {}
         self._has_waiters = threading.Event()
@@ -184,56 +187,18 @@ class EmbeddedStore(Store):
             _PEERS.setdefault(str(self.path), weakref.WeakSet()).add(self)
 
     # -- plumbing ----------------------------------------------------------
-    def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, timeout=self._busy_timeout, isolation_level=None)
-        try:
-            conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout * 1000)}")
-            # Switching a new file to WAL needs a brief exclusive lock; when
-            # several processes open a fresh directory together one may lose,
-            # so it retries. Once the file is in WAL mode this is a no-op.
-            for attempt in range(50):
-                try:
-                    conn.execute("PRAGMA journal_mode = WAL")
-                    break
-                except sqlite3.OperationalError:
-                    if attempt == 49:
-                        raise
-                    time.sleep(0.05)
-            # NORMAL in WAL mode survives a crash of any process; only a power
-            # loss can drop the last commits. FULL would fsync every append.
-            conn.execute("PRAGMA synchronous = NORMAL")
-        except BaseException:
-            conn.close()
-            raise
-        return conn
-
-    def _db(self) -> sqlite3.Connection:
-        """The store thread's connection, opened (and the schema made) on first use."""
-        if self._conn is None:
-            self.data_dir.mkdir(parents=True, exist_ok=True)
-            conn = self._connect()
-            try:
-                conn.executescript(f"BEGIN IMMEDIATE;{_SCHEMA}COMMIT;")
-                # The poller starts from here; every waiter reads after this
-                # point, so no event committed after a waiter's read is missed.
-                self._poll_base = _event_counter(conn)
-            except BaseException:
-                conn.close()  # also releases the write lock if the script failed
-                raise
-            self._conn = conn
-        return self._conn
-
-    def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        try:
-            return fn(self._db())
-        except sqlite3.Error as exc:
-            raise StoreError(f"embedded store ({self.path}): {exc}") from exc
+    def _setup(self, conn: sqlite3.Connection) -> None:
+        """Make the schema on a new connection (the store thread's, on first use)."""
+        conn.executescript(f"BEGIN IMMEDIATE;{_SCHEMA}COMMIT;")
+        _migrate(conn)
+        # The poller starts from here; every waiter reads after this point,
+        # so no event committed after a waiter's read is missed.
+        self._poll_base = _event_counter(conn)
 
     async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         if self._closed:
             raise StoreError("store is closed")
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, self._call, fn)
+        return await self._sqlite.run(fn)
 
     # -- groups ------------------------------------------------------------
     async def create_group(self, group: Group) -> Group:
@@ -271,7 +236,7 @@ class EmbeddedStore(Store):
 
     async def delete_group(self, group_id: str) -> bool:
         def op(conn: sqlite3.Connection) -> bool:
-            with _write_txn(conn):
+            with write_txn(conn):
                 existed = conn.execute("DELETE FROM groups WHERE id = ?", (group_id,)).rowcount
                 # Data written under the id without a group row is removed too.
                 for table in ("messages", "transcripts", "events", "event_heads"):
@@ -303,7 +268,7 @@ class EmbeddedStore(Store):
         data = message.model_dump_json()
 
         def op(conn: sqlite3.Connection) -> str | None:
-            with _write_txn(conn):
+            with write_txn(conn):
                 # Inside BEGIN IMMEDIATE no other process can insert between
                 # this lookup and the insert, so the check is race-free.
                 row = None
@@ -337,7 +302,7 @@ class EmbeddedStore(Store):
             return []
 
         def op(conn: sqlite3.Connection) -> list[str]:
-            with _read_txn(conn):
+            with read_txn(conn):
                 bound = None
                 if before is not None:
                     row = conn.execute(
@@ -391,9 +356,12 @@ class EmbeddedStore(Store):
         await self._run(op)
 
     # -- event log ---------------------------------------------------------
-    async def append_event(self, group_id: str, envelope: dict[str, Any]) -> int:
+    async def append_event(self, group_id: str, frame: EventFrame) -> int:
+        encoded = encode_event(frame)
+        header = encoded.header
+
         def op(conn: sqlite3.Connection) -> int:
-            with _write_txn(conn):
+            with write_txn(conn):
                 seq = int(
                     conn.execute(
                         "INSERT INTO event_heads (group_id, last_seq) VALUES (?, 1)"
@@ -403,8 +371,16 @@ class EmbeddedStore(Store):
                     ).fetchone()[0]
                 )
                 conn.execute(
-                    "INSERT INTO events (group_id, seq, data) VALUES (?, ?, ?)",
-                    (group_id, seq, dump_envelope({**envelope, "seq": seq})),
+                    "INSERT INTO events (group_id, seq, data, type, vp_id, data_type)"
+                    " VALUES (?, ?, ?, ?, ?, ?)",
+                    (
+                        group_id,
+                        seq,
+                        with_seq(encoded.body, seq),
+                        header.type,
+                        header.vp_id,
+                        header.data_type,
+                    ),
                 )
                 if seq > self.event_retention:
                     conn.execute(
@@ -450,7 +426,7 @@ class EmbeddedStore(Store):
     def _read_events_sync(
         conn: sqlite3.Connection, group_id: str, after_seq: int, limit: int
     ) -> EventBatch:
-        with _read_txn(conn):
+        with read_txn(conn):
             head = conn.execute(
                 "SELECT last_seq FROM event_heads WHERE group_id = ?", (group_id,)
             ).fetchone()
@@ -458,12 +434,24 @@ class EmbeddedStore(Store):
                 "SELECT MIN(seq) FROM events WHERE group_id = ?", (group_id,)
             ).fetchone()
             rows = conn.execute(
-                "SELECT seq, data FROM events WHERE group_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+                "SELECT seq, data, type, vp_id, data_type FROM events"
+                " WHERE group_id = ? AND seq > ? ORDER BY seq LIMIT ?",
                 (group_id, after_seq, limit),
             ).fetchall()
-        events = [(int(seq), json.loads(data)) for seq, data in rows]
+        events = [
+            StoredEvent(int(seq), text, kind or "", vp, dt) for seq, text, kind, vp, dt in rows
+        ]
         first_seq = int(first[0]) if first and first[0] is not None else 0
         return make_batch(after_seq, events, first_seq, int(head[0]) if head else 0)
+
+    async def head(self, group_id: str) -> int:
+        def op(conn: sqlite3.Connection) -> int:
+            row = conn.execute(
+                "SELECT last_seq FROM event_heads WHERE group_id = ?", (group_id,)
+            ).fetchone()
+            return int(row[0]) if row else 0
+
+        return await self._run(op)
 
     # -- users -------------------------------------------------------------
     async def get_user(self, username: str) -> dict[str, Any] | None:
@@ -549,7 +537,7 @@ class EmbeddedStore(Store):
                     continue
                 try:
                     if conn is None:
-                        conn = self._connect()
+                        conn = connect(self.path, self._busy_timeout)
                     top = _event_counter(conn)
                     if top > base:
                         if top - base > _SCAN_LIMIT:
@@ -588,13 +576,6 @@ class EmbeddedStore(Store):
         self._stop.set()
         self._notify(None)  # blocked readers return what they have
         self._has_waiters.set()  # let an idle poller see the stop flag
-        loop = asyncio.get_running_loop()
         if self._poller is not None:
-            await loop.run_in_executor(self._executor, self._poller.join)
-        await loop.run_in_executor(self._executor, self._close_conn)
-        self._executor.shutdown(wait=False)
-
-    def _close_conn(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
+            await asyncio.to_thread(self._poller.join)
+        await self._sqlite.close()

@@ -12,10 +12,16 @@ touches keys of one slot:
 ``P:g:{G}:mpos``         string  counter of append positions
 ``P:g:{G}:cmid``         hash    clientMessageId -> message id
 ``P:g:{G}:tx``           hash    VP id -> transcript JSON
-``P:g:{G}:events``       stream  one entry per event, id ``<seq>-0``, field ``d``
+``P:g:{G}:events``       stream  one entry per event, id ``<seq>-0`` (fields below)
 ``P:g:{G}:eseq``         string  the last event seq assigned
 ``P:users``              hash    username -> user record JSON
 =======================  ======  ===============================================
+
+An event entry holds ``d``, the frame's JSON text with its seq, and the
+header fields a subscriber filter reads without decoding it: ``t`` (frame
+type), ``v`` (``vpId``) and ``k`` (``data.type`` of ``yeaft_output``); ``v``
+and ``k`` are absent when the frame has none. Entries written before headers
+were stored have only ``d``; their header is read from the JSON instead.
 
 Atomicity comes from Lua scripts (one script runs alone on the server):
 the idempotent message append, and the event append that takes the next seq
@@ -36,15 +42,9 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
-from store._shared import (
-    DEFAULT_EVENT_RETENTION,
-    check_retention,
-    client_message_id,
-    dump_envelope,
-    make_batch,
-)
+from protocol import EventFrame
+from store._shared import DEFAULT_EVENT_RETENTION, check_retention, client_message_id
 from store.base import (
-    EventBatch,
     Group,
     GroupMessage,
     NotFound,
@@ -54,6 +54,7 @@ from store.base import (
     encode_user,
     user_record_key,
 )
+from store.events import EventBatch, EventHeader, StoredEvent, encode_event, make_batch
 
 _GROUP_KINDS = ("group", "msgs", "order", "mpos", "cmid", "tx", "events", "eseq")
 
@@ -89,19 +90,18 @@ end
 return {1, ARGV[2]}
 """
 
-# KEYS: eseq, events. ARGV: envelope JSON (an object), retention.
+# KEYS: eseq, events. ARGV: frame JSON without seq (a non-empty object),
+# retention, then the header's field names and values.
 # The seq is spliced into the JSON text rather than decoded and re-encoded with
-# cjson, which would turn empty lists into objects and reformat numbers.
+# cjson, which would turn empty lists into objects and reformat numbers; it is
+# the same splice as store.events.with_seq.
 _APPEND_EVENT = """
 local seq = redis.call('INCR', KEYS[1])
-local body = ARGV[1]
-local data
-if body == '{}' then
-  data = '{"seq":' .. seq .. '}'
-else
-  data = '{"seq":' .. seq .. ',' .. string.sub(body, 2)
+local entry = {'d', '{"seq":' .. seq .. ',' .. string.sub(ARGV[1], 2)}
+for i = 3, #ARGV do
+  entry[#entry + 1] = ARGV[i]
 end
-redis.call('XADD', KEYS[2], 'MAXLEN', ARGV[2], seq .. '-0', 'd', data)
+redis.call('XADD', KEYS[2], 'MAXLEN', ARGV[2], seq .. '-0', unpack(entry))
 return seq
 """
 
@@ -291,13 +291,19 @@ class RedisStore(Store):
             await self._r.hset(self._key(group_id, "tx"), vp_id, body)
 
     # -- event log ---------------------------------------------------------
-    async def append_event(self, group_id: str, envelope: dict[str, Any]) -> int:
+    async def append_event(self, group_id: str, frame: EventFrame) -> int:
         self._check_open()
-        body = dump_envelope({k: v for k, v in envelope.items() if k != "seq"})
+        encoded = encode_event(frame)
+        header = encoded.header
+        fields = ["t", header.type]
+        if header.vp_id is not None:
+            fields += ["v", header.vp_id]
+        if header.data_type is not None:
+            fields += ["k", header.data_type]
         with _redis_errors():
             seq = await self._append_event(
                 keys=[self._key(group_id, "eseq"), self._key(group_id, "events")],
-                args=[body, self.event_retention],
+                args=[encoded.body, self.event_retention, *fields],
             )
         return int(seq)
 
@@ -335,8 +341,14 @@ class RedisStore(Store):
                 keys=[self._key(group_id, "eseq"), self._key(group_id, "events")],
                 args=[f"{after_seq + 1}-0", limit],
             )
-        events = [(_seq_of(eid), json.loads(_field(fields, "d"))) for eid, fields in entries]
+        events = [_stored(eid, fields) for eid, fields in entries]
         return make_batch(after_seq, events, int(first), int(last))
+
+    async def head(self, group_id: str) -> int:
+        self._check_open()
+        with _redis_errors():
+            last = await self._r.get(self._key(group_id, "eseq"))
+        return int(last) if last else 0
 
     # -- users -------------------------------------------------------------
     async def get_user(self, username: str) -> dict[str, Any] | None:
@@ -370,9 +382,16 @@ class RedisStore(Store):
         await self._blocking_pool.aclose()
 
 
-def _field(fields: list[str], name: str) -> str:
-    """A value from a stream entry's flat ``[name, value, ...]`` field list."""
-    for i in range(0, len(fields) - 1, 2):
-        if fields[i] == name:
-            return fields[i + 1]
-    raise StoreError(f"stream entry has no field {name!r}")
+def _stored(entry_id: str, flat: list[str]) -> StoredEvent:
+    """A stream entry (id and flat ``[name, value, ...]`` fields) as a StoredEvent."""
+    fields = dict(zip(flat[::2], flat[1::2], strict=True))
+    text = fields.get("d")
+    if text is None:
+        raise StoreError(f"event stream entry {entry_id} has no field 'd'")
+    kind = fields.get("t")
+    if kind is None:
+        # Appended before headers were stored: read them from the JSON, once.
+        header = EventHeader.of_envelope(json.loads(text))
+    else:
+        header = EventHeader(kind, fields.get("v"), fields.get("k"))
+    return StoredEvent.from_header(_seq_of(entry_id), text, header)

@@ -18,10 +18,9 @@ async def all_events(runtime: Runtime, group_id: str) -> list[dict[str, Any]]:
     """Every envelope of a group's event log; each must be a valid server frame."""
     store = await runtime.store()
     batch = await store.read_events(group_id, 0, limit=100_000)
-    envelopes = [env for _, env in batch.events]
-    for env in envelopes:
-        parse_server_frame(env)  # raises ProtocolError naming the bad field
-    return envelopes
+    for event in batch.events:
+        parse_server_frame(event.text)  # raises ProtocolError naming the bad field
+    return [event.envelope() for event in batch.events]
 
 
 async def wait_for_event(
@@ -34,10 +33,11 @@ async def wait_for_event(
     deadline = loop.time() + timeout_s
     while (remaining := deadline - loop.time()) > 0:
         batch = await store.read_events(group_id, seq, wait=min(remaining, 5.0))
-        for s, env in batch.events:
-            seq = s
-            if pred(env):
-                return env
+        for event in batch.events:
+            seq = event.seq
+            envelope = event.envelope()
+            if pred(envelope):
+                return envelope
     raise AssertionError("no matching event before the timeout")
 
 

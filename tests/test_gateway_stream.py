@@ -12,6 +12,7 @@ from typing import Any
 
 from websockets.asyncio.client import connect
 
+from protocol import YeaftOutput
 from store.base import Group, new_id
 from tests.fixtures.gateway import Gateway, StartGateway, WsClient
 from tests.fixtures.ray_cluster import MakeRuntime
@@ -39,25 +40,27 @@ async def _store_group(gw: Gateway, *members: str) -> str:
     return group.id
 
 
-def _notice(gid: str, i: int, size: int = 10) -> dict[str, Any]:
+def _notice(gid: str, i: int, size: int = 10) -> YeaftOutput:
     """An envelope as a VP actor would append it.
 
     The message is random text: uvicorn compresses WebSocket messages
     (permessage-deflate), and repeated characters would shrink to nothing.
     """
-    return {
-        "type": "yeaft_output",
-        "conversationId": gid,
-        "groupId": gid,
-        "vpId": "steve",
-        "turnId": "t1",
-        "data": {
-            "type": "system",
-            "subtype": "notice",
-            "message": secrets.token_urlsafe(size)[:size],
-            "detail": {"i": i},
-        },
-    }
+    return YeaftOutput.model_validate(
+        {
+            "type": "yeaft_output",
+            "conversationId": gid,
+            "groupId": gid,
+            "vpId": "steve",
+            "turnId": "t1",
+            "data": {
+                "type": "system",
+                "subtype": "notice",
+                "message": secrets.token_urlsafe(size)[:size],
+                "detail": {"i": i},
+            },
+        }
+    )
 
 
 async def test_reconnect_with_last_seq_ends_exactly_like_an_uninterrupted_client(
@@ -98,7 +101,7 @@ async def test_reconnect_with_last_seq_ends_exactly_like_an_uninterrupted_client
     assert reply["action"] == "subscribed"
 
     assert await runtime.group(gid).wait_idle()
-    head = (await (await gw.store()).read_events(gid, 0, limit=1)).last_seq
+    head = await (await gw.store()).head(gid)
     for client in (steady, again):
         await client.until_seq(head)
     # The VP filter keeps steve's envelopes and everything the group must see.

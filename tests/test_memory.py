@@ -23,11 +23,11 @@ from engine.memory import (
 )
 from engine.messages import ToolCall, estimate_tokens
 from engine.tools.registry import ToolContext, ToolRegistry
+from store import StoreConfig
 from store.memory import (
     MemoryBackend,
     MemoryItem,
     RedisMemory,
-    open_memory,
     scope_vp,
     vp_scope,
 )
@@ -178,9 +178,9 @@ async def test_two_handles_share_one_store(memory_backend: MemoryBackend, tmp_pa
     # Two handles stand in for two processes: writes from both interleave and
     # each sees the other's.
     if isinstance(memory_backend, RedisMemory):
-        other = open_memory(memory_backend.url, tmp_path, prefix=memory_backend.prefix)
+        other: MemoryBackend = RedisMemory(memory_backend.url, prefix=memory_backend.prefix)
     else:
-        other = open_memory("embedded", tmp_path)
+        other = StoreConfig("embedded", tmp_path).open_memory()
     try:
         await asyncio.gather(
             *(
@@ -385,8 +385,8 @@ def test_text_helpers() -> None:
 
 
 def test_open_memory_rejects_unknown_urls(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match="unknown memory backend"):
-        open_memory("postgres://x", tmp_path)
+    with pytest.raises(ValueError, match="unsupported store URL"):
+        StoreConfig("postgres://x", tmp_path).open_memory()
 
 
 # -- recall quality -----------------------------------------------------------

@@ -2,13 +2,11 @@
 
 Why these choices:
 
-- WAL mode and a busy timeout let several processes (gateway, actors) share
-  one file: readers never block the writer, and a writer waits for another
-  instead of failing. Every write is one ``BEGIN IMMEDIATE`` transaction so
-  the item row and its index row change together.
-- sqlite3 blocks, so every call runs on one dedicated thread that owns the
-  connection; the event loop never waits on disk, and one connection on one
-  thread needs no locking of its own.
+- The connection is the store's own: ``store.sqlite.SQLiteThread`` (WAL, a
+  busy timeout, retry of lock conflicts, one dedicated thread, sqlite3
+  errors as ``StoreError``), so several processes (gateway, actors) share
+  one file. Every write is one ``BEGIN IMMEDIATE`` transaction so the item
+  row and its index row change together.
 - English goes through FTS5's ``porter unicode61`` tokenizer. unicode61 keeps
   a whole run of Chinese characters (and any Latin letters touching it) as
   one token, which would make a Chinese word findable only as the entire
@@ -22,18 +20,17 @@ Why these choices:
 
 from __future__ import annotations
 
-import asyncio
 import builtins
 import json
 import sqlite3
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
 from store.memory.model import MemoryBackend, MemoryItem
 from store.memory.text import fts_document, fts_query
+from store.sqlite import SQLiteThread, write_txn
 
 T = TypeVar("T")
 
@@ -67,9 +64,10 @@ def _create_schema(conn: sqlite3.Connection) -> None:
     # One statement at a time: executescript() would commit the surrounding
     # transaction first, and two processes creating the schema at once must
     # be serialised by it.
-    for statement in _SCHEMA.split(";"):
-        if statement.strip():
-            conn.execute(statement)
+    with write_txn(conn):
+        for statement in _SCHEMA.split(";"):
+            if statement.strip():
+                conn.execute(statement)
 
 
 def _row_to_item(row: tuple[Any, ...]) -> MemoryItem:
@@ -96,47 +94,21 @@ class SQLiteMemory(MemoryBackend):
 
     def __init__(self, path: Path, *, busy_timeout_s: float = 10.0) -> None:
         self.path = Path(path)
-        self._busy_timeout_s = busy_timeout_s
-        self._conn: sqlite3.Connection | None = None
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memory-sqlite")
-        self._closed = False
-
-    # -- plumbing ---------------------------------------------------------
+        self._sqlite = SQLiteThread(
+            self.path, setup=_create_schema, busy_timeout=busy_timeout_s, label="memory"
+        )
 
     async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        if self._closed:
-            raise RuntimeError("memory backend is closed")
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, self._call, fn)
+        return await self._sqlite.run(fn)
 
-    def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        # Runs on the executor thread, which is the only one to touch the
-        # connection; it is opened there on first use.
-        if self._conn is None:
-            self._conn = self._open()
-        return fn(self._conn)
+    async def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn`` as one write transaction."""
 
-    def _open(self) -> sqlite3.Connection:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        # isolation_level=None: transactions are explicit, see _write.
-        conn = sqlite3.connect(self.path, timeout=self._busy_timeout_s, isolation_level=None)
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=NORMAL")
-        self._write(conn, _create_schema)
-        return conn
+        def op(conn: sqlite3.Connection) -> T:
+            with write_txn(conn):
+                return fn(conn)
 
-    @staticmethod
-    def _write(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:
-        # IMMEDIATE takes the write lock up front, so two processes never
-        # both read and then both fail to upgrade to a writer.
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            result = fn(conn)
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
-        return result
+        return await self._sqlite.run(op)
 
     # -- MemoryBackend ----------------------------------------------------
 
@@ -166,7 +138,7 @@ class SQLiteMemory(MemoryBackend):
                 (cur.lastrowid, *_fts_row(item.text, item.tags)),
             )
 
-        await self._run(lambda conn: self._write(conn, op))
+        await self._write(op)
         return item
 
     async def update(
@@ -194,7 +166,7 @@ class SQLiteMemory(MemoryBackend):
             )
             return item
 
-        return await self._run(lambda conn: self._write(conn, op))
+        return await self._write(op)
 
     async def delete(self, item_id: str) -> bool:
         def op(conn: sqlite3.Connection) -> bool:
@@ -205,7 +177,7 @@ class SQLiteMemory(MemoryBackend):
             conn.execute("DELETE FROM memory_items WHERE rowid = ?", (row[0],))
             return True
 
-        return await self._run(lambda conn: self._write(conn, op))
+        return await self._write(op)
 
     async def get(self, item_id: str) -> MemoryItem | None:
         def op(conn: sqlite3.Connection) -> MemoryItem | None:
@@ -250,14 +222,4 @@ class SQLiteMemory(MemoryBackend):
         return [(_row_to_item(r[:-1]), float(r[-1])) for r in rows]
 
     async def close(self) -> None:
-        if self._closed:
-            return
-
-        def op() -> None:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
-
-        await asyncio.get_running_loop().run_in_executor(self._executor, op)
-        self._closed = True
-        self._executor.shutdown(wait=False)
+        await self._sqlite.close()

@@ -1,0 +1,50 @@
+"""How groups and their messages look on the wire (camelCase, like every wire name).
+
+Kept apart from ``gateway.groups`` (the operations) so that the tail, the
+WebSocket and the HTTP API can build these frames without importing the
+group service.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic.alias_generators import to_camel
+
+from protocol import GroupUpdate
+from store.base import Group, GroupMessage
+
+
+def group_view(group: Group) -> dict[str, Any]:
+    """A group as clients see it (camelCase, like every wire name)."""
+    return {
+        "id": group.id,
+        "name": group.name,
+        "roster": list(group.roster),
+        "defaultVpId": group.default_vp,
+        "members": list(group.members),
+        "settings": {to_camel(k): v for k, v in group.settings.model_dump().items()},
+        "createdAt": group.created_at,
+    }
+
+
+def group_update(group: dict[str, Any], action: str, **extra: Any) -> GroupUpdate:
+    """A ``group_update`` frame; ``action`` says what happened, extras ride along.
+
+    Actions: created, renamed, deleted, roster, default_vp, subscribed, list.
+    Extra keys are given in their wire spelling (``requestId``, ``groups``).
+    """
+    return GroupUpdate.model_validate({"group": group, "action": action, **extra})
+
+
+def message_view(message: GroupMessage) -> dict[str, Any]:
+    """A stored group message as the history endpoint returns it."""
+    return {
+        "id": message.id,
+        "ts": message.ts,
+        "author": message.author,
+        "role": message.role,
+        "text": message.text,
+        "mentions": list(message.mentions),
+        "meta": dict(message.meta),
+    }

@@ -1,0 +1,186 @@
+"""SQLite on a dedicated thread, shared by the embedded store and the embedded memory.
+
+Why it looks like this:
+
+- sqlite3 blocks, so every call runs on one thread per ``SQLiteThread`` that
+  owns the one connection; the event loop never waits on disk, and a
+  connection used by a single thread needs no locking of its own.
+- WAL mode lets readers run while one writer commits, and ``busy_timeout``
+  makes a writer wait for another process's write lock instead of failing.
+- Some conflicts come back as "database is locked" at once, without SQLite's
+  busy handler waiting: switching a fresh file to WAL while another process
+  does the same, or a read transaction that cannot become a write one. Such
+  an operation is retried with back-off, for at most about ``busy_timeout``.
+  Every operation handed to ``run`` is therefore either read-only or one
+  transaction that rolls back whole on failure, so running it again is safe.
+- Every ``sqlite3.Error`` leaves as ``StoreError`` naming the file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import sqlite3
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TypeVar
+
+from store.base import StoreError
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+_FIRST_BACKOFF = 0.01
+_MAX_BACKOFF = 0.5
+
+
+def is_busy(exc: sqlite3.Error) -> bool:
+    """Whether ``exc`` says another connection holds a lock (worth retrying)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if isinstance(code, int):
+        # Extended codes keep the primary code in their low byte.
+        return code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+    message = str(exc).lower()
+    return "locked" in message or "busy" in message
+
+
+def _retrying(fn: Callable[[], T], budget: float) -> T:
+    """Call ``fn``, again with back-off while it fails busy and ``budget`` seconds last."""
+    deadline = time.monotonic() + budget
+    delay = _FIRST_BACKOFF
+    while True:
+        try:
+            return fn()
+        except sqlite3.Error as exc:
+            if not is_busy(exc) or time.monotonic() + delay > deadline:
+                raise
+            log.debug("sqlite busy (%s); retrying in %.3f s", exc, delay)
+        time.sleep(delay)
+        delay = min(delay * 2, _MAX_BACKOFF)
+
+
+def connect(path: Path, busy_timeout: float) -> sqlite3.Connection:
+    """A connection to ``path`` in WAL mode with a busy timeout, in autocommit mode.
+
+    Transactions are explicit (``write_txn``, ``read_txn``). Call it on the
+    thread that will use the connection.
+    """
+    conn = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None)
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+        # Switching a new file to WAL needs a brief exclusive lock that the
+        # busy handler does not wait for; once the file is in WAL mode this
+        # is a no-op.
+        _retrying(lambda: conn.execute("PRAGMA journal_mode = WAL"), busy_timeout)
+        # NORMAL in WAL mode survives a crash of any process; only a power
+        # loss can drop the last commits. FULL would fsync every commit.
+        conn.execute("PRAGMA synchronous = NORMAL")
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+@contextlib.contextmanager
+def write_txn(conn: sqlite3.Connection) -> Iterator[None]:
+    """A write transaction holding the database write lock from its start.
+
+    IMMEDIATE takes the lock up front, so a read-then-write inside it cannot
+    race a writer in another process, and two writers never both read and
+    then both fail to upgrade.
+    """
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+        conn.execute("COMMIT")
+    except BaseException:
+        # After a failed COMMIT the transaction may already be gone.
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("ROLLBACK")
+        raise
+
+
+@contextlib.contextmanager
+def read_txn(conn: sqlite3.Connection) -> Iterator[None]:
+    """A read snapshot, so related SELECTs see one consistent state."""
+    conn.execute("BEGIN")
+    try:
+        yield
+    finally:
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("COMMIT")
+
+
+class SQLiteThread:
+    """One connection to one SQLite file, used only from one dedicated thread.
+
+    The file is opened on first use, on that thread (opening is disk I/O),
+    and ``setup`` runs once on the new connection (schema, migrations). A
+    failed setup closes the connection and the next call tries again.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        setup: Callable[[sqlite3.Connection], None],
+        busy_timeout: float = 10.0,
+        label: str = "sqlite",
+    ) -> None:
+        self.path = path
+        self.busy_timeout = busy_timeout
+        self.label = label
+        self._setup = setup
+        self._conn: sqlite3.Connection | None = None
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"yeaft-{label}")
+        self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    async def run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn`` on the connection's thread; StoreError for any SQLite failure.
+
+        ``fn`` may run more than once (see the module notes), so it must be
+        read-only or one transaction.
+        """
+        if self._closed:
+            raise StoreError(f"{self.label} ({self.path}) is closed")
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, self._call, fn)
+
+    def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        try:
+            return _retrying(lambda: fn(self._connection()), self.busy_timeout)
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.label} ({self.path}): {exc}") from exc
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            conn = connect(self.path, self.busy_timeout)
+            try:
+                self._setup(conn)
+            except BaseException:
+                conn.close()  # also releases a write lock the setup held
+                raise
+            self._conn = conn
+        return self._conn
+
+    async def close(self) -> None:
+        """Close the connection after the calls already queued; idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        await asyncio.get_running_loop().run_in_executor(self._executor, self._close_conn)
+        self._executor.shutdown(wait=False)
+
+    def _close_conn(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None

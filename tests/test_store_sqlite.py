@@ -1,0 +1,120 @@
+"""The SQLite-on-its-own-thread helper both embedded backends use."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+
+from store import StoreError
+from store.memory import SQLiteMemory
+from store.sqlite import SQLiteThread, is_busy, write_txn
+
+
+def _table(conn: sqlite3.Connection) -> None:
+    with write_txn(conn):
+        conn.execute("CREATE TABLE IF NOT EXISTS t (v INTEGER)")
+
+
+async def test_an_operation_that_finds_the_database_locked_is_retried(tmp_path: Path) -> None:
+    db = SQLiteThread(tmp_path / "x.sqlite3", setup=_table)
+    calls = 0
+
+    def op(conn: sqlite3.Connection) -> int:
+        nonlocal calls
+        calls += 1
+        if calls < 3:
+            raise sqlite3.OperationalError("database is locked")
+        return int(conn.execute("SELECT 42").fetchone()[0])
+
+    try:
+        assert await db.run(op) == 42
+        assert calls == 3
+    finally:
+        await db.close()
+
+
+async def test_retries_give_up_after_the_busy_timeout(tmp_path: Path) -> None:
+    db = SQLiteThread(tmp_path / "x.sqlite3", setup=_table, busy_timeout=0.2, label="probe")
+    calls = 0
+
+    def op(conn: sqlite3.Connection) -> None:
+        nonlocal calls
+        calls += 1
+        raise sqlite3.OperationalError("database is busy")
+
+    started = time.monotonic()
+    try:
+        with pytest.raises(StoreError, match="probe"):
+            await db.run(op)
+    finally:
+        await db.close()
+    assert calls > 1
+    assert time.monotonic() - started < 2.0
+
+
+async def test_other_sqlite_errors_become_store_errors_at_once(tmp_path: Path) -> None:
+    path = tmp_path / "x.sqlite3"
+    db = SQLiteThread(path, setup=_table)
+    calls = 0
+
+    def op(conn: sqlite3.Connection) -> None:
+        nonlocal calls
+        calls += 1
+        conn.execute("SELECT * FROM missing")
+
+    try:
+        with pytest.raises(StoreError, match=str(path)) as info:
+            await db.run(op)
+    finally:
+        await db.close()
+    assert calls == 1
+    assert isinstance(info.value.__cause__, sqlite3.OperationalError)
+    assert not is_busy(info.value.__cause__)
+
+
+async def test_a_write_waits_for_another_connections_write_lock(tmp_path: Path) -> None:
+    path = tmp_path / "x.sqlite3"
+    db = SQLiteThread(path, setup=_table)
+    await db.run(lambda conn: None)  # opened: WAL mode and the table exist
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    other.execute("INSERT INTO t VALUES (1)")
+
+    def insert(conn: sqlite3.Connection) -> int:
+        with write_txn(conn):
+            conn.execute("INSERT INTO t VALUES (2)")
+        return int(conn.execute("SELECT count(*) FROM t").fetchone()[0])
+
+    try:
+        writer = asyncio.create_task(db.run(insert))
+        await asyncio.sleep(0.1)
+        assert not writer.done(), "the write did not wait for the lock"
+        other.execute("COMMIT")
+        assert await asyncio.wait_for(writer, 10) == 2
+    finally:
+        other.close()
+        await db.close()
+
+
+async def test_a_closed_helper_refuses_calls_and_closing_twice_is_harmless(
+    tmp_path: Path,
+) -> None:
+    db = SQLiteThread(tmp_path / "x.sqlite3", setup=_table)
+    await db.run(lambda conn: None)
+    await db.close()
+    await db.close()
+    assert db.closed
+    with pytest.raises(StoreError, match="closed"):
+        await db.run(lambda conn: None)
+
+
+async def test_the_memory_backend_reports_store_errors(tmp_path: Path) -> None:
+    memory = SQLiteMemory(tmp_path / "memory.sqlite3")
+    assert await memory.get("nothing") is None
+    await memory.close()
+    with pytest.raises(StoreError):
+        await memory.get("nothing")
