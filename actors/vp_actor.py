@@ -58,7 +58,7 @@ class VPWorker:
         if persona is None:
             raise ValueError(f"unknown persona {vp_id!r}")
         self.persona = persona
-        settings = config.engine_settings()
+        settings = config.engine
         model = persona.model
         if model is None and persona.model_hint == "fast" and settings.fast_model:
             model = settings.fast_model

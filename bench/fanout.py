@@ -42,6 +42,7 @@ def bench_personas(directory: Path, count: int) -> list[str]:
 async def measure(model: str, store_url: str | None, runs: int, sizes: list[int]) -> None:
     from actors.config import RuntimeConfig
     from coordinator.runtime import Runtime
+    from engine.settings import EngineConfig
 
     with tempfile.TemporaryDirectory() as tmp:
         pdir = Path(tmp) / "personas"
@@ -54,7 +55,8 @@ async def measure(model: str, store_url: str | None, runs: int, sizes: list[int]
                 data_dir=tmp,
                 personas_dir=str(pdir),
                 redis_prefix="bench",
-                engine={"model": model},
+                # The offline model only: nothing from the environment applies.
+                engine=EngineConfig(model=model),
             )
         )
         group = await rt.create_group("bench", roster, settings={"fanout_cap": 16})
