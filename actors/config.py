@@ -1,39 +1,47 @@
 """Configuration every actor of one deployment shares.
 
 It travels to each actor as a constructor argument (pickled by Ray), so an
-actor started on another machine needs nothing but this object.
+actor started on another machine needs nothing but this object: the store's
+location, the personas directory, the limits and the whole engine
+configuration, provider credentials included. No actor reads its own process
+environment for any of it; the driver (the process that starts the
+deployment) builds the config once, from its settings.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
 
-from engine.settings import EngineSettings
+from engine.providers.base import Provider
+from engine.settings import EngineConfig
 from store import StoreConfig
 from store.base import Store
 from store.memory import MemoryBackend
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class RuntimeConfig:
+    """Frozen: a changed copy is ``dataclasses.replace(config, field=value, ...)``.
+
+    Its ``repr`` shows the engine config, whose keys are masked, so a config
+    may be logged.
+    """
+
     namespace: str = "yeaft"
     # Prefix for actor names, so several deployments (or tests) share a cluster.
     prefix: str = ""
-    store_url: str | None = None
-    data_dir: str = str(Path("~/.yeaft").expanduser())
-    event_retention: int = 10_000
-    redis_prefix: str = "yeaft"
-    # EngineSettings fields to override (model, fallback_models, ...).
-    engine: dict[str, Any] = field(default_factory=dict)
+    # Where the group store and the memory are (the same for every process).
+    store: StoreConfig = field(default_factory=StoreConfig)
+    # Everything the VP actors' engines are configured with.
+    engine: EngineConfig = field(default_factory=EngineConfig)
     personas_dir: str | None = None
     coordinator_shards: int = 2
     max_concurrent_turns: int = 64
     ask_timeout_s: float = 600.0
     # Providers by vendor name that replace the configured ones (tests,
     # benchmarks); they must be picklable.
-    provider_overrides: dict[str, Any] = field(default_factory=dict)
+    provider_overrides: Mapping[str, Provider] = field(default_factory=dict)
     # Ray options for VP actors.
     vp_max_restarts: int = -1
     # Dream (memory maintenance): after this many turns of a VP in a group,
@@ -45,17 +53,10 @@ class RuntimeConfig:
     recall_budget_tokens: int = 1200
 
     def open_store(self) -> Store:
-        return StoreConfig(
-            self.store_url, Path(self.data_dir), self.event_retention, self.redis_prefix
-        ).open_store()
+        return self.store.open_store()
 
     def open_memory(self) -> MemoryBackend:
-        return StoreConfig(
-            self.store_url, Path(self.data_dir), self.event_retention, self.redis_prefix
-        ).open_memory()
-
-    def engine_settings(self) -> EngineSettings:
-        return EngineSettings(**self.engine)
+        return self.store.open_memory()
 
     def actor_name(self, kind: str, key: str | int) -> str:
         return f"{self.prefix}{kind}:{key}"

@@ -59,7 +59,7 @@ class VPActor:
         persona = personas.library.get(vp_id)
         if persona is None:
             raise ValueError(f"unknown persona {vp_id!r}")
-        settings = config.engine_settings()
+        settings = config.engine
         model = persona.model
         if model is None and persona.model_hint == "fast" and settings.fast_model:
             model = settings.fast_model

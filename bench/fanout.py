@@ -42,6 +42,8 @@ def bench_personas(directory: Path, count: int) -> list[str]:
 async def measure(model: str, store_url: str | None, runs: int, sizes: list[int]) -> None:
     from actors.config import RuntimeConfig
     from coordinator.runtime import Runtime
+    from engine.settings import EngineConfig
+    from store import StoreConfig
 
     with tempfile.TemporaryDirectory() as tmp:
         pdir = Path(tmp) / "personas"
@@ -50,11 +52,10 @@ async def measure(model: str, store_url: str | None, runs: int, sizes: list[int]
             RuntimeConfig(
                 namespace=NAMESPACE,
                 prefix="bench-",
-                store_url=store_url,
-                data_dir=tmp,
+                store=StoreConfig(store_url, Path(tmp), redis_prefix="bench"),
                 personas_dir=str(pdir),
-                redis_prefix="bench",
-                engine={"model": model},
+                # The offline model only: nothing from the environment applies.
+                engine=EngineConfig(model=model),
             )
         )
         group = await rt.create_group("bench", roster, settings={"fanout_cap": 16})

@@ -38,7 +38,7 @@ from engine.messages import Conversation, Message, Usage, estimate_tokens, messa
 from engine.pricing import PriceTable
 from engine.providers.base import ModelStop
 from engine.providers.registry import ProviderRegistry
-from engine.settings import EngineSettings
+from engine.settings import EngineConfig
 from engine.tools.builtin import builtin_tools
 from engine.tools.registry import ToolContext, ToolRegistry
 
@@ -89,6 +89,9 @@ class Engine:
 
     It keeps no conversation state; a caller hands in a :class:`Conversation`
     per turn, which the turn updates in place and the caller persists.
+    Everything it is configured with comes from ``settings`` (an
+    :class:`EngineConfig`; the defaults when omitted), never from the
+    environment, so it behaves the same in whichever process it runs.
     """
 
     def __init__(
@@ -98,18 +101,18 @@ class Engine:
         model: str | None = None,
         fallbacks: list[str] | None = None,
         tools: ToolRegistry | None = None,
-        settings: EngineSettings | None = None,
+        settings: EngineConfig | None = None,
         prices: PriceTable | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         rand: Callable[[], float] = random.random,
         final_answer_prompt: str = FINAL_ANSWER_PROMPT,
     ) -> None:
-        self.settings = settings or EngineSettings()
+        self.settings = settings or EngineConfig()
         self.providers = providers or ProviderRegistry(self.settings)
         self.model = model or self.settings.default_model()
         self.fallbacks = list(self.settings.fallback_models if fallbacks is None else fallbacks)
         self.tools = tools if tools is not None else ToolRegistry(builtin_tools())
-        self.prices = prices or PriceTable.load(self.settings.prices_file)
+        self.prices = prices or PriceTable.overlay(dict(self.settings.prices))
         self.final_answer_prompt = final_answer_prompt
         s = self.settings
         self.retry_policy = RetryPolicy(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,20 +34,23 @@ DEFAULT_PRICES: dict[str, Price] = {
 }
 
 
+def read_prices(path: str | Path) -> dict[str, Price]:
+    """The entries of a JSON price file, in the file's order.
+
+    File shape: ``{"openai:my-model*": {"input": 1.0, "output": 2.0}}``.
+    """
+    raw = json.loads(Path(path).expanduser().read_text())
+    return {k: Price(**v) for k, v in raw.items()}
+
+
 class PriceTable:
     def __init__(self, prices: dict[str, Price] | None = None) -> None:
         self._prices = dict(DEFAULT_PRICES if prices is None else prices)
 
     @classmethod
-    def load(cls, path: str | None) -> PriceTable:
-        """Defaults, overlaid (and preceded) by the entries of a JSON file.
-
-        File shape: ``{"openai:my-model*": {"input": 1.0, "output": 2.0}}``.
-        """
-        if not path:
-            return cls()
-        raw = json.loads(Path(path).expanduser().read_text())
-        merged = {k: Price(**v) for k, v in raw.items()}
+    def overlay(cls, entries: Mapping[str, Price]) -> PriceTable:
+        """The defaults, overlaid (and preceded) by ``entries``; no entries: the defaults."""
+        merged = dict(entries)
         merged.update({k: v for k, v in DEFAULT_PRICES.items() if k not in merged})
         return cls(merged)
 

@@ -1,18 +1,33 @@
-"""Typed engine configuration; every field has an environment variable.
+"""Engine configuration: one frozen value that travels, one reader of the environment.
 
-Provider keys are read from the vendors' usual variables (``OPENAI_API_KEY``,
-``ANTHROPIC_API_KEY``, ``*_BASE_URL``) as well as ``YEAFT_``-prefixed ones, so
-an existing shell setup works unchanged.
+:class:`EngineConfig` holds every engine setting, provider credentials
+included. It is frozen, picklable and never looks at the process
+environment, so an engine built from it behaves the same on whichever
+machine it runs: the process that starts a deployment (the driver) builds
+one and hands it to every engine explicitly.
+
+:class:`EngineSettings` is that driver's view of the environment: the same
+settings as ``YEAFT_*`` variables, with provider keys also read from the
+vendors' usual variables (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``,
+``*_BASE_URL``) so an existing shell setup works unchanged.
+``EngineSettings().to_config()`` is the only way from the one to the other.
+
+API keys are :class:`~pydantic.SecretStr` in both, so ``repr``, ``str`` and
+``model_dump`` (JSON mode included) show them masked; the one place a key is
+unwrapped is where an SDK client is constructed
+(:mod:`engine.providers.registry`).
 """
 
 from __future__ import annotations
 
-from pydantic import AliasChoices, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from engine.pricing import Price, read_prices
 
-class EngineSettings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="YEAFT_", extra="ignore")
+
+class _EngineFields(BaseModel):
+    """The settings :class:`EngineConfig` and :class:`EngineSettings` share, with defaults."""
 
     model: str | None = Field(
         default=None,
@@ -22,24 +37,14 @@ class EngineSettings(BaseSettings):
     fast_model: str | None = Field(
         default=None, description="Model for personas whose modelHint is 'fast'."
     )
-    fallback_models: list[str] = Field(
-        default_factory=list, description="Models tried in order when the primary fails."
+    fallback_models: tuple[str, ...] = Field(
+        default=(), description="Models tried in order when the primary fails."
     )
-    openai_api_key: str | None = Field(
-        default=None, validation_alias=AliasChoices("YEAFT_OPENAI_API_KEY", "OPENAI_API_KEY")
-    )
-    openai_base_url: str | None = Field(
-        default=None, validation_alias=AliasChoices("YEAFT_OPENAI_BASE_URL", "OPENAI_BASE_URL")
-    )
+    openai_api_key: SecretStr | None = None
+    openai_base_url: str | None = None
     openai_model: str = "gpt-4o-mini"
-    anthropic_api_key: str | None = Field(
-        default=None,
-        validation_alias=AliasChoices("YEAFT_ANTHROPIC_API_KEY", "ANTHROPIC_API_KEY"),
-    )
-    anthropic_base_url: str | None = Field(
-        default=None,
-        validation_alias=AliasChoices("YEAFT_ANTHROPIC_BASE_URL", "ANTHROPIC_BASE_URL"),
-    )
+    anthropic_api_key: SecretStr | None = None
+    anthropic_base_url: str | None = None
     anthropic_model: str = "claude-sonnet-4-5"
     max_output_tokens: int = 4096
     context_window: int = 128_000
@@ -51,16 +56,83 @@ class EngineSettings(BaseSettings):
     retry_jitter: float = 0.25
     max_compactions: int = 3
     keep_recent_turns: int = 3
-    prices_file: str | None = Field(
-        default=None, description="JSON file of per-model prices (USD per million tokens)."
+
+    @field_validator(
+        "openai_api_key",
+        "openai_base_url",
+        "anthropic_api_key",
+        "anthropic_base_url",
+        mode="before",
+    )
+    @classmethod
+    def _empty_is_unset(cls, value: object) -> object:
+        # ``OPENAI_API_KEY=`` in a shell means "no key", as it always has.
+        if isinstance(value, SecretStr):
+            return value if value.get_secret_value() else None
+        return value if value != "" else None
+
+
+class EngineConfig(_EngineFields):
+    """Every engine setting, frozen; built once by the driver, passed to engines explicitly.
+
+    Invariants: it never reads the environment or a file (``prices`` are the
+    entries of the prices file, read by the driver); an empty key or base URL
+    is ``None``; keys stay :class:`~pydantic.SecretStr` until an SDK client is
+    made. ``EngineConfig()`` is the defaults: the offline model, no keys.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    prices: tuple[tuple[str, Price], ...] = Field(
+        default=(),
+        description="(pattern, price) entries overlaying the built-in price table, in order.",
     )
 
     def default_model(self) -> str:
         """The model used when none is named: a keyed provider first, else offline."""
         if self.model:
             return self.model
-        if self.anthropic_api_key:
+        if self.anthropic_api_key is not None:
             return f"anthropic:{self.anthropic_model}"
-        if self.openai_api_key:
+        if self.openai_api_key is not None:
             return f"openai:{self.openai_model}"
         return "offline:default"
+
+    def replace(self, **changes: object) -> EngineConfig:
+        """A copy with ``changes`` applied and validated (the original is unchanged)."""
+        current = {name: getattr(self, name) for name in type(self).model_fields}
+        return type(self).model_validate({**current, **changes})
+
+
+class EngineSettings(BaseSettings, _EngineFields):
+    """The engine settings from the environment; only drivers use it, through :meth:`to_config`."""
+
+    model_config = SettingsConfigDict(env_prefix="YEAFT_", extra="ignore")
+
+    openai_api_key: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("YEAFT_OPENAI_API_KEY", "OPENAI_API_KEY")
+    )
+    openai_base_url: str | None = Field(
+        default=None, validation_alias=AliasChoices("YEAFT_OPENAI_BASE_URL", "OPENAI_BASE_URL")
+    )
+    anthropic_api_key: SecretStr | None = Field(
+        default=None,
+        validation_alias=AliasChoices("YEAFT_ANTHROPIC_API_KEY", "ANTHROPIC_API_KEY"),
+    )
+    anthropic_base_url: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("YEAFT_ANTHROPIC_BASE_URL", "ANTHROPIC_BASE_URL"),
+    )
+    prices_file: str | None = Field(
+        default=None, description="JSON file of per-model prices (USD per million tokens)."
+    )
+
+    def to_config(self) -> EngineConfig:
+        """The :class:`EngineConfig` these settings describe; reads the prices file, if any.
+
+        A missing or malformed prices file fails here, in the driver, rather
+        than in every engine that would have read it.
+        """
+        shared = {name: getattr(self, name) for name in _EngineFields.model_fields}
+        prices = read_prices(self.prices_file) if self.prices_file else {}
+        return EngineConfig(**shared, prices=tuple(prices.items()))

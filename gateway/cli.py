@@ -112,6 +112,7 @@ async def _terminal_ask(question: str, choices: list[str] | None) -> str:
 async def run_ask(question: str, vp: str | None, model: str | None) -> int:
     from engine.engine import Engine
     from engine.messages import Conversation, Message
+    from engine.settings import EngineSettings
     from engine.tools.registry import ToolContext
     from personas.loader import load_personas
     from personas.prompts import build_system_prompt
@@ -121,7 +122,7 @@ async def run_ask(question: str, vp: str | None, model: str | None) -> int:
     if persona is None:
         print(f"yeaft: unknown VP {vp!r}; try `yeaft personas list`", file=sys.stderr)
         return 2
-    engine = Engine(model=model)
+    engine = Engine(model=model, settings=EngineSettings().to_config())
     ctx = ToolContext(conversation_id="cli", vp_id=persona.id, ask_user=_terminal_ask)
     tools = [t.name for t in engine.tools.offered(ctx)]
     system = build_system_prompt(persona=persona, mode="chat", tools=tools)

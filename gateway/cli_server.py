@@ -47,9 +47,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     settings = _settings(args)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
+    # Read once here, in the driver; the actors get it from the runtime config.
+    try:
+        engine = EngineSettings().to_config()
+    except (OSError, ValueError) as exc:  # a bad YEAFT_PRICES_FILE, a malformed value
+        print(f"yeaft: invalid engine settings: {exc}", file=sys.stderr)
+        return 2
     created = asyncio.run(_ensure_first_user(settings))
     host = "127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host
-    model = EngineSettings().default_model()
+    model = engine.default_model()
     print(f"Yeaft is starting on http://{host}:{settings.port}")
     print(
         f"  data: {settings.data_dir}   store: {settings.redis_url or 'embedded'}   model: {model}"
@@ -61,7 +67,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print("  log in with a user created by `yeaft user add NAME`")
     sys.stdout.flush()
     try:
-        run_server(settings, ray_address=args.ray_address)
+        run_server(settings, ray_address=args.ray_address, engine=engine)
     except KeyboardInterrupt:
         pass
     except ValueError as exc:

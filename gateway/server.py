@@ -42,7 +42,9 @@ from personas.loader import load_personas
 from protocol import ErrorCode
 
 if TYPE_CHECKING:
+    from actors.config import RuntimeConfig
     from coordinator.runtime import Runtime
+    from engine.settings import EngineConfig
 
 log = logging.getLogger(__name__)
 
@@ -222,34 +224,40 @@ def configure_ray_auth(data_dir: Path, *, local: bool) -> None:
         os.environ["RAY_AUTH_TOKEN_PATH"] = str(path)
 
 
-def runtime_config(settings: GatewaySettings) -> Any:
-    """The RuntimeConfig the server's actors share, from the gateway settings."""
-    from actors.config import RuntimeConfig
-    from engine.settings import EngineSettings
+def runtime_config(settings: GatewaySettings, engine: EngineConfig) -> RuntimeConfig:
+    """The RuntimeConfig the server's actors share: the gateway settings plus ``engine``.
 
-    # The model is resolved here, where the keys are known: offline unless a
-    # provider key is set. Keys themselves are not passed to the actors; a
-    # local instance's workers inherit this environment.
-    model = EngineSettings().default_model()
+    Built once, in the driver; the actors get provider keys and every other
+    engine setting from it, not from the environment of the node they run on.
+    """
+    from actors.config import RuntimeConfig
+
     return RuntimeConfig(
         namespace=settings.ray_namespace,
-        store_url=settings.redis_url,
-        data_dir=str(settings.data_dir),
-        event_retention=settings.event_retention,
-        redis_prefix=settings.redis_prefix,
-        engine={"model": model},
+        store=settings.store_config(),
+        engine=engine,
         personas_dir=str(settings.persona_dir()),
         coordinator_shards=settings.coordinator_shards,
     )
 
 
-def run_server(settings: GatewaySettings | None = None, *, ray_address: str | None = None) -> None:
+def run_server(
+    settings: GatewaySettings | None = None,
+    *,
+    ray_address: str | None = None,
+    engine: EngineConfig | None = None,
+) -> None:
     """Serve until interrupted: Ray (local, or ``ray_address``/``RAY_ADDRESS``), then uvicorn.
 
     The gateway is always a Ray driver; ``ray://`` (Ray Client) addresses are
     refused because every actor call through them costs several times more.
+    ``engine`` defaults to the engine settings in this process's environment.
     """
     settings = settings or GatewaySettings()
+    if engine is None:
+        from engine.settings import EngineSettings
+
+        engine = EngineSettings().to_config()
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     settings.jwt_key()
     address = ray_address or os.environ.get("RAY_ADDRESS") or None
@@ -278,7 +286,7 @@ def run_server(settings: GatewaySettings | None = None, *, ray_address: str | No
         init["address"] = address
     ray.init(**init)
     try:
-        runtime = Runtime(runtime_config(settings))
+        runtime = Runtime(runtime_config(settings, engine))
         asyncio.run(_serve(settings, runtime))
     finally:
         ray.shutdown()

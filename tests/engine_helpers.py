@@ -8,7 +8,7 @@ from engine.engine import Engine
 from engine.events import EngineEvent
 from engine.providers.offline import OfflineProvider, Step
 from engine.providers.registry import ProviderRegistry
-from engine.settings import EngineSettings
+from engine.settings import EngineConfig
 
 
 class Recorder:
@@ -49,11 +49,12 @@ def scripted_engine(
     provider = OfflineProvider(list(steps), strict=True)
     overrides: dict[str, Any] = {"offline": provider, **(providers or {})}
     sleep = FakeSleep()
+    config = EngineConfig(**settings)
     engine = Engine(
-        ProviderRegistry(EngineSettings(**settings), overrides),
+        ProviderRegistry(config, overrides),
         model=model,
         fallbacks=fallbacks or [],
-        settings=EngineSettings(**settings),
+        settings=config,
         sleep=sleep,
         rand=lambda: 0.5,
     )

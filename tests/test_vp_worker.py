@@ -8,6 +8,7 @@ same worker behind real Ray actors.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -22,6 +23,7 @@ from actors.vp_actor import VPActor
 from engine.errors import ErrorKind
 from engine.providers.base import ModelRequest, StreamItem
 from engine.providers.offline import Fail, OfflineProvider, Reply
+from engine.settings import EngineConfig
 from store.base import Group, GroupMessage
 from store.memory import vp_scope
 from tests.fixtures.stores import StoreFactory
@@ -35,17 +37,13 @@ async def make_worker(store_factory: StoreFactory) -> Any:
 
     def make(vp: str = "steve", provider: Any = None, **config: Any) -> VPActor:
         cfg = RuntimeConfig(
-            store_url=store_factory.url,
-            data_dir=str(store_factory.data_dir),
-            redis_prefix=store_factory.prefix,
-            engine={"model": "offline:default"},
+            store=store_factory.config,
+            engine=EngineConfig(model="offline:default"),
             provider_overrides={"offline": provider} if provider else {},
             dream_idle_s=0,
             dream_every_turns=0,
         )
-        for key, value in config.items():
-            setattr(cfg, key, value)
-        worker = VPActor(vp, cfg)
+        worker = VPActor(vp, dataclasses.replace(cfg, **config))
         made.append(worker)
         return worker
 

@@ -69,6 +69,9 @@ _STREAM_ERROR_STATUS = {
 
 # Local servers ignore the key, but the SDK refuses to start without one.
 _LOCAL_KEY = "not-needed"
+# Given explicitly so the SDK never falls back to OPENAI_BASE_URL: which
+# server a provider talks to is its caller's choice, not the environment's.
+_OPENAI_URL = "https://api.openai.com/v1"
 
 
 class OpenAIProvider:
@@ -101,7 +104,7 @@ class OpenAIProvider:
         self._max_tokens_field = "max_tokens" if base_url else "max_completion_tokens"
         self._client = AsyncOpenAI(
             api_key=key,
-            base_url=base_url,
+            base_url=base_url or _OPENAI_URL,
             timeout=timeout,
             max_retries=0,
             default_headers=dict(extra_headers) if extra_headers else None,

@@ -1,17 +1,25 @@
 """From a model string (``openai:gpt-4o``) to a provider instance.
 
 Providers are created lazily and cached, so a process that only ever uses
-the offline model never constructs an SDK client.
+the offline model never constructs an SDK client. Credentials and base URLs
+come from the :class:`~engine.settings.EngineConfig` alone, never from the
+environment of the process the registry runs in; a key is unwrapped only
+here, as the SDK client is made.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from engine.errors import ErrorKind, ModelError
 from engine.providers.base import Provider
 from engine.providers.offline import OfflineProvider
-from engine.settings import EngineSettings
+from engine.settings import EngineConfig
 
 KNOWN = ("openai", "anthropic", "offline")
+# Passed when no base URL is configured, so the SDK never falls back to
+# ANTHROPIC_BASE_URL from the environment of the process it runs in.
+ANTHROPIC_URL = "https://api.anthropic.com"
 
 
 def split_model(model: str) -> tuple[str, str]:
@@ -26,15 +34,16 @@ class ProviderRegistry:
     """Creates and caches one provider per vendor.
 
     ``overrides`` replaces a vendor's provider (tests hand in a scripted
-    offline model this way, under any vendor name).
+    offline model this way, under any vendor name). Without a ``settings``
+    config the defaults apply: no keys, so only the offline model resolves.
     """
 
     def __init__(
         self,
-        settings: EngineSettings | None = None,
-        overrides: dict[str, Provider] | None = None,
+        settings: EngineConfig | None = None,
+        overrides: Mapping[str, Provider] | None = None,
     ) -> None:
-        self.settings = settings or EngineSettings()
+        self.settings = settings or EngineConfig()
         self._providers: dict[str, Provider] = dict(overrides or {})
 
     def resolve(self, model: str) -> tuple[Provider, str]:
@@ -52,7 +61,7 @@ class ProviderRegistry:
         if vendor == "offline":
             return OfflineProvider()
         if vendor == "openai":
-            if not s.openai_api_key and not s.openai_base_url:
+            if s.openai_api_key is None and s.openai_base_url is None:
                 raise ModelError(
                     ErrorKind.AUTH,
                     "OPENAI_API_KEY is not set (set it, or OPENAI_BASE_URL for a local "
@@ -62,15 +71,19 @@ class ProviderRegistry:
             from engine.providers.openai import OpenAIProvider
 
             # Local OpenAI-compatible servers (vLLM, Ollama, LM Studio) accept any key.
-            return OpenAIProvider(api_key=s.openai_api_key or "local", base_url=s.openai_base_url)
+            key = s.openai_api_key.get_secret_value() if s.openai_api_key is not None else "local"
+            return OpenAIProvider(api_key=key, base_url=s.openai_base_url)
         if vendor == "anthropic":
-            if not s.anthropic_api_key:
+            if s.anthropic_api_key is None:
                 raise ModelError(
                     ErrorKind.AUTH, "ANTHROPIC_API_KEY is not set", provider="anthropic"
                 )
             from engine.providers.anthropic import AnthropicProvider
 
-            return AnthropicProvider(api_key=s.anthropic_api_key, base_url=s.anthropic_base_url)
+            return AnthropicProvider(
+                api_key=s.anthropic_api_key.get_secret_value(),
+                base_url=s.anthropic_base_url or ANTHROPIC_URL,
+            )
         raise ModelError(
             ErrorKind.MODEL_NOT_FOUND,
             f"unknown provider {vendor!r}; use one of {', '.join(KNOWN)} (e.g. openai:gpt-4o)",
