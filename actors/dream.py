@@ -76,7 +76,9 @@ async def dream(ctx: DreamContext, group_id: str, turns: int) -> DreamReport:
         options={"persona": persona.hint(), "mode": "dream"},
     )
     after = len(await ctx.memory.list(scope, kind="resident"))
-    log.info("dream of %s in %s: %s, %d new memories", vp_id, group_id, result.reason, after - before)
+    log.info(
+        "dream of %s in %s: %s, %d new memories", vp_id, group_id, result.reason, after - before
+    )
     return DreamReport(ran=True, reason=str(result.reason), written=after - before)
 
 
@@ -122,7 +124,9 @@ class DreamScheduler:
             try:
                 await self.run_now(group_id)
             except Exception:
-                log.warning("dream of %s in %s failed", self.ctx.persona.id, group_id, exc_info=True)
+                log.warning(
+                    "dream of %s in %s failed", self.ctx.persona.id, group_id, exc_info=True
+                )
 
         task = asyncio.create_task(later())
         self._timers[group_id] = task

@@ -101,9 +101,7 @@ class VPActor:
         try:
             async with self.lanes.hold(req.group_id):
                 yield TurnAck(req.turn_id)
-                outcome = await TurnRunner(
-                    self.services, req, running.abort, running.tracker
-                ).run()
+                outcome = await TurnRunner(self.services, req, running.abort, running.tracker).run()
             self.dreams.turn_done(req.group_id)
             yield outcome
         finally:

@@ -14,6 +14,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import cast
 
 import ray
 from ray.actor import ActorHandle
@@ -79,7 +80,7 @@ class Dispatcher:
         """The VP's actor (started on first use, found by name if it exists)."""
         handle = self._vps.get(vp_id)
         if handle is None:
-            handle = VPActorClass.options(
+            started = VPActorClass.options(
                 name=self.config.actor_name("vp", vp_id),
                 namespace=self.config.namespace,
                 get_if_exists=True,
@@ -89,7 +90,7 @@ class Dispatcher:
                 num_cpus=0,
                 max_concurrency=1000,
             ).remote(vp_id, self.config)
-            self._vps[vp_id] = handle
+            handle = self._vps[vp_id] = cast("ActorHandle[VPActor]", started)
         return handle
 
     def start(self, group: Group, vp: str, origin: TurnOrigin) -> str:
@@ -181,7 +182,11 @@ class Dispatcher:
         counts = await asyncio.gather(
             *(self.vp(v).abort.remote(group_id) for v in vps), return_exceptions=True
         )
-        return CancelResult(sum(c for c in counts if isinstance(c, int)), tuple(vps))
+        aborted = 0
+        for count in counts:
+            if isinstance(count, int):
+                aborted += count
+        return CancelResult(aborted, tuple(vps))
 
     async def answer(self, group: Group, request_id: str, answer: str) -> bool:
         """Hand an answer to the VP that asked (its id is in the question's id)."""

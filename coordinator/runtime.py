@@ -10,14 +10,15 @@ group's traffic to the same coordinator.
 from __future__ import annotations
 
 import zlib
+from typing import cast
 
 import ray
+from protocol.settings import GroupSettingsPatch
 from ray.actor import ActorHandle
 
 from actors.config import RuntimeConfig
 from coordinator.client import CoordinatorClient
 from coordinator.coordinator import CoordinatorWorker
-from protocol.settings import GroupSettingsPatch
 from store.base import Group, Store, new_id
 
 CoordinatorActor = ray.remote(CoordinatorWorker)
@@ -43,7 +44,7 @@ class Runtime:
         shard = shard_of(group_id, self.config.coordinator_shards)
         handle = self._coordinators.get(shard)
         if handle is None:
-            handle = CoordinatorActor.options(
+            started = CoordinatorActor.options(
                 name=self.config.actor_name("coordinator", shard),
                 namespace=self.config.namespace,
                 get_if_exists=True,
@@ -52,7 +53,7 @@ class Runtime:
                 num_cpus=0,
                 max_concurrency=10_000,
             ).remote(shard, self.config)
-            self._coordinators[shard] = handle
+            handle = self._coordinators[shard] = cast("ActorHandle[CoordinatorWorker]", started)
         return handle
 
     def group(self, group_id: str) -> CoordinatorClient:

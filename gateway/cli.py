@@ -19,6 +19,7 @@ from engine.events import (
     EngineEvent,
     NoticeEvent,
     StopEvent,
+    StopReason,
     TextDelta,
     ThinkingDelta,
     ToolCallEvent,
@@ -150,7 +151,7 @@ async def run_ask(question: str, vp: str | None, model: str | None) -> int:
     if result.error:
         print(printer.style.red(f"error: {result.error}"), file=sys.stderr)
     print(printer.summary(), file=sys.stderr)
-    return 0 if result.reason not in ("error", "aborted") else 1
+    return 0 if result.reason not in (StopReason.ERROR, StopReason.ABORTED) else 1
 
 
 def cmd_ask(args: argparse.Namespace) -> int:

@@ -123,6 +123,8 @@ class Ack(ServerModel):
     client_message_id: str | None = None
     message_id: str
     group_id: str
+    # True when the clientMessageId was seen before: nothing was sent again.
+    duplicate: bool = False
 
 
 class GroupUpdate(ServerModel):

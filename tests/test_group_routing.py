@@ -12,7 +12,14 @@ from engine.providers.base import ModelRequest
 from engine.providers.offline import OfflineProvider, Reply
 from store.memory import user_scope
 from tests.fixtures.ray_cluster import MakeRuntime
-from tests.group_helpers import ROSTER, all_events, last_is_tool_result, notices, persona_of, results
+from tests.group_helpers import (
+    ROSTER,
+    all_events,
+    last_is_tool_result,
+    notices,
+    persona_of,
+    results,
+)
 
 
 def steve_forwards_linus_remembers(request: ModelRequest) -> Reply:
@@ -30,14 +37,18 @@ def steve_forwards_linus_remembers(request: ModelRequest) -> Reply:
 async def test_a_forwarded_turn_acts_for_the_person_who_started_the_chain(
     make_runtime: MakeRuntime,
 ) -> None:
-    rt = make_runtime(provider_overrides={"offline": OfflineProvider(steve_forwards_linus_remembers)})
+    rt = make_runtime(
+        provider_overrides={"offline": OfflineProvider(steve_forwards_linus_remembers)}
+    )
     group = await rt.create_group("team", ["steve", "linus"])
     await rt.group(group.id).ingest("ann", "@steve tabs, please")
     assert await rt.group(group.id).wait_idle()
     tool_results = [
         block
         for env in await all_events(rt, group.id)
-        if env["type"] == "yeaft_output" and env["vpId"] == "linus" and env["data"]["type"] == "user"
+        if env["type"] == "yeaft_output"
+        and env["vpId"] == "linus"
+        and env["data"]["type"] == "user"
         for block in env["data"]["message"]["content"]
     ]
     assert tool_results and not any(b["is_error"] for b in tool_results), tool_results

@@ -16,11 +16,12 @@ from typing import Any
 import pytest
 
 from actors.config import RuntimeConfig
+from actors.dream import DreamReport
 from actors.transcripts import load_conversation
 from actors.turns import TurnAck, TurnOrigin, TurnOutcome, TurnRequest
-from actors.dream import DreamReport
 from actors.vp_actor import VPActor
 from engine.errors import ErrorKind
+from engine.events import StopReason
 from engine.providers.base import ModelRequest, StreamItem
 from engine.providers.offline import Fail, OfflineProvider, Reply
 from engine.settings import EngineConfig
@@ -136,7 +137,7 @@ async def test_a_running_dream_never_delays_a_person(make_worker: MakeWorker) ->
     await say(steve, gid, "first")
     await provider.dreaming.wait()  # the dream is stuck inside its model call
     answered = await asyncio.wait_for(say(steve, gid, "second"), 10)
-    assert answered.reason == "end_turn"
+    assert answered.reason is StopReason.END_TURN
     provider.gate.set()
     await asyncio.gather(*steve.dreams.running)
 
