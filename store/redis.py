@@ -390,7 +390,8 @@ def _stored(entry_id: str, flat: list[str]) -> StoredEvent:
         raise StoreError(f"event stream entry {entry_id} has no field 'd'")
     kind = fields.get("t")
     if kind is None:
-        # Appended before headers were stored: read them from the JSON, once.
+        # Appended before headers were stored: decode it (such entries age out
+        # with retention, so this path fades away).
         header = EventHeader.of_envelope(json.loads(text))
     else:
         header = EventHeader(kind, fields.get("v"), fields.get("k"))

@@ -6,12 +6,14 @@ only; those that do (users, groups, isolation) run on both.
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import jwt
 import pytest
@@ -25,6 +27,7 @@ from gateway.metrics import Metrics
 from gateway.server import configure_ray_auth
 from gateway.settings import GatewaySettings, WeakSecretError, load_or_create_secret
 from gateway.tail import Subscription, SubscriptionState
+from store.events import EventHeader, StoredEvent
 from tests.fixtures.gateway import PASSWORD, StartGateway, WsClient
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -314,16 +317,26 @@ async def test_connection_and_subscription_states_refuse_illegal_moves(tmp_path:
         sub.transition(SubscriptionState.LIVE)
 
 
+def _stored(envelope: dict[str, Any]) -> StoredEvent:
+    """An event as the store hands it to the tail: its text and header."""
+    return StoredEvent.from_header(1, json.dumps(envelope), EventHeader.of_envelope(envelope))
+
+
 def test_vp_filter_keeps_what_the_whole_group_must_see() -> None:
     sub = Subscription(None, "g", ["Linus"], buffer_limit=10)  # type: ignore[arg-type]
     out = {"type": "yeaft_output", "groupId": "g"}
-    assert sub.wants({**out, "vpId": "linus", "data": {"type": "assistant"}})
-    assert not sub.wants({**out, "vpId": "steve", "data": {"type": "assistant"}})
-    assert not sub.wants({"type": "agent_status", "vpId": "steve", "state": "streaming"})
-    assert sub.wants({**out, "vpId": "steve", "data": {"type": "result"}})
-    assert sub.wants({**out, "vpId": "steve", "data": {"type": "system"}})
-    assert sub.wants({**out, "vpId": "system", "data": {"type": "assistant"}})
-    assert sub.wants({"type": "ask_user_question", "vpId": "steve", "requestId": "r"})
+
+    def wants(envelope: dict[str, Any]) -> bool:
+        return sub.wants(_stored(envelope))
+
+    assert wants({**out, "vpId": "linus", "data": {"type": "assistant"}})
+    assert not wants({**out, "vpId": "steve", "data": {"type": "assistant"}})
+    assert not wants({"type": "agent_status", "vpId": "steve", "state": "streaming"})
+    assert wants({**out, "vpId": "steve", "data": {"type": "result"}})
+    assert wants({**out, "vpId": "steve", "data": {"type": "system"}})
+    assert wants({**out, "vpId": "system", "data": {"type": "assistant"}})
+    assert wants({"type": "ask_user_question", "vpId": "steve", "requestId": "r"})
+    assert wants({"type": "agent_status", "state": "idle"})  # no vpId: the group's
 
 
 def test_limiters() -> None:
