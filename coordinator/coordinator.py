@@ -22,6 +22,7 @@ from actors.config import RuntimeConfig
 from actors.output import EnvelopeWriter
 from actors.turns import TurnOutcome, TurnRequest
 from actors.vp_actor import VPWorker
+from coordinator.errors import GroupError, GroupErrorCode
 from coordinator.loop_guard import Chain, LoopGuard, Verdict
 from coordinator.mentions import extract_mentions, select_targets
 from engine.events import StopEvent
@@ -40,18 +41,6 @@ RESTART_RETRIES = 3
 RESTART_WAIT_S = 30.0
 # How far back the event log is searched for a turn's first envelope.
 SCAN_FOR_TURN = 2000
-
-
-class GroupError(Exception):
-    """A group operation was refused; ``code`` is machine-readable."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (GroupError, (self.code, self.message))
 
 
 class CoordinatorWorker:
@@ -99,7 +88,7 @@ class CoordinatorWorker:
     async def _require(self, group_id: str) -> Group:
         group = await self._group(group_id)
         if group is None:
-            raise GroupError("not_found", f"group {group_id} not found")
+            raise GroupError(GroupErrorCode.NOT_FOUND, f"group {group_id} not found")
         return group
 
     def _guard(self, group: Group) -> LoopGuard:
@@ -141,7 +130,9 @@ class CoordinatorWorker:
         if default_vp is not None:
             default_vp = self._roster_ids([default_vp])[0]
             if default_vp not in ids:
-                raise GroupError("default_not_in_roster", f"{default_vp} is not in the roster")
+                raise GroupError(
+                    GroupErrorCode.DEFAULT_NOT_IN_ROSTER, f"{default_vp} is not in the roster"
+                )
         name = self._valid_name(name)
         group = Group(
             id=group_id,
@@ -154,7 +145,7 @@ class CoordinatorWorker:
         try:
             created = await (await self.store()).create_group(group)
         except StoreError as exc:
-            raise GroupError("conflict", str(exc)) from exc
+            raise GroupError(GroupErrorCode.CONFLICT, str(exc)) from exc
         self._groups[group_id] = created
         return created
 
@@ -186,7 +177,7 @@ class CoordinatorWorker:
         group = await self._require(group_id)
         (vp,) = self._roster_ids([vp_id])
         if vp not in group.roster:
-            raise GroupError("not_in_roster", f"{vp} is not in this group")
+            raise GroupError(GroupErrorCode.NOT_IN_ROSTER, f"{vp} is not in this group")
         await self.cancel(group_id, vp)
         roster = [v for v in group.roster if v != vp]
         default = group.default_vp if group.default_vp != vp else (roster[0] if roster else None)
@@ -196,7 +187,7 @@ class CoordinatorWorker:
         group = await self._require(group_id)
         vp = self._roster_ids([vp_id])[0] if vp_id else None
         if vp is not None and vp not in group.roster:
-            raise GroupError("default_not_in_roster", f"{vp} is not in the roster")
+            raise GroupError(GroupErrorCode.DEFAULT_NOT_IN_ROSTER, f"{vp} is not in the roster")
         return await self._save(group.model_copy(update={"default_vp": vp}))
 
     async def update_settings(self, group_id: str, changes: dict[str, Any]) -> Group:
@@ -219,7 +210,7 @@ class CoordinatorWorker:
                 ids.append(pid)
         if unknown:
             raise GroupError(
-                "unknown_vp",
+                GroupErrorCode.UNKNOWN_VP,
                 f"unknown VP: {', '.join(unknown)}; known: {', '.join(self.library.ids())}",
             )
         return ids
@@ -228,7 +219,7 @@ class CoordinatorWorker:
     def _valid_name(name: str) -> str:
         name = (name or "").strip()
         if not name or len(name) > 120:
-            raise GroupError("invalid_name", "a group name needs 1 to 120 characters")
+            raise GroupError(GroupErrorCode.INVALID_NAME, "a group name needs 1 to 120 characters")
         return name
 
     # -- messages -----------------------------------------------------------

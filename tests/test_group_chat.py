@@ -9,6 +9,7 @@ import pytest
 import ray
 
 from actors.transcripts import load_conversation
+from coordinator.errors import GroupError, GroupErrorCode
 from engine.providers.offline import OfflineProvider
 from tests.fixtures.ray_cluster import MakeRuntime
 from tests.group_helpers import (
@@ -260,11 +261,10 @@ async def test_killed_vp_actor_restarts_and_the_group_goes_on(make_runtime: Make
 
 @pytest.mark.parametrize("name", ["", "x" * 200])
 async def test_bad_group_names_are_refused(make_runtime: MakeRuntime, name: str) -> None:
-    from coordinator.coordinator import GroupError
-
     rt = make_runtime()
-    with pytest.raises(GroupError):
+    with pytest.raises(GroupError) as err:
         await rt.create_group(name, ROSTER)
+    assert err.value.code is GroupErrorCode.INVALID_NAME
 
 
 async def test_memory_follows_the_user_into_a_new_group(make_runtime: MakeRuntime) -> None:
@@ -311,8 +311,6 @@ async def test_what_a_vp_sees(make_runtime: MakeRuntime) -> None:
 
 
 async def test_group_management(make_runtime: MakeRuntime) -> None:
-    from coordinator.coordinator import GroupError
-
     rt = make_runtime()
     group = await rt.create_group("team", ["steve", "Torvalds"], members=["ann"])
     assert group.roster == ["steve", "linus"] and group.default_vp == "steve"
@@ -324,21 +322,22 @@ async def test_group_management(make_runtime: MakeRuntime) -> None:
     shrunk = await rt.call(group.id, "remove_vp", "martin")
     assert shrunk.roster == ["steve", "linus"] and shrunk.default_vp == "steve"
     for method, args, code in [
-        ("add_vp", ("nobody",), "unknown_vp"),
-        ("set_default_vp", ("kent",), "default_not_in_roster"),
-        ("remove_vp", ("kent",), "not_in_roster"),
+        ("add_vp", ("nobody",), GroupErrorCode.UNKNOWN_VP),
+        ("set_default_vp", ("kent",), GroupErrorCode.DEFAULT_NOT_IN_ROSTER),
+        ("remove_vp", ("kent",), GroupErrorCode.NOT_IN_ROSTER),
     ]:
         with pytest.raises(GroupError) as err:
             await rt.call(group.id, method, *args)
-        assert err.value.code == code
+        assert err.value.code is code
     await rt.ingest(group.id, "ann", "@steve hi")
     await rt.wait_idle(group.id)
     assert await rt.call(group.id, "delete_group")
     store = await rt.store()
     assert await store.get_group(group.id) is None
     assert await store.read_messages(group.id) == []
-    with pytest.raises(GroupError):
+    with pytest.raises(GroupError) as gone:
         await rt.ingest(group.id, "ann", "anyone?")
+    assert gone.value.code is GroupErrorCode.NOT_FOUND
 
 
 async def test_cancel_one_vp_leaves_the_others(make_runtime: MakeRuntime) -> None:
