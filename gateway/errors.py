@@ -1,17 +1,20 @@
 """One error type for both doors: HTTP answers it as JSON, WebSocket as an ``error`` frame.
 
 ``GatewayError`` carries a protocol :class:`~protocol.ErrorCode`; the HTTP
-status follows from the code. Errors the coordinator raises
-(``GroupError``, possibly wrapped by Ray in a ``RayTaskError``) are
-translated by :func:`from_group_error` without importing the coordinator at
-module import time: importing it imports Ray, and the server must configure
-Ray's authentication before that happens.
+status follows from the code. Errors the coordinator raises (``GroupError``,
+possibly wrapped by Ray in a ``RayTaskError``) are translated by
+:func:`from_group_error`: each ``GroupErrorCode`` to the wire code
+``GROUP_ERROR_CODES`` gives it, the coordinator's code kept as
+``detail.reason``. ``coordinator.errors`` does not import Ray, so importing it
+here is safe: the server must configure Ray's authentication before Ray is
+first imported.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from coordinator.errors import GroupError, GroupErrorCode
 from protocol import ErrorCode, ErrorFrame
 
 HTTP_STATUS: dict[ErrorCode, int] = {
@@ -28,12 +31,16 @@ HTTP_STATUS: dict[ErrorCode, int] = {
     ErrorCode.INTERNAL: 500,
 }
 
-# The coordinator's GroupError codes, as wire codes. Those not listed are
-# refusals of what the client asked for, reported as invalid input.
-_GROUP_CODES: dict[str, ErrorCode] = {
-    "not_found": ErrorCode.NOT_FOUND,
-    "conflict": ErrorCode.CONFLICT,
+GROUP_ERROR_CODES: dict[GroupErrorCode, ErrorCode] = {
+    GroupErrorCode.NOT_FOUND: ErrorCode.NOT_FOUND,
+    GroupErrorCode.CONFLICT: ErrorCode.CONFLICT,
+    # The rest refuse what the client asked for: invalid input (HTTP 422).
+    GroupErrorCode.DEFAULT_NOT_IN_ROSTER: ErrorCode.INVALID_FRAME,
+    GroupErrorCode.NOT_IN_ROSTER: ErrorCode.INVALID_FRAME,
+    GroupErrorCode.UNKNOWN_VP: ErrorCode.INVALID_FRAME,
+    GroupErrorCode.INVALID_NAME: ErrorCode.INVALID_FRAME,
 }
+"""The wire code of every coordinator refusal; a test checks that none is missing."""
 
 
 class IllegalTransition(RuntimeError):
@@ -88,11 +95,13 @@ def not_found(what: str) -> GatewayError:
 
 
 def from_group_error(exc: BaseException) -> GatewayError | None:
-    """Translate a coordinator ``GroupError`` (bare or Ray-wrapped); None for anything else."""
-    from coordinator.coordinator import GroupError  # deferred: it imports ray
+    """Translate a coordinator ``GroupError`` (bare or Ray-wrapped); None for anything else.
 
+    The coordinator's own code travels along as ``detail.reason``.
+    """
     cause = exc if isinstance(exc, GroupError) else getattr(exc, "cause", None)
     if not isinstance(cause, GroupError):
         return None
-    code = _GROUP_CODES.get(cause.code, ErrorCode.INVALID_FRAME)
-    return GatewayError(code, cause.message, detail={"reason": cause.code})
+    return GatewayError(
+        GROUP_ERROR_CODES[cause.code], cause.message, detail={"reason": cause.code.value}
+    )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import stat
 import subprocess
 import sys
@@ -18,10 +19,11 @@ from typing import Any
 import jwt
 import pytest
 
+from coordinator.errors import GroupError, GroupErrorCode
 from gateway import users
 from gateway.auth import AuthError, AuthFailure, issue_token, verify_token
 from gateway.connection import Connection, ConnectionState
-from gateway.errors import IllegalTransition
+from gateway.errors import GROUP_ERROR_CODES, IllegalTransition, from_group_error
 from gateway.limits import AbuseMeter, LoginThrottle, TokenBucket
 from gateway.metrics import Metrics
 from gateway.server import configure_ray_auth
@@ -154,6 +156,46 @@ def test_ray_auth_is_configured_with_a_private_token(
     monkeypatch.delenv("RAY_AUTH_MODE")
     configure_ray_auth(tmp_path, local=False)  # joining a cluster: its own token
     assert "RAY_AUTH_MODE" not in os.environ and "RAY_AUTH_TOKEN_PATH" not in os.environ
+
+
+# -- coordinator refusals and group views (no server) ------------------------
+def test_every_group_error_code_has_a_wire_code() -> None:
+    # A new GroupErrorCode must be given its wire code on purpose.
+    assert set(GROUP_ERROR_CODES) == set(GroupErrorCode)
+
+
+@pytest.mark.parametrize(
+    ("code", "status"),
+    [
+        (GroupErrorCode.NOT_FOUND, 404),
+        (GroupErrorCode.CONFLICT, 409),
+        (GroupErrorCode.DEFAULT_NOT_IN_ROSTER, 422),
+        (GroupErrorCode.NOT_IN_ROSTER, 422),
+        (GroupErrorCode.UNKNOWN_VP, 422),
+        (GroupErrorCode.INVALID_NAME, 422),
+    ],
+)
+def test_group_errors_become_gateway_errors_with_their_reason(
+    code: GroupErrorCode, status: int
+) -> None:
+    # The error crosses Ray pickled; what arrives must translate the same.
+    refused = pickle.loads(pickle.dumps(GroupError(code, "refused because")))
+    assert refused.code is code
+    translated = from_group_error(refused)
+    assert translated is not None
+    assert translated.code is GROUP_ERROR_CODES[code] and translated.status == status
+    assert translated.message == "refused because"
+    assert translated.to_json()["error"]["detail"] == {"reason": code.value}
+    # Ray hands the caller a wrapper whose ``cause`` is the original error.
+    wrapped = RuntimeError("ray task error")
+    wrapped.cause = refused  # type: ignore[attr-defined]
+    assert from_group_error(wrapped) is not None
+    assert from_group_error(RuntimeError("something else")) is None
+
+
+def test_group_error_refuses_an_unknown_code() -> None:
+    with pytest.raises(ValueError):
+        GroupError("no_such_code", "x")  # type: ignore[arg-type]
 
 
 # -- users in the store (both backends) ---------------------------------------

@@ -8,6 +8,7 @@ import pytest
 import ray
 
 from actors.transcripts import load_conversation
+from coordinator.errors import GroupError, GroupErrorCode
 from engine.providers.offline import OfflineProvider
 from tests.fixtures.ray_cluster import MakeRuntime
 from tests.group_helpers import (
@@ -258,11 +259,10 @@ async def test_killed_vp_actor_restarts_and_the_group_goes_on(make_runtime: Make
 
 @pytest.mark.parametrize("name", ["", "x" * 200])
 async def test_bad_group_names_are_refused(make_runtime: MakeRuntime, name: str) -> None:
-    from coordinator.errors import GroupError
-
     rt = make_runtime()
-    with pytest.raises(GroupError):
+    with pytest.raises(GroupError) as err:
         await rt.create_group(name, ROSTER)
+    assert err.value.code is GroupErrorCode.INVALID_NAME
 
 
 async def test_memory_follows_the_user_into_a_new_group(make_runtime: MakeRuntime) -> None:
@@ -309,8 +309,6 @@ async def test_what_a_vp_sees(make_runtime: MakeRuntime) -> None:
 
 
 async def test_group_management(make_runtime: MakeRuntime) -> None:
-    from coordinator.errors import GroupError
-
     rt = make_runtime()
     group = await rt.create_group("team", ["steve", "Torvalds"], members=["ann"])
     assert group.roster == ["steve", "linus"] and group.default_vp == "steve"
@@ -323,21 +321,22 @@ async def test_group_management(make_runtime: MakeRuntime) -> None:
     assert shrunk.roster == ["steve", "linus"] and shrunk.default_vp == "steve"
     client = rt.group(group.id)
     for call, code in [
-        (client.add_vp("nobody"), "unknown_vp"),
-        (client.set_default_vp("kent"), "default_not_in_roster"),
-        (client.remove_vp("kent"), "not_in_roster"),
+        (client.add_vp("nobody"), GroupErrorCode.UNKNOWN_VP),
+        (client.set_default_vp("kent"), GroupErrorCode.DEFAULT_NOT_IN_ROSTER),
+        (client.remove_vp("kent"), GroupErrorCode.NOT_IN_ROSTER),
     ]:
         with pytest.raises(GroupError) as err:
             await call
-        assert err.value.code == code
-    await rt.group(group.id).ingest("ann", "@steve hi")
-    await rt.group(group.id).wait_idle()
-    assert await rt.group(group.id).delete_group()
+        assert err.value.code is code
+    await client.ingest("ann", "@steve hi")
+    await client.wait_idle()
+    assert await client.delete_group()
     store = await rt.store()
     assert await store.get_group(group.id) is None
     assert await store.read_messages(group.id) == []
-    with pytest.raises(GroupError):
-        await rt.group(group.id).ingest("ann", "anyone?")
+    with pytest.raises(GroupError) as gone:
+        await client.ingest("ann", "anyone?")
+    assert gone.value.code is GroupErrorCode.NOT_FOUND
 
 
 async def test_cancel_one_vp_leaves_the_others(make_runtime: MakeRuntime) -> None:

@@ -1,0 +1,43 @@
+"""Why the coordinator refuses a group operation, as a closed set of codes.
+
+This module imports nothing from Ray (nor anything that does), so the
+gateway can import it when it loads: the gateway must configure Ray's
+authentication before Ray is first imported.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class GroupErrorCode(StrEnum):
+    """Every reason a group operation is refused; the gateway maps each to a wire code."""
+
+    NOT_FOUND = "not_found"
+    """The group does not exist."""
+    CONFLICT = "conflict"
+    """A group with that id exists already."""
+    DEFAULT_NOT_IN_ROSTER = "default_not_in_roster"
+    """The VP chosen to answer unaddressed messages is not in the roster."""
+    NOT_IN_ROSTER = "not_in_roster"
+    """The VP to remove is not in the roster."""
+    UNKNOWN_VP = "unknown_vp"
+    """A name resolves to no persona."""
+    INVALID_NAME = "invalid_name"
+    """A group name is empty or too long."""
+
+
+class GroupError(Exception):
+    """A group operation was refused: ``code`` says why, ``message`` says it to a person.
+
+    It crosses Ray from the coordinator actor to the caller, so it pickles
+    as its two arguments (``Exception`` would pickle the message alone).
+    """
+
+    def __init__(self, code: GroupErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = GroupErrorCode(code)
+        self.message = message
+
+    def __reduce__(self) -> tuple[type[GroupError], tuple[GroupErrorCode, str]]:
+        return (GroupError, (self.code, self.message))
