@@ -42,6 +42,7 @@ def bench_personas(directory: Path, count: int) -> list[str]:
 async def measure(model: str, store_url: str | None, runs: int, sizes: list[int]) -> None:
     from actors.config import RuntimeConfig
     from coordinator.runtime import Runtime
+    from protocol import GroupSettingsPatch
 
     with tempfile.TemporaryDirectory() as tmp:
         pdir = Path(tmp) / "personas"
@@ -57,7 +58,7 @@ async def measure(model: str, store_url: str | None, runs: int, sizes: list[int]
                 engine={"model": model},
             )
         )
-        group = await rt.create_group("bench", roster, settings={"fanout_cap": 16})
+        group = await rt.create_group("bench", roster, settings=GroupSettingsPatch(fanout_cap=16))
         try:
             await rt.call(group.id, "vp_stats")  # start every actor before timing
             await rt.ingest(group.id, "bench", "@all warm up")

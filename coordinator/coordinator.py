@@ -28,6 +28,7 @@ from coordinator.mentions import extract_mentions, select_targets
 from engine.events import StopEvent
 from engine.messages import Usage
 from personas.loader import load_personas
+from protocol.settings import GroupSettingsPatch
 from store.base import Group, GroupMessage, GroupSettings, Store, StoreError
 
 log = logging.getLogger(__name__)
@@ -124,7 +125,7 @@ class CoordinatorWorker:
         roster: list[str],
         default_vp: str | None = None,
         members: list[str] | None = None,
-        settings: dict[str, Any] | None = None,
+        settings: GroupSettingsPatch | None = None,
     ) -> Group:
         ids = self._roster_ids(roster)
         if default_vp is not None:
@@ -140,7 +141,7 @@ class CoordinatorWorker:
             roster=ids,
             default_vp=default_vp or (ids[0] if ids else None),
             members=list(members or []),
-            settings=GroupSettings(**(settings or {})),
+            settings=GroupSettings().apply(settings),
         )
         try:
             created = await (await self.store()).create_group(group)
@@ -190,9 +191,9 @@ class CoordinatorWorker:
             raise GroupError(GroupErrorCode.DEFAULT_NOT_IN_ROSTER, f"{vp} is not in the roster")
         return await self._save(group.model_copy(update={"default_vp": vp}))
 
-    async def update_settings(self, group_id: str, changes: dict[str, Any]) -> Group:
+    async def update_settings(self, group_id: str, changes: GroupSettingsPatch) -> Group:
         group = await self._require(group_id)
-        settings = GroupSettings(**{**group.settings.model_dump(), **changes})
+        settings = group.settings.apply(changes)
         return await self._save(group.model_copy(update={"settings": settings}))
 
     async def set_members(self, group_id: str, members: list[str]) -> Group:

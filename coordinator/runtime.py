@@ -15,6 +15,7 @@ import ray
 
 from actors.config import RuntimeConfig
 from coordinator.coordinator import CoordinatorWorker
+from protocol.settings import GroupSettingsPatch
 from store.base import Group, Store, new_id
 
 CoordinatorActor = ray.remote(CoordinatorWorker)
@@ -63,7 +64,7 @@ class Runtime:
         *,
         default_vp: str | None = None,
         members: list[str] | None = None,
-        settings: dict[str, Any] | None = None,
+        settings: GroupSettingsPatch | None = None,
         group_id: str | None = None,
     ) -> Group:
         group_id = group_id or new_id("grp")

@@ -11,14 +11,10 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import TYPE_CHECKING, Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from pydantic.alias_generators import to_camel
+from typing import TYPE_CHECKING, Any
 
 from gateway.errors import GatewayError, from_group_error, not_found
-from protocol import MAX_ID_LENGTH, ErrorCode, GroupUpdate
-from protocol.errors import field_path
+from protocol import MAX_ID_LENGTH, ErrorCode, GroupSettingsPatch, GroupUpdate
 from store.base import Group, GroupMessage, Store
 
 if TYPE_CHECKING:
@@ -34,45 +30,6 @@ _ID = re.compile(rf"[A-Za-z0-9_-]{{1,{MAX_ID_LENGTH}}}")
 _PAST_ANY_SEQ = 2**62
 
 
-class ClientGroupSettings(BaseModel):
-    """The group settings a member may change, with bounds.
-
-    The loop guard's limits are what stop VPs from talking forever at the
-    owner's expense, so a client may tune them only within these ranges, and
-    the model is not client-settable at all (it decides the cost).
-    """
-
-    model_config = ConfigDict(
-        extra="forbid", alias_generator=to_camel, validate_by_name=True, validate_by_alias=True
-    )
-
-    language: Literal["en", "zh"] | None = None
-    broadcast_when_unmentioned: bool | None = None
-    vp_mentions_dispatch: bool | None = None
-    fanout_cap: int | None = Field(default=None, ge=1, le=16)
-    max_chain_depth: int | None = Field(default=None, ge=1, le=16)
-    throttle_hits: int | None = Field(default=None, ge=1, le=32)
-    throttle_window_s: float | None = Field(default=None, ge=0.5, le=60)
-    max_pair_exchanges: int | None = Field(default=None, ge=1, le=16)
-    max_turns_per_message: int | None = Field(default=None, ge=1, le=64)
-
-
-def client_settings(raw: dict[str, Any] | None) -> dict[str, Any] | None:
-    """Validate settings a client sent; returns GroupSettings field names and values."""
-    if raw is None:
-        return None
-    try:
-        parsed = ClientGroupSettings.model_validate(raw)
-    except ValidationError as exc:
-        first = exc.errors(include_url=False)[0]
-        path = field_path(first["loc"], raw)
-        field = f"settings.{path}" if path else "settings"
-        raise GatewayError(
-            ErrorCode.INVALID_FRAME, f"'{field}' is invalid: {first['msg']}", field=field
-        ) from exc
-    return parsed.model_dump(exclude_none=True)
-
-
 def group_view(group: Group) -> dict[str, Any]:
     """A group as clients see it (camelCase, like every wire name)."""
     return {
@@ -81,7 +38,7 @@ def group_view(group: Group) -> dict[str, Any]:
         "roster": list(group.roster),
         "defaultVpId": group.default_vp,
         "members": list(group.members),
-        "settings": {to_camel(k): v for k, v in group.settings.model_dump().items()},
+        "settings": group.settings.model_dump(mode="json", by_alias=True),
         "createdAt": group.created_at,
     }
 
@@ -162,13 +119,15 @@ class GroupService:
         name: str,
         roster: list[str],
         default_vp: str | None = None,
-        settings: dict[str, Any] | None = None,
+        settings: GroupSettingsPatch | None = None,
     ) -> Group:
-        """Create a group whose first member is its creator."""
-        checked = client_settings(settings)
+        """Create a group whose first member is its creator.
+
+        ``settings`` was checked against its bounds when the request was parsed.
+        """
         try:
             return await self.runtime.create_group(
-                name, list(roster), default_vp=default_vp, members=[username], settings=checked
+                name, list(roster), default_vp=default_vp, members=[username], settings=settings
             )
         except Exception as exc:
             raise _translate(exc, "create_group") from exc

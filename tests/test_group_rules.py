@@ -60,7 +60,7 @@ class Clock:
 
 
 def test_chain_depth_allows_eight_and_refuses_the_ninth() -> None:
-    guard = LoopGuard(GroupSettings(max_pair_exchanges=100, throttle_hits=100))
+    guard = LoopGuard(GroupSettings(max_pair_exchanges=16, throttle_hits=32))
     chain = guard.start_chain("m1")
     vps = ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j"]
     for depth in range(1, 9):
@@ -74,7 +74,7 @@ def test_chain_depth_allows_eight_and_refuses_the_ninth() -> None:
 
 def test_throttle_trips_at_eight_per_window_and_recovers() -> None:
     clock = Clock()
-    guard = LoopGuard(GroupSettings(max_pair_exchanges=100), clock)
+    guard = LoopGuard(GroupSettings(max_pair_exchanges=16), clock)
     for i in range(8):
         chain = guard.start_chain(f"m{i}")
         assert guard.admit(chain, source="a", target="b", depth=1).ok
@@ -89,7 +89,7 @@ def test_throttle_trips_at_eight_per_window_and_recovers() -> None:
 
 
 def test_ping_pong_limit_per_pair() -> None:
-    guard = LoopGuard(GroupSettings(throttle_hits=100))
+    guard = LoopGuard(GroupSettings(throttle_hits=32))
     chain = guard.start_chain("m")
     for i in range(4):
         src, dst = ("a", "b") if i % 2 == 0 else ("b", "a")
