@@ -43,6 +43,7 @@ async def measure(model: str, store_url: str | None, runs: int, sizes: list[int]
     from actors.config import RuntimeConfig
     from coordinator.runtime import Runtime
     from engine.settings import EngineConfig
+    from protocol import GroupSettingsPatch
     from store import StoreConfig
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -58,7 +59,7 @@ async def measure(model: str, store_url: str | None, runs: int, sizes: list[int]
                 engine=EngineConfig(model=model),
             )
         )
-        group = await rt.create_group("bench", roster, settings={"fanout_cap": 16})
+        group = await rt.create_group("bench", roster, settings=GroupSettingsPatch(fanout_cap=16))
         try:
             await rt.group(group.id).vp_stats()  # start every actor before timing
             await rt.group(group.id).ingest("bench", "@all warm up")

@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import ray
-from protocol.settings import GroupSettingsPatch
 from ray.actor import ActorHandle
 
 from actors.config import RuntimeConfig
@@ -26,6 +25,7 @@ from engine.events import StopReason
 from personas.directory import PersonaDirectory
 from personas.mentions import extract_mentions
 from personas.routing import Selection, Source, select_targets
+from protocol.settings import GroupSettingsPatch
 from store.base import Group, GroupMessage, Store
 
 # Replies of turns that ended this way are never routed on.

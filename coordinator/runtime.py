@@ -13,12 +13,12 @@ import zlib
 from typing import cast
 
 import ray
-from protocol.settings import GroupSettingsPatch
 from ray.actor import ActorHandle
 
 from actors.config import RuntimeConfig
 from coordinator.client import CoordinatorClient
 from coordinator.coordinator import CoordinatorWorker
+from protocol.settings import GroupSettingsPatch
 from store.base import Group, Store, new_id
 
 CoordinatorActor = ray.remote(CoordinatorWorker)

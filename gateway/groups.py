@@ -12,15 +12,11 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
-
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from pydantic.alias_generators import to_camel
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from gateway.errors import GatewayError, from_group_error, not_found
 from gateway.views import message_view
-from protocol import MAX_ID_LENGTH, ErrorCode
-from protocol.errors import field_path
+from protocol import MAX_ID_LENGTH, ErrorCode, GroupSettingsPatch
 from store.base import Group, Store
 
 if TYPE_CHECKING:
@@ -34,45 +30,6 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 _ID = re.compile(rf"[A-Za-z0-9_-]{{1,{MAX_ID_LENGTH}}}")
-
-
-class ClientGroupSettings(BaseModel):
-    """The group settings a member may change, with bounds.
-
-    The loop guard's limits are what stop VPs from talking forever at the
-    owner's expense, so a client may tune them only within these ranges, and
-    the model is not client-settable at all (it decides the cost).
-    """
-
-    model_config = ConfigDict(
-        extra="forbid", alias_generator=to_camel, validate_by_name=True, validate_by_alias=True
-    )
-
-    language: Literal["en", "zh"] | None = None
-    broadcast_when_unmentioned: bool | None = None
-    vp_mentions_dispatch: bool | None = None
-    fanout_cap: int | None = Field(default=None, ge=1, le=16)
-    max_chain_depth: int | None = Field(default=None, ge=1, le=16)
-    throttle_hits: int | None = Field(default=None, ge=1, le=32)
-    throttle_window_s: float | None = Field(default=None, ge=0.5, le=60)
-    max_pair_exchanges: int | None = Field(default=None, ge=1, le=16)
-    max_turns_per_message: int | None = Field(default=None, ge=1, le=64)
-
-
-def client_settings(raw: dict[str, Any] | None) -> dict[str, Any] | None:
-    """Validate settings a client sent; returns GroupSettings field names and values."""
-    if raw is None:
-        return None
-    try:
-        parsed = ClientGroupSettings.model_validate(raw)
-    except ValidationError as exc:
-        first = exc.errors(include_url=False)[0]
-        path = field_path(first["loc"], raw)
-        field = f"settings.{path}" if path else "settings"
-        raise GatewayError(
-            ErrorCode.INVALID_FRAME, f"'{field}' is invalid: {first['msg']}", field=field
-        ) from exc
-    return parsed.model_dump(exclude_none=True)
 
 
 class GroupService:
@@ -128,13 +85,15 @@ class GroupService:
         name: str,
         roster: list[str],
         default_vp: str | None = None,
-        settings: dict[str, Any] | None = None,
+        settings: GroupSettingsPatch | None = None,
     ) -> Group:
-        """Create a group whose first member is its creator."""
-        checked = client_settings(settings)
+        """Create a group whose first member is its creator.
+
+        ``settings`` was checked against its bounds when the request was parsed.
+        """
         try:
             return await self.runtime.create_group(
-                name, list(roster), default_vp=default_vp, members=[username], settings=checked
+                name, list(roster), default_vp=default_vp, members=[username], settings=settings
             )
         except Exception as exc:
             raise _translate(exc) from exc

@@ -35,7 +35,7 @@ from gateway.metrics import CONTENT_TYPE_LATEST
 from gateway.users import authenticate
 from gateway.views import group_view
 from personas.loader import persona_detail, persona_summary
-from protocol import ErrorCode, Id
+from protocol import ErrorCode, GroupSettingsPatch, Id
 from protocol.common import MAX_ROSTER
 
 router = APIRouter()
@@ -111,7 +111,8 @@ class CreateGroupBody(Body):
     name: str = Field(min_length=1, max_length=200)
     roster: list[Id] = Field(default_factory=list, max_length=MAX_ROSTER)
     default_vp_id: Id | None = None
-    settings: dict[str, Any] | None = None
+    # The same strict, bounded patch the WebSocket's create_group frame carries.
+    settings: GroupSettingsPatch | None = None
 
 
 class RenameBody(Body):

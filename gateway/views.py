@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic.alias_generators import to_camel
-
 from protocol import GroupUpdate
 from store.base import Group, GroupMessage
 
@@ -23,7 +21,7 @@ def group_view(group: Group) -> dict[str, Any]:
         "roster": list(group.roster),
         "defaultVpId": group.default_vp,
         "members": list(group.members),
-        "settings": {to_camel(k): v for k, v in group.settings.model_dump().items()},
+        "settings": group.settings.model_dump(mode="json", by_alias=True),
         "createdAt": group.created_at,
     }
 

@@ -5,7 +5,8 @@ Import from here rather than from the submodules::
     from protocol import parse_client_frame, dump, YeaftOutput, ProtocolError
 
 ``client`` holds what clients send, ``server`` what the server sends,
-``data`` the stream-json payloads inside output frames, ``errors`` the one
+``data`` the stream-json payloads inside output frames, ``settings`` a
+group's settings and the patch that changes them, ``errors`` the one
 exception a bad frame raises and ``codec`` parsing, dumping and the schema.
 """
 
@@ -84,6 +85,7 @@ from protocol.server import (
     SessionReady,
     YeaftOutput,
 )
+from protocol.settings import GroupSettings, GroupSettingsPatch
 
 __all__ = [
     "CLIENT_ADAPTER",
@@ -116,6 +118,8 @@ __all__ = [
     "ErrorCode",
     "ErrorFrame",
     "EventFrame",
+    "GroupSettings",
+    "GroupSettingsPatch",
     "GroupUpdate",
     "Id",
     "ListFolders",

@@ -31,6 +31,7 @@ from protocol.common import (
     Name,
     Text,
 )
+from protocol.settings import GroupSettingsPatch
 
 GROUP_CHAT_TYPE = "yeaft_session_chat"
 LEGACY_GROUP_CHAT_TYPE = "unify_group_chat"
@@ -156,13 +157,13 @@ class ListFolders(ClientModel):
 
 
 class CreateGroup(ClientModel):
-    """Create a group with a roster of VP ids."""
+    """Create a group with a roster of VP ids; ``settings`` overrides some defaults."""
 
     type: Literal["create_group"] = "create_group"
     name: Name
     roster: list[Id] = Field(max_length=MAX_ROSTER)
     default_vp_id: Id | None = None
-    settings: dict[str, Any] | None = None
+    settings: GroupSettingsPatch | None = None
     request_id: Id | None = None
 
 

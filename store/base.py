@@ -17,30 +17,16 @@ from typing import Any, Protocol
 from pydantic import BaseModel, Field
 
 from protocol import EventFrame
+
+# The settings model lives in the protocol, the layer every other one sees;
+# it is re-exported here because a group record is a store type.
+from protocol.settings import GroupSettings as GroupSettings
 from store.events import EventBatch
 
 
 def new_id(prefix: str) -> str:
     """Time-ordered unique ids (``msg_...``, ``grp_...``)."""
     return f"{prefix}_{time.time_ns():x}{uuid.uuid4().hex[:8]}"
-
-
-class GroupSettings(BaseModel):
-    """Per-group knobs; defaults follow DESIGN.md."""
-
-    language: str = "en"
-    # Dispatch every VP when a message mentions nobody (the seeds' rule); when
-    # False, only ``Group.default_vp`` answers.
-    broadcast_when_unmentioned: bool = True
-    # Whether ``@name`` written in a VP's own reply dispatches that VP.
-    vp_mentions_dispatch: bool = True
-    fanout_cap: int = 16
-    max_chain_depth: int = 8
-    throttle_hits: int = 8
-    throttle_window_s: float = 5.0
-    max_pair_exchanges: int = 4
-    max_turns_per_message: int = 32
-    model: str | None = None
 
 
 class Group(BaseModel):

@@ -108,6 +108,9 @@ def test_schema_is_json_with_every_frame(tmp_path: Path) -> None:
     text = json.dumps(schema)
     for name in ("yeaft_output", "yeaft_session_chat", "ask_user_answer", "result"):
         assert name in text
+    # The bounds of the group settings a client may send are part of it.
+    fanout = schema["$defs"]["GroupSettingsPatch"]["properties"]["fanoutCap"]["anyOf"][0]
+    assert (fanout["minimum"], fanout["maximum"]) == (1, 16)
 
 
 def test_personas_list_show_and_new(tmp_path: Path) -> None:

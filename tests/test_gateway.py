@@ -24,11 +24,13 @@ from gateway import users
 from gateway.auth import AuthError, AuthFailure, issue_token, verify_token
 from gateway.connection import Connection, ConnectionState
 from gateway.errors import GROUP_ERROR_CODES, IllegalTransition, from_group_error
+from gateway.groups import group_view
 from gateway.limits import AbuseMeter, LoginThrottle, TokenBucket
 from gateway.metrics import Metrics
 from gateway.server import configure_ray_auth
 from gateway.settings import GatewaySettings, WeakSecretError, load_or_create_secret
 from gateway.tail import Subscription, SubscriptionState
+from store.base import Group, GroupSettings
 from store.events import EventHeader, StoredEvent
 from tests.fixtures.gateway import PASSWORD, StartGateway, WsClient
 
@@ -196,6 +198,14 @@ def test_group_errors_become_gateway_errors_with_their_reason(
 def test_group_error_refuses_an_unknown_code() -> None:
     with pytest.raises(ValueError):
         GroupError("no_such_code", "x")  # type: ignore[arg-type]
+
+
+def test_group_view_shows_settings_by_their_wire_names() -> None:
+    group = Group(id="g1", name="team", settings=GroupSettings(fanout_cap=3, language="zh"))
+    settings = group_view(group)["settings"]
+    assert settings == GroupSettings(fanout_cap=3, language="zh").model_dump(by_alias=True)
+    assert settings["fanoutCap"] == 3 and settings["throttleWindowS"] == 5.0
+    assert "model" not in settings and "fanout_cap" not in settings
 
 
 # -- users in the store (both backends) ---------------------------------------

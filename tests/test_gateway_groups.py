@@ -216,11 +216,18 @@ async def test_group_management_over_the_websocket(start_gateway: StartGateway) 
     await gw.user("bob")
     ws = await WsClient.open(gw, "ann")
     created = await ws.request(
-        {"type": "create_group", "name": "ws team", "roster": ["steve"], "requestId": "r1"}
+        {
+            "type": "create_group",
+            "name": "ws team",
+            "roster": ["steve"],
+            "settings": {"maxChainDepth": 3},
+            "requestId": "r1",
+        }
     )
     assert created["action"] == "created" and created["requestId"] == "r1"
     gid = created["group"]["id"]
     assert created["group"]["members"] == ["ann"]
+    assert created["group"]["settings"]["maxChainDepth"] == 3
     steps: list[tuple[dict[str, Any], str]] = [
         ({"type": "rename_group", "groupId": gid, "name": "renamed"}, "renamed"),
         ({"type": "add_vp", "groupId": gid, "vpId": "linus"}, "roster"),
@@ -236,6 +243,17 @@ async def test_group_management_over_the_websocket(start_gateway: StartGateway) 
     )
     assert bad["code"] == "invalid_frame" and bad["requestId"] == "r2"
     assert bad["detail"] == {"reason": "unknown_vp"}
+    too_wide = await ws.request(
+        {
+            "type": "create_group",
+            "name": "x",
+            "roster": [],
+            "settings": {"fanoutCap": 99},
+            "requestId": "r3",
+        }
+    )
+    assert too_wide["code"] == "invalid_frame" and too_wide["requestId"] == "r3"
+    assert too_wide["field"] == "settings.fanoutCap"
     listed = await ws.request({"type": "list_groups"})
     assert [g["id"] for g in listed["groups"]] == [gid]
 

@@ -10,6 +10,7 @@ import ray
 from actors.transcripts import load_conversation
 from coordinator.errors import GroupError, GroupErrorCode
 from engine.providers.offline import OfflineProvider
+from protocol import GroupSettingsPatch
 from tests.fixtures.ray_cluster import MakeRuntime
 from tests.group_helpers import (
     ROSTER,
@@ -61,7 +62,7 @@ async def test_mentions_answer_concurrently(make_runtime: MakeRuntime) -> None:
 
 async def test_all_and_fanout_cap(make_runtime: MakeRuntime) -> None:
     rt = make_runtime()
-    group = await rt.create_group("team", ROSTER, settings={"fanout_cap": 2})
+    group = await rt.create_group("team", ROSTER, settings=GroupSettingsPatch(fanout_cap=2))
     out = await rt.group(group.id).ingest("ann", "@all standup")
     assert out.dispatched == ["steve", "linus"] and out.truncated
     assert out.trigger == "broadcast"
@@ -73,7 +74,10 @@ async def test_no_mention_is_everyone_or_the_default_vp(make_runtime: MakeRuntim
     everyone = await rt.create_group("all", ROSTER)
     assert (await rt.group(everyone.id).ingest("ann", "hello")).dispatched == ROSTER
     focused = await rt.create_group(
-        "one", ROSTER, default_vp="martin", settings={"broadcast_when_unmentioned": False}
+        "one",
+        ROSTER,
+        default_vp="martin",
+        settings=GroupSettingsPatch(broadcast_when_unmentioned=False),
     )
     out = await rt.group(focused.id).ingest("ann", "hello")
     assert out.dispatched == ["martin"] and out.trigger == "default"
@@ -119,7 +123,7 @@ async def test_mention_ping_pong_is_stopped_by_the_guard(make_runtime: MakeRunti
 async def test_route_forward_chain_depth(make_runtime: MakeRuntime) -> None:
     rt = make_runtime(provider_overrides={"offline": OfflineProvider(forward_around)})
     group = await rt.create_group(
-        "team", ROSTER, settings={"max_pair_exchanges": 100, "throttle_hits": 100}
+        "team", ROSTER, settings=GroupSettingsPatch(max_pair_exchanges=16, throttle_hits=32)
     )
     await rt.group(group.id).ingest("ann", "@steve go")
     assert await rt.group(group.id).wait_idle()
@@ -145,7 +149,9 @@ async def test_forward_throttle_stops_a_loop_across_messages(make_runtime: MakeR
     # tests/test_group_rules.py.
     rt = make_runtime(provider_overrides={"offline": OfflineProvider(steve_forwards_to_linus)})
     group = await rt.create_group(
-        "team", ["steve", "linus"], settings={"throttle_hits": 2, "throttle_window_s": 60}
+        "team",
+        ["steve", "linus"],
+        settings=GroupSettingsPatch(throttle_hits=2, throttle_window_s=60),
     )
     for i in range(3):
         await rt.group(group.id).ingest("ann", f"@steve task {i}")

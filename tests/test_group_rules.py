@@ -170,7 +170,7 @@ def guard_for(clock: Clock | None = None, **settings: object) -> LoopGuard:
 
 
 def test_chain_depth_allows_eight_and_refuses_the_ninth() -> None:
-    guard = guard_for(max_pair_exchanges=100, throttle_hits=100)
+    guard = guard_for(max_pair_exchanges=16, throttle_hits=32)
     chain = guard.start_chain("m1")
     vps = ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j"]
     for depth in range(1, 9):
@@ -185,7 +185,7 @@ def test_chain_depth_allows_eight_and_refuses_the_ninth() -> None:
 
 def test_throttle_trips_at_eight_per_window_and_recovers() -> None:
     clock = Clock()
-    guard = guard_for(clock, max_pair_exchanges=100)
+    guard = guard_for(clock, max_pair_exchanges=16)
     for i in range(8):
         chain = guard.start_chain(f"m{i}")
         assert guard.admit(chain, source="a", target="b", depth=1).ok
@@ -207,7 +207,7 @@ def test_throttle_trips_at_eight_per_window_and_recovers() -> None:
 
 
 def test_throttle_is_per_target() -> None:
-    guard = guard_for(throttle_hits=2, max_pair_exchanges=100)
+    guard = guard_for(throttle_hits=2, max_pair_exchanges=16)
     for target in ("b", "c"):
         for i in range(2):
             assert guard.admit(
@@ -218,7 +218,7 @@ def test_throttle_is_per_target() -> None:
 
 
 def test_ping_pong_limit_per_pair() -> None:
-    guard = guard_for(throttle_hits=100)
+    guard = guard_for(throttle_hits=32)
     chain = guard.start_chain("m")
     for i in range(4):
         src, dst = ("a", "b") if i % 2 == 0 else ("b", "a")
@@ -263,7 +263,7 @@ def test_stop_all_and_unknown_chains_refuse() -> None:
 
 
 def test_a_stopped_chain_is_reported_once() -> None:
-    guard = guard_for(throttle_hits=100)
+    guard = guard_for(throttle_hits=32)
     chain = guard.start_chain("m")
     for i in range(4):
         src, dst = ("a", "b") if i % 2 == 0 else ("b", "a")

@@ -33,6 +33,7 @@ from protocol import (
     DeleteGroup,
     ErrorCode,
     ErrorFrame,
+    GroupSettingsPatch,
     GroupUpdate,
     ListFolders,
     ListGroups,
@@ -97,7 +98,7 @@ CLIENT_SAMPLES: list[BaseModel] = [
         name="Design review",
         roster=["steve", "dieter"],
         default_vp_id="steve",
-        settings={"fanOut": 4},
+        settings=GroupSettingsPatch(fanout_cap=4, language="zh"),
         request_id="r2",
     ),
     RenameGroup(group_id="g1", name="New name"),
@@ -335,6 +336,15 @@ ERROR_CASES: list[tuple[str, Any, ErrorCode, str | None, str]] = [
      ErrorCode.INVALID_FRAME, "answer.1", "valid string"),
     ("cancel without target", {"type": "cancel_execution", "vpId": "alice"},
      ErrorCode.INVALID_FRAME, "groupId", "conversationId or groupId is required"),
+    ("setting out of bounds", {"type": "create_group", "name": "g", "roster": [],
+                               "settings": {"fanoutCap": 17}},
+     ErrorCode.INVALID_FRAME, "settings.fanoutCap", "less than or equal to 16"),
+    ("unknown setting", {"type": "create_group", "name": "g", "roster": [],
+                         "settings": {"model": "x"}},
+     ErrorCode.INVALID_FRAME, "settings.model", "'settings.model' is not a field"),
+    ("setting of the wrong type", {"type": "create_group", "name": "g", "roster": [],
+                                   "settings": {"throttleWindowS": "5"}},
+     ErrorCode.INVALID_FRAME, "settings.throttleWindowS", "valid number"),
     ("null required", {"type": "rename_group", "groupId": "g", "name": None},
      ErrorCode.INVALID_FRAME, "name", "valid string"),
     ("unknown type", {"type": "send_mesage"}, ErrorCode.UNKNOWN_TYPE, "type",
@@ -542,7 +552,7 @@ json_values = st.recursive(
 frame_types = st.sampled_from(sorted(_member_types(ClientFrame) | {"pong", "", "x"}))
 field_names = st.sampled_from(
     ["groupId", "text", "mentions", "vpId", "lastSeq", "requestId", "answer", "attachments",
-     "conversationId", "roster", "name", "vpIds", "options", "extra"]
+     "conversationId", "roster", "name", "vpIds", "options", "settings", "extra"]
 )  # fmt: skip
 frames = st.builds(
     lambda kind, fields: {"type": kind, **fields},

@@ -1,0 +1,121 @@
+"""A group's settings: one bounded model, and the patch a client sends to change it.
+
+``GroupSettings`` is the whole record. Every field has a default and the
+bounds a group may be run with: the loop guard's limits are what stop VPs
+from talking to each other forever at the owner's expense, so nobody (a
+client, the CLI, a test) can set them outside these ranges. The store keeps
+it as JSON with the Python (snake_case) names; clients see it with the wire
+(camelCase) names, ``model_dump(by_alias=True)``.
+
+``GroupSettingsPatch`` is what a client sends to set some of them. It is
+derived from ``GroupSettings`` field by field rather than written out again,
+so the two cannot drift apart: the same names, types, bounds and
+descriptions, every field optional (absent or ``null`` leaves the setting as
+it is), and strict like every client frame: unknown fields are refused and
+values are not coerced.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic.alias_generators import to_camel
+
+from protocol.common import ClientModel
+
+
+class GroupSettings(BaseModel):
+    """Per-group knobs with their defaults (see DESIGN.md) and bounds.
+
+    Unknown keys are ignored when a stored group is loaded: settings that
+    were removed (a ``model`` field once lived here) must not make old
+    groups unreadable. What a client sends is checked by the strict
+    ``GroupSettingsPatch`` instead.
+    """
+
+    model_config = ConfigDict(
+        alias_generator=to_camel, validate_by_name=True, validate_by_alias=True, extra="ignore"
+    )
+
+    language: Literal["en", "zh"] = Field(
+        default="en", description="The language VPs are asked to answer in."
+    )
+    broadcast_when_unmentioned: bool = Field(
+        default=True,
+        description=(
+            "A message that mentions nobody goes to every VP; when false, only the "
+            "group's default VP answers it."
+        ),
+    )
+    vp_mentions_dispatch: bool = Field(
+        default=True, description="An @name in a VP's own reply dispatches that VP."
+    )
+    fanout_cap: int = Field(
+        default=16, ge=1, le=16, description="At most this many VPs answer one message."
+    )
+    max_chain_depth: int = Field(
+        default=8, ge=1, le=16, description="At most this many VP-to-VP hops follow one message."
+    )
+    throttle_hits: int = Field(
+        default=8,
+        ge=1,
+        le=32,
+        description="At most this many VP-caused dispatches to one VP per throttle window.",
+    )
+    throttle_window_s: float = Field(
+        default=5.0, ge=0.5, le=60, description="The throttle window, in seconds."
+    )
+    max_pair_exchanges: int = Field(
+        default=4,
+        ge=1,
+        le=16,
+        description="At most this many exchanges between the same two VPs after one message.",
+    )
+    max_turns_per_message: int = Field(
+        default=32, ge=1, le=64, description="At most this many VP turns after one message."
+    )
+
+    def apply(self, patch: GroupSettingsPatch | None) -> GroupSettings:
+        """These settings with the fields ``patch`` sets replaced; ``self`` is left as is."""
+        if patch is None:
+            return self
+        return GroupSettings.model_validate({**self.model_dump(), **patch.changes()})
+
+
+class SettingsPatch(ClientModel):
+    """The base of ``GroupSettingsPatch``: its behaviour, none of its fields."""
+
+    def changes(self) -> dict[str, Any]:
+        """The settings this patch sets, by their Python names; unset and null ones left out."""
+        return self.model_dump(by_alias=False, exclude_none=True)
+
+
+def _optional_fields(model: type[BaseModel]) -> dict[str, Any]:
+    """``model``'s fields as ``create_model`` takes them: each optional, constraints kept."""
+    fields: dict[str, Any] = {}
+    for name, info in model.model_fields.items():
+        annotated: Any = info.annotation
+        if info.metadata:
+            # ``metadata`` holds the field's constraints (Ge, Le, ...); attached
+            # to the type they check every value that is not None.
+            annotated = Annotated[(annotated, *info.metadata)]
+        fields[name] = (annotated | None, Field(default=None, description=info.description))
+    return fields
+
+
+if TYPE_CHECKING:
+    # A class made at run time is not a type the checker can follow; it sees
+    # the base, which has every method the rest of the code calls.
+    GroupSettingsPatch = SettingsPatch
+else:
+    GroupSettingsPatch = create_model(
+        "GroupSettingsPatch",
+        __base__=SettingsPatch,
+        __module__=__name__,
+        __doc__=(
+            "Settings a client sets: any subset of GroupSettings, with the same bounds; "
+            "absent or null fields are left as they are."
+        ),
+        **_optional_fields(GroupSettings),
+    )
