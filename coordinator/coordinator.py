@@ -167,7 +167,9 @@ class CoordinatorWorker:
         chain = self._guard(group).chain(request.origin.chain_id)
         dispatched: list[str] = []
         for target in sel.targets:
-            verdict = self._admit(group, chain, request.from_vp, target, request.origin)
+            # The forwarded turn is one hop further from the person's message.
+            depth = request.origin.depth + 1
+            verdict = self._admit(group, chain, request.from_vp, target, depth)
             if not verdict.ok:
                 await self._refused(group, chain, verdict)
                 return ForwardResult(
@@ -228,15 +230,15 @@ class CoordinatorWorker:
         )
 
     def _admit(
-        self, group: Group, chain: Chain, source: str | None, target: str, origin: TurnOrigin
+        self, group: Group, chain: Chain, source: str | None, target: str, depth: int
     ) -> Verdict:
-        return self._guard(group).admit(chain, source=source, target=target, depth=origin.depth)
+        return self._guard(group).admit(chain, source=source, target=target, depth=depth)
 
     async def _dispatch(
         self, group: Group, chain: Chain, vp: str, origin: TurnOrigin, source: str | None
     ) -> str | None:
         """Start a turn if the loop guard admits it; None when the chain is stopped."""
-        verdict = self._admit(group, chain, source, vp, origin)
+        verdict = self._admit(group, chain, source, vp, origin.depth)
         if not verdict.ok:
             await self._refused(group, chain, verdict)
             return None

@@ -24,7 +24,7 @@ from gateway import users
 from gateway.auth import AuthError, AuthFailure, issue_token, verify_token
 from gateway.connection import Connection, ConnectionState
 from gateway.errors import GROUP_ERROR_CODES, IllegalTransition, from_group_error
-from gateway.groups import group_view
+from gateway.views import group_view
 from gateway.limits import AbuseMeter, LoginThrottle, TokenBucket
 from gateway.metrics import Metrics
 from gateway.server import configure_ray_auth

@@ -4,6 +4,7 @@ slow clients, retention gaps, and one tail per group."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import secrets
 import socket
 import time
@@ -16,6 +17,7 @@ from protocol import YeaftOutput
 from store.base import Group, new_id
 from tests.fixtures.gateway import Gateway, StartGateway, WsClient
 from tests.fixtures.ray_cluster import MakeRuntime
+from tests.fixtures.stores import StoreFactory
 
 
 def _is_result(frame: dict[str, Any]) -> bool:
@@ -169,9 +171,10 @@ async def test_a_slow_client_is_dropped_without_delaying_a_fast_one(
 
 
 async def test_last_seq_older_than_retention_gets_a_gap_error_then_continues(
-    start_gateway: StartGateway, make_runtime: MakeRuntime
+    start_gateway: StartGateway, make_runtime: MakeRuntime, store_factory: StoreFactory
 ) -> None:
-    gw = await start_gateway(make_runtime(event_retention=5))
+    short = dataclasses.replace(store_factory.config, event_retention=5)
+    gw = await start_gateway(make_runtime(store=short))
     await gw.user("ann")
     gid = await _store_group(gw, "ann")
     store = await gw.store()

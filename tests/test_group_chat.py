@@ -9,6 +9,7 @@ import ray
 
 from actors.transcripts import load_conversation
 from coordinator.errors import GroupError, GroupErrorCode
+from coordinator.results import CancelResult
 from engine.providers.offline import OfflineProvider
 from protocol import GroupSettingsPatch
 from tests.fixtures.ray_cluster import MakeRuntime
@@ -360,7 +361,7 @@ async def test_cancel_one_vp_leaves_the_others(make_runtime: MakeRuntime) -> Non
             ),
         )
     out = await rt.group(group.id).cancel("linus")
-    assert out == {"aborted": 1, "vps": ["linus"]}
+    assert out == CancelResult(aborted=1, vps=("linus",))
     assert await rt.group(group.id).wait_idle(30)
     res = results(await all_events(rt, group.id))
     assert res["linus"][-1]["stop_reason"] == "aborted"
