@@ -10,7 +10,6 @@ somewhere that environment did not reach.
 
 from __future__ import annotations
 
-import json
 import os
 import uuid
 from typing import Any

@@ -24,12 +24,12 @@ from gateway import users
 from gateway.auth import AuthError, AuthFailure, issue_token, verify_token
 from gateway.connection import Connection, ConnectionState
 from gateway.errors import GROUP_ERROR_CODES, IllegalTransition, from_group_error
-from gateway.views import group_view
 from gateway.limits import AbuseMeter, LoginThrottle, TokenBucket
 from gateway.metrics import Metrics
 from gateway.server import configure_ray_auth
 from gateway.settings import GatewaySettings, WeakSecretError, load_or_create_secret
 from gateway.tail import Subscription, SubscriptionState
+from gateway.views import group_view
 from store.base import Group, GroupSettings
 from store.events import EventHeader, StoredEvent
 from tests.fixtures.gateway import PASSWORD, StartGateway, WsClient
