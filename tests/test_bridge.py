@@ -217,7 +217,7 @@ def test_every_stop_reason_has_a_subtype() -> None:
 
 @pytest.mark.parametrize("reason", list(StopReason))
 def test_every_stop_reason_gives_a_valid_result(reason: StopReason) -> None:
-    payload = result_payload(stop(reason), session_id="conv-1")
+    payload = dump(result_payload(stop(reason), session_id="conv-1"))
     assert payload["subtype"] == RESULT_SUBTYPES[reason]
     assert payload["stop_reason"] == reason.value
     assert dump(parse_data(payload)) == payload

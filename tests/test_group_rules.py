@@ -236,10 +236,10 @@ def test_turn_budget_counts_every_turn_of_the_message() -> None:
 
 
 def test_turn_budget_is_asked_after_the_vp_rules() -> None:
-    guard = guard_for(max_turns_per_message=1, max_chain_depth=0)
+    guard = guard_for(max_turns_per_message=1, max_chain_depth=1)
     chain = guard.start_chain("m")
     assert guard.admit(chain, source=None, target="a", depth=0).ok
-    assert guard.admit(chain, source="a", target="b", depth=1).rule == "chain_depth_exceeded"
+    assert guard.admit(chain, source="a", target="b", depth=2).rule == "chain_depth_exceeded"
 
 
 def test_refused_dispatches_are_not_counted() -> None:
