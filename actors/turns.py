@@ -31,7 +31,7 @@ class TurnState(StrEnum):
     QUEUED = "queued"  # requested, waiting for its (group, VP) lane
     STARTED = "started"  # the VP acknowledged it: context, memory, prompt
     RUNNING = "running"  # the engine is answering
-    STORED = "stored"  # the reply is in the group log; the result is next
+    STORED = "stored"  # the reply, if any, is in the group log; the result is next
     FINISHED = "finished"  # the result envelope is out
 
 
