@@ -98,13 +98,21 @@ class VPActor:
         """Queue a turn in its group's lane, acknowledge its start, then run it."""
         running = _Running(req.group_id, asyncio.Event(), TurnTracker(req.turn_id))
         self._running[req.turn_id] = running
+        turn: asyncio.Task[TurnOutcome] | None = None
         try:
             async with self.lanes.hold(req.group_id):
+                # The turn starts before the acknowledgement goes out: reporting
+                # a generator's item waits for a round trip to the caller, and
+                # the time to the first token must not include it.
+                runner = TurnRunner(self.services, req, running.abort, running.tracker)
+                turn = asyncio.create_task(runner.run(), name=f"turn:{req.turn_id}")
                 yield TurnAck(req.turn_id)
-                outcome = await TurnRunner(self.services, req, running.abort, running.tracker).run()
+                outcome = await turn
             self.dreams.turn_done(req.group_id)
             yield outcome
         finally:
+            if turn is not None and not turn.done():
+                turn.cancel()
             self._running.pop(req.turn_id, None)
 
     async def abort(self, group_id: str, turn_id: str | None = None) -> int:
