@@ -261,8 +261,8 @@ class TurnRunner:
     def _tool_context(self, group: Group, conv: Conversation) -> ToolContext:
         req = self.req
         router = None
-        if req.router is not None:
-            router = CoordinatorRouter(req.router, req.group_id, self.s.vp_id, req.origin)
+        if req.coordinator is not None and req.can_forward:
+            router = CoordinatorRouter(req.coordinator, req.group_id, self.s.vp_id, req.origin)
         return ToolContext(
             conversation_id=conv.id,
             vp_id=self.s.vp_id,

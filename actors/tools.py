@@ -11,7 +11,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 from ray.actor import ActorHandle
 
-from actors.turns import ForwardRequest, ForwardTarget, TurnOrigin
+from actors.turns import ForwardRequest, TurnHost, TurnOrigin
 from engine.tools.handoff import ForwardResult
 from engine.tools.registry import Tool, ToolContext
 
@@ -63,7 +63,7 @@ class CoordinatorRouter:
     """
 
     def __init__(
-        self, coordinator: ActorHandle[ForwardTarget], group_id: str, vp_id: str, origin: TurnOrigin
+        self, coordinator: ActorHandle[TurnHost], group_id: str, vp_id: str, origin: TurnOrigin
     ) -> None:
         self._coordinator = coordinator
         self._group_id = group_id

@@ -112,26 +112,22 @@ class ForwardRequest:
 class TurnRequest:
     """One turn the coordinator asks a VP actor to run.
 
-    ``router`` is the coordinator's actor handle for ``route_forward``; None
-    hides the tool (a group with one VP).
+    ``coordinator`` is the handle of the coordinator that sent it: the VP
+    acknowledges the turn's start to it and, when ``can_forward`` (a group
+    with more than one VP), hands work on through it with ``route_forward``.
+    None runs the turn on its own (tests).
     """
 
     group_id: str
     vp_id: str
     turn_id: str
     origin: TurnOrigin
-    router: ActorHandle[ForwardTarget] | None = None
+    coordinator: ActorHandle[TurnHost] | None = None
+    can_forward: bool = False
 
     @staticmethod
     def new_turn_id(vp_id: str) -> str:
         return f"{uuid.uuid4().hex[:12]}:{vp_id}"
-
-
-@dataclass(frozen=True, slots=True)
-class TurnAck:
-    """A VP actor's acknowledgement that a turn left its queue and started."""
-
-    turn_id: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,7 +172,13 @@ def question_vp(request_id: str) -> str | None:
     return request_id[head + 1 :]
 
 
-class ForwardTarget(Protocol):
-    """What takes a ``route_forward`` on the other side of a Ray handle: the coordinator."""
+class TurnHost(Protocol):
+    """The coordinator, as a VP actor sees it across a Ray handle."""
 
-    async def forward(self, request: ForwardRequest) -> ForwardResult: ...
+    async def turn_started(self, group_id: str, turn_id: str) -> None:
+        """The turn left its lane's queue: from now on it is not simply re-sent."""
+        ...
+
+    async def forward(self, request: ForwardRequest) -> ForwardResult:
+        """Hand work to other VPs of the group (``route_forward``)."""
+        ...

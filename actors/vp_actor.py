@@ -12,7 +12,6 @@ this class only hosts turns and answers the coordinator.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from actors.config import RuntimeConfig
@@ -21,7 +20,7 @@ from actors.lanes import Lanes
 from actors.questions import QuestionBox
 from actors.runner import TranscriptCache, TurnRunner, VPServices
 from actors.tools import route_forward_tool
-from actors.turns import TurnAck, TurnOutcome, TurnRequest, TurnTracker
+from actors.turns import TurnOutcome, TurnRequest, TurnTracker
 from engine.engine import Engine
 from engine.memory import memory_tools
 from engine.providers.registry import ProviderRegistry
@@ -49,9 +48,9 @@ class _Running:
 class VPActor:
     """The Ray-facing side of one VP: run, abort and answer turns; dream; report stats.
 
-    ``run_turn`` is a generator: it yields a :class:`TurnAck` when the turn
-    leaves its lane's queue and starts, then the :class:`TurnOutcome`. The
-    coordinator thus knows, if this actor dies, whether the turn had started.
+    ``run_turn`` tells the coordinator when the turn leaves its lane's queue
+    and starts, then returns the :class:`TurnOutcome`. The coordinator thus
+    knows, if this actor dies, whether the turn had started.
     """
 
     def __init__(self, vp_id: str, config: RuntimeConfig) -> None:
@@ -94,25 +93,20 @@ class VPActor:
     async def ping(self) -> str:
         return self.vp_id
 
-    async def run_turn(self, req: TurnRequest) -> AsyncIterator[TurnAck | TurnOutcome]:
-        """Queue a turn in its group's lane, acknowledge its start, then run it."""
+    async def run_turn(self, req: TurnRequest) -> TurnOutcome:
+        """Queue a turn in its group's lane, acknowledge its start, run it."""
         running = _Running(req.group_id, asyncio.Event(), TurnTracker(req.turn_id))
         self._running[req.turn_id] = running
-        turn: asyncio.Task[TurnOutcome] | None = None
         try:
             async with self.lanes.hold(req.group_id):
-                # The turn starts before the acknowledgement goes out: reporting
-                # a generator's item waits for a round trip to the caller, and
-                # the time to the first token must not include it.
+                if req.coordinator is not None:
+                    # Sent, not awaited: the turn does not wait for the round trip.
+                    req.coordinator.turn_started.remote(req.group_id, req.turn_id)
                 runner = TurnRunner(self.services, req, running.abort, running.tracker)
-                turn = asyncio.create_task(runner.run(), name=f"turn:{req.turn_id}")
-                yield TurnAck(req.turn_id)
-                outcome = await turn
+                outcome = await runner.run()
             self.dreams.turn_done(req.group_id)
-            yield outcome
+            return outcome
         finally:
-            if turn is not None and not turn.done():
-                turn.cancel()
             self._running.pop(req.turn_id, None)
 
     async def abort(self, group_id: str, turn_id: str | None = None) -> int:

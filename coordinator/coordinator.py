@@ -14,7 +14,7 @@ import ray
 from ray.actor import ActorHandle
 
 from actors.config import RuntimeConfig
-from actors.turns import ForwardRequest, ForwardTarget, TurnOrigin, TurnOutcome, TurnRequest
+from actors.turns import ForwardRequest, TurnHost, TurnOrigin, TurnOutcome, TurnRequest
 from actors.vp_actor import VPStats
 from actors.writer import GroupEvents
 from coordinator.dispatch import Dispatcher
@@ -52,8 +52,8 @@ class CoordinatorWorker:
         self._guards: dict[str, LoopGuard] = {}
 
     @staticmethod
-    def _self_handle() -> ActorHandle[ForwardTarget]:
-        handle: ActorHandle[ForwardTarget] = ray.get_runtime_context().current_actor
+    def _self_handle() -> ActorHandle[TurnHost]:
+        handle: ActorHandle[TurnHost] = ray.get_runtime_context().current_actor
         return handle
 
     def _guard(self, group: Group) -> LoopGuard:
@@ -193,6 +193,10 @@ class CoordinatorWorker:
             self.turns.start(group, target, request.origin.next_hop(stored.id))
             dispatched.append(target)
         return ForwardResult(True, tuple(dispatched))
+
+    async def turn_started(self, group_id: str, turn_id: str) -> None:
+        """A VP actor's acknowledgement that a turn left its queue and started."""
+        self.turns.started(group_id, turn_id)
 
     async def cancel(self, group_id: str, vp_id: str | None = None) -> CancelResult:
         """Abort one VP's turns in a group, or every turn (which also ends its chains)."""

@@ -1,7 +1,7 @@
 """Turns on VP actors: start them, follow each to its one result, abort them.
 
-A turn is sent to its VP actor, which acknowledges it when it leaves its
-lane's queue (:class:`~actors.turns.TurnAck`) and then returns its
+A turn is sent to its VP actor, which tells the coordinator when the turn
+leaves its lane's queue (``turn_started``) and then returns its
 :class:`~actors.turns.TurnOutcome`. The coordinator's copy of the turn's
 state follows those two answers, so when a VP actor dies the dispatcher
 knows without searching any log whether the turn had started: one that had
@@ -22,8 +22,7 @@ from ray.exceptions import ActorUnavailableError, RayError
 
 from actors.config import RuntimeConfig
 from actors.turns import (
-    ForwardTarget,
-    TurnAck,
+    TurnHost,
     TurnOrigin,
     TurnOutcome,
     TurnRequest,
@@ -56,8 +55,8 @@ class _Turn:
 class Dispatcher:
     """The turns of one coordinator's groups, from dispatch to their single result.
 
-    ``router`` is the coordinator's own actor handle, handed to turns of
-    groups with more than one VP for ``route_forward``. ``on_outcome`` runs
+    ``host`` is the coordinator's own actor handle, handed to every turn (for
+    its start and, in groups of more than one VP, for ``route_forward``). ``on_outcome`` runs
     after each turn that ended with an outcome (it routes replies on).
     """
 
@@ -65,12 +64,12 @@ class Dispatcher:
         self,
         config: RuntimeConfig,
         store: Store,
-        router: Callable[[], ActorHandle[ForwardTarget]],
+        host: Callable[[], ActorHandle[TurnHost]],
         on_outcome: OnOutcome,
     ) -> None:
         self.config = config
         self.store = store
-        self._router = router
+        self._host = host
         self._on_outcome = on_outcome
         self._vps: dict[str, ActorHandle[VPActor]] = {}
         self._turns: dict[str, dict[str, _Turn]] = {}
@@ -95,8 +94,8 @@ class Dispatcher:
 
     def start(self, group: Group, vp: str, origin: TurnOrigin) -> str:
         """Send one turn to ``vp``; returns its turn id at once."""
-        router = self._router() if len(group.roster) > 1 else None
-        req = TurnRequest(group.id, vp, TurnRequest.new_turn_id(vp), origin, router)
+        turn_id = TurnRequest.new_turn_id(vp)
+        req = TurnRequest(group.id, vp, turn_id, origin, self._host(), len(group.roster) > 1)
         turn = _Turn(req, TurnTracker(req.turn_id))
         self._turns.setdefault(group.id, {})[req.turn_id] = turn
         task = asyncio.create_task(self._run(turn))
@@ -134,17 +133,17 @@ class Dispatcher:
         except Exception:
             log.exception("follow-up of turn %s failed", req.turn_id)
 
-    async def _follow(self, turn: _Turn) -> TurnOutcome | None:
-        """Send the turn and follow its answers: the acknowledgement, then the outcome."""
-        outcome: TurnOutcome | None = None
-        async for ref in self.vp(turn.request.vp_id).run_turn.remote(turn.request):
-            item: TurnAck | TurnOutcome = await ref
-            if isinstance(item, TurnAck):
-                turn.tracker.advance(TurnState.STARTED)
-            else:
-                outcome = item
-                turn.tracker.advance(TurnState.FINISHED)
+    async def _follow(self, turn: _Turn) -> TurnOutcome:
+        """Send the turn and wait for its outcome (its start is reported apart)."""
+        outcome: TurnOutcome = await self.vp(turn.request.vp_id).run_turn.remote(turn.request)
+        turn.tracker.advance(TurnState.FINISHED)
         return outcome
+
+    def started(self, group_id: str, turn_id: str) -> None:
+        """The VP acknowledged a turn's start (it may arrive after the outcome)."""
+        turn = self._turns.get(group_id, {}).get(turn_id)
+        if turn is not None and turn.tracker.state is TurnState.QUEUED:
+            turn.tracker.advance(TurnState.STARTED)
 
     async def _wait_alive(self, vp_id: str) -> bool:
         """Ping a restarting VP actor until it answers (about half a minute at most)."""

@@ -105,8 +105,7 @@ async def test_a_vp_actor_answers_through_the_configured_provider_whatever_its_e
         )
         origin = TurnOrigin(trigger_id=msg.id, chain_id=msg.id, user_id="ann")
         req = TurnRequest(gid, "steve", uuid.uuid4().hex, origin)
-        answers = [await ref async for ref in actor.run_turn.remote(req)]
-        outcome: TurnOutcome = answers[-1]
+        outcome: TurnOutcome = await actor.run_turn.remote(req)
     finally:
         ray.kill(actor)
 

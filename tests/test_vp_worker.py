@@ -18,7 +18,7 @@ import pytest
 from actors.config import RuntimeConfig
 from actors.dream import DreamReport
 from actors.transcripts import load_conversation
-from actors.turns import TurnAck, TurnOrigin, TurnOutcome, TurnRequest
+from actors.turns import TurnOrigin, TurnOutcome, TurnRequest
 from actors.vp_actor import VPActor
 from engine.errors import ErrorKind
 from engine.events import StopReason
@@ -65,11 +65,7 @@ async def say(worker: VPActor, gid: str, text: str, user: str = "ann") -> TurnOu
     msg, _ = await store.append_message(gid, GroupMessage(author=user, role="user", text=text))
     origin = TurnOrigin(trigger_id=msg.id, chain_id=msg.id, user_id=user)
     req = TurnRequest(gid, worker.vp_id, uuid.uuid4().hex, origin)
-    answers = [item async for item in worker.run_turn(req)]
-    # The actor acknowledges the start, then reports the outcome.
-    assert isinstance(answers[0], TurnAck) and len(answers) == 2
-    assert isinstance(answers[1], TurnOutcome)
-    return answers[1]
+    return await worker.run_turn(req)
 
 
 async def test_what_a_user_said_is_remembered_in_another_group(make_worker: MakeWorker) -> None:
