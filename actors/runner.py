@@ -15,10 +15,12 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
+from ray.actor import ActorHandle
+
 from actors.questions import QuestionBox
 from actors.tools import CoordinatorRouter
 from actors.transcripts import load_conversation, save_conversation
-from actors.turns import TurnOutcome, TurnRequest, TurnState, TurnTracker
+from actors.turns import TurnHost, TurnOutcome, TurnRequest, TurnState, TurnTracker
 from actors.visibility import group_view
 from actors.writer import GroupEvents, TurnWriter, error_stop
 from engine.engine import Engine, TurnResult
@@ -104,12 +106,18 @@ class TurnRunner:
     """Runs one turn of one VP in one group; :meth:`run` returns how it ended."""
 
     def __init__(
-        self, services: VPServices, req: TurnRequest, abort: asyncio.Event, tracker: TurnTracker
+        self,
+        services: VPServices,
+        req: TurnRequest,
+        abort: asyncio.Event,
+        tracker: TurnTracker,
+        host: ActorHandle[TurnHost] | None = None,
     ) -> None:
         self.s = services
         self.req = req
         self.abort = abort
         self.tracker = tracker
+        self.host = host
         self.writer: TurnWriter = GroupEvents(services.store, req.group_id).turn(
             services.vp_id, req.turn_id
         )
@@ -261,8 +269,8 @@ class TurnRunner:
     def _tool_context(self, group: Group, conv: Conversation) -> ToolContext:
         req = self.req
         router = None
-        if req.coordinator is not None and req.can_forward:
-            router = CoordinatorRouter(req.coordinator, req.group_id, self.s.vp_id, req.origin)
+        if self.host is not None and req.can_forward:
+            router = CoordinatorRouter(self.host, req.group_id, self.s.vp_id, req.origin)
         return ToolContext(
             conversation_id=conv.id,
             vp_id=self.s.vp_id,

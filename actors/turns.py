@@ -15,8 +15,6 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol
 
-from ray.actor import ActorHandle
-
 from engine.events import StopReason
 from engine.tools.handoff import ForwardResult
 
@@ -112,17 +110,19 @@ class ForwardRequest:
 class TurnRequest:
     """One turn the coordinator asks a VP actor to run.
 
-    ``coordinator`` is the handle of the coordinator that sent it: the VP
+    ``coordinator`` is the actor name of the coordinator that sent it: the VP
     acknowledges the turn's start to it and, when ``can_forward`` (a group
     with more than one VP), hands work on through it with ``route_forward``.
-    None runs the turn on its own (tests).
+    A name rather than a handle: the VP keeps one handle per coordinator,
+    because a handle unpickled with every turn costs a lookup before its
+    first call. None runs the turn on its own (tests).
     """
 
     group_id: str
     vp_id: str
     turn_id: str
     origin: TurnOrigin
-    coordinator: ActorHandle[TurnHost] | None = None
+    coordinator: str | None = None
     can_forward: bool = False
 
     @staticmethod

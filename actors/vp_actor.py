@@ -13,6 +13,10 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from typing import cast
+
+import ray
+from ray.actor import ActorHandle
 
 from actors.config import RuntimeConfig
 from actors.dream import DreamContext, DreamReport, DreamScheduler
@@ -20,7 +24,7 @@ from actors.lanes import Lanes
 from actors.questions import QuestionBox
 from actors.runner import TranscriptCache, TurnRunner, VPServices
 from actors.tools import route_forward_tool
-from actors.turns import TurnOutcome, TurnRequest, TurnTracker
+from actors.turns import TurnHost, TurnOutcome, TurnRequest, TurnTracker
 from engine.engine import Engine
 from engine.memory import memory_tools
 from engine.providers.registry import ProviderRegistry
@@ -85,6 +89,7 @@ class VPActor:
         )
         self.lanes = Lanes(config.max_concurrent_turns)
         self._running: dict[str, _Running] = {}
+        self._hosts: dict[str, ActorHandle[TurnHost]] = {}
 
     @property
     def vp_id(self) -> str:
@@ -99,15 +104,26 @@ class VPActor:
         self._running[req.turn_id] = running
         try:
             async with self.lanes.hold(req.group_id):
-                if req.coordinator is not None:
+                host = self._host(req.coordinator)
+                if host is not None:
                     # Sent, not awaited: the turn does not wait for the round trip.
-                    req.coordinator.turn_started.remote(req.group_id, req.turn_id)
-                runner = TurnRunner(self.services, req, running.abort, running.tracker)
+                    host.turn_started.remote(req.group_id, req.turn_id)
+                runner = TurnRunner(self.services, req, running.abort, running.tracker, host)
                 outcome = await runner.run()
             self.dreams.turn_done(req.group_id)
             return outcome
         finally:
             self._running.pop(req.turn_id, None)
+
+    def _host(self, name: str | None) -> ActorHandle[TurnHost] | None:
+        """The coordinator actor ``name``, looked up once and kept."""
+        if name is None:
+            return None
+        host = self._hosts.get(name)
+        if host is None:
+            found = ray.get_actor(name, namespace=self.config.namespace)
+            host = self._hosts[name] = cast("ActorHandle[TurnHost]", found)
+        return host
 
     async def abort(self, group_id: str, turn_id: str | None = None) -> int:
         """Abort running and queued turns of a group (or one turn). Returns how many."""

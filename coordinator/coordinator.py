@@ -10,11 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import ray
-from ray.actor import ActorHandle
-
 from actors.config import RuntimeConfig
-from actors.turns import ForwardRequest, TurnHost, TurnOrigin, TurnOutcome, TurnRequest
+from actors.turns import ForwardRequest, TurnOrigin, TurnOutcome, TurnRequest
 from actors.vp_actor import VPStats
 from actors.writer import GroupEvents
 from coordinator.dispatch import Dispatcher
@@ -48,13 +45,9 @@ class CoordinatorWorker:
         self.store: Store = config.open_store()
         self.personas = PersonaDirectory.open(config.personas_dir)
         self.groups = GroupBook(self.store, self.personas)
-        self.turns = Dispatcher(config, self.store, self._self_handle, self._after_turn)
+        name = config.actor_name("coordinator", shard)
+        self.turns = Dispatcher(config, self.store, name, self._after_turn)
         self._guards: dict[str, LoopGuard] = {}
-
-    @staticmethod
-    def _self_handle() -> ActorHandle[TurnHost]:
-        handle: ActorHandle[TurnHost] = ray.get_runtime_context().current_actor
-        return handle
 
     def _guard(self, group: Group) -> LoopGuard:
         guard = self._guards.get(group.id)

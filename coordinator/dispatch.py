@@ -22,7 +22,6 @@ from ray.exceptions import ActorUnavailableError, RayError
 
 from actors.config import RuntimeConfig
 from actors.turns import (
-    TurnHost,
     TurnOrigin,
     TurnOutcome,
     TurnRequest,
@@ -55,7 +54,7 @@ class _Turn:
 class Dispatcher:
     """The turns of one coordinator's groups, from dispatch to their single result.
 
-    ``host`` is the coordinator's own actor handle, handed to every turn (for
+    ``host`` is the coordinator's own actor name, handed to every turn (for
     its start and, in groups of more than one VP, for ``route_forward``). ``on_outcome`` runs
     after each turn that ended with an outcome (it routes replies on).
     """
@@ -64,7 +63,7 @@ class Dispatcher:
         self,
         config: RuntimeConfig,
         store: Store,
-        host: Callable[[], ActorHandle[TurnHost]],
+        host: str,
         on_outcome: OnOutcome,
     ) -> None:
         self.config = config
@@ -95,7 +94,7 @@ class Dispatcher:
     def start(self, group: Group, vp: str, origin: TurnOrigin) -> str:
         """Send one turn to ``vp``; returns its turn id at once."""
         turn_id = TurnRequest.new_turn_id(vp)
-        req = TurnRequest(group.id, vp, turn_id, origin, self._host(), len(group.roster) > 1)
+        req = TurnRequest(group.id, vp, turn_id, origin, self._host, len(group.roster) > 1)
         turn = _Turn(req, TurnTracker(req.turn_id))
         self._turns.setdefault(group.id, {})[req.turn_id] = turn
         task = asyncio.create_task(self._run(turn))
