@@ -106,8 +106,11 @@ class VPActor:
             async with self.lanes.hold(req.group_id):
                 host = self._host(req.coordinator)
                 if host is not None:
-                    # Sent, not awaited: the turn does not wait for the round trip.
-                    host.turn_started.remote(req.group_id, req.turn_id)
+                    # Sent, not awaited, and only once the turn first waits (on
+                    # the store, before it writes anything a client sees): the
+                    # call's cost then overlaps that read instead of preceding it.
+                    loop = asyncio.get_running_loop()
+                    loop.call_soon(host.turn_started.remote, req.group_id, req.turn_id)
                 runner = TurnRunner(self.services, req, running.abort, running.tracker, host)
                 outcome = await runner.run()
             self.dreams.turn_done(req.group_id)
