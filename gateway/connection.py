@@ -13,6 +13,8 @@ Close codes (the ``code`` of the WebSocket close frame):
 4429  abuse: more than ``YEAFT_ABUSE_MAX_ERRORS`` error replies within
       ``YEAFT_ABUSE_WINDOW_S`` seconds (garbage or rate-limit floods)
 1001  the server is shutting down (also 1012, sent by uvicorn)
+1007  a text message that is not valid UTF-8 (WebSocket layer; logged on
+      one line, without a traceback, see ``gateway.server``)
 1009  a message above ``YEAFT_WS_MAX_MESSAGE_BYTES`` (WebSocket layer)
 1011  no answer to the server's WebSocket ping within ``YEAFT_PING_TIMEOUT``
       (sent by uvicorn), or the server could not check the token
@@ -39,7 +41,7 @@ from starlette.websockets import WebSocket
 from gateway.errors import IllegalTransition
 from gateway.metrics import Metrics
 from gateway.settings import GatewaySettings
-from protocol import dumps
+from protocol import ErrorCode, ErrorFrame, dumps
 
 if TYPE_CHECKING:
     from gateway.tail import Subscription
@@ -141,8 +143,22 @@ class Connection:
             del self.subscriptions[subscription.group_id]
 
     def send(self, frame: BaseModel) -> bool:
-        """Queue a server frame (an ack, an error, a reply)."""
-        return self.offer(dumps(frame), envelope=False)
+        """Queue a server frame (an ack, an error, a reply); never raises.
+
+        ``dumps`` already makes text UTF-8 can encode; a frame that cannot be
+        serialised at all is our bug, and the client gets an ``internal``
+        error in its place rather than a connection dropped mid-handler.
+        """
+        try:
+            text = dumps(frame)
+        except Exception:
+            log.exception(
+                "a %s frame for %s could not be serialised", type(frame).__name__, self.username
+            )
+            text = dumps(
+                ErrorFrame(code=ErrorCode.INTERNAL, message="the server could not encode its reply")
+            )
+        return self.offer(text, envelope=False)
 
     # -- running -----------------------------------------------------------------
     async def serve(

@@ -60,7 +60,7 @@ _PLACEHOLDER = """<!doctype html><meta charset="utf-8"><title>Yeaft</title>
 
 def create_app(settings: GatewaySettings, runtime: Runtime) -> FastAPI:
     """The gateway app: HTTP API, ``/ws``, metrics and the static UI, on ``runtime``."""
-    install_log_redaction()
+    install_log_filters()
     metrics = Metrics()
     hub = Hub(runtime.store, settings, metrics)
     personas_dir = runtime.config.personas_dir
@@ -188,12 +188,40 @@ class _RedactTokens(logging.Filter):
         return True
 
 
-def install_log_redaction() -> None:
-    """Add the token-redacting filter to uvicorn's loggers (once)."""
+class _QuietInvalidText(logging.Filter):
+    """Log a text message that is not UTF-8 on one INFO line, without a traceback.
+
+    uvicorn's WebSocket protocol already answers such a message correctly:
+    it closes the connection with 1007 (invalid frame payload data). But it
+    reports it with ``logger.exception``, so any client could fill the
+    server log with tracebacks about its own bad input. The record is
+    recognised by uvicorn's message; if a newer uvicorn words it differently
+    this filter does nothing, and ``tests/test_gateway_ws.py`` says so.
+    """
+
+    MESSAGE = "Invalid UTF-8 sequence received from client."
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.msg != self.MESSAGE or record.exc_info is None:
+            return True
+        record.msg = "closed a WebSocket with 1007: a text message was not UTF-8"
+        record.args = ()
+        record.exc_info = None
+        record.exc_text = None
+        record.levelno, record.levelname = logging.INFO, logging.getLevelName(logging.INFO)
+        # The level check ran for ERROR; run it again for what the record is now.
+        return logging.getLogger(record.name).isEnabledFor(logging.INFO)
+
+
+def install_log_filters() -> None:
+    """Add the token-redacting filter to uvicorn's loggers, and the 1007 one (once)."""
     for name in ("uvicorn.error", "uvicorn.access"):
         logger = logging.getLogger(name)
         if not any(isinstance(f, _RedactTokens) for f in logger.filters):
             logger.addFilter(_RedactTokens())
+    errors = logging.getLogger("uvicorn.error")
+    if not any(isinstance(f, _QuietInvalidText) for f in errors.filters):
+        errors.addFilter(_QuietInvalidText())
 
 
 def configure_ray_auth(data_dir: Path, *, local: bool) -> None:

@@ -21,6 +21,8 @@ Replay without gap or duplicate (``subscribe {groupId, lastSeq}``):
    seq, and the subscription goes ``LIVE``.
 
 Everything after ``lastSeq`` is therefore sent exactly once and in order.
+A ``lastSeq`` beyond the newest seq of the log gets a ``conflict`` error and
+the replay starts at the newest seq instead (see ``Hub._resume_point``).
 """
 
 from __future__ import annotations
@@ -98,6 +100,26 @@ def gap_frame(group_id: str, first_seq: int) -> str:
             detail={
                 "groupId": group_id,
                 "firstSeq": first_seq,
+                "historyUrl": f"/api/groups/{group_id}/messages",
+            },
+        )
+    )
+
+
+def ahead_frame(group_id: str, last_seq: int, head: int) -> str:
+    """The ``error`` frame for a ``lastSeq`` beyond the newest seq of the group's log."""
+    return dumps(
+        ErrorFrame(
+            code=ErrorCode.CONFLICT,
+            message=(
+                f"lastSeq {last_seq} is beyond the newest envelope of group {group_id} "
+                f"(seq {head}): your view is not from this log; reload the history, "
+                "envelopes after that seq follow"
+            ),
+            field="lastSeq",
+            detail={
+                "groupId": group_id,
+                "lastSeq": head,
                 "historyUrl": f"/api/groups/{group_id}/messages",
             },
         )
@@ -263,6 +285,7 @@ class Hub:
                 ) from None
             cutoff = -1
             if last_seq is not None and not sub.ended:
+                last_seq = await self._resume_point(sub, tail, last_seq)
                 cutoff = await self._replay(sub, tail, last_seq)
             if not sub.ended and not sub.go_live(cutoff):
                 self.drop(sub)
@@ -270,6 +293,29 @@ class Hub:
             self.drop(sub)
             raise
         return sub
+
+    async def _resume_point(self, sub: Subscription, tail: GroupTail, last_seq: int) -> int:
+        """Where the replay starts: ``last_seq``, or the log's head if it is beyond it.
+
+        Seqs only grow, so a ``lastSeq`` past the newest seq the store ever
+        assigned cannot come from this log (the store was reset and numbers
+        from 1 again, or the client mixed up groups). Taken as it is, it
+        would become the cut-off and hide every live envelope up to it. The
+        client is told, with a ``conflict`` error on ``lastSeq`` that gives
+        the head, and then continues after the head, like after a ``gap``:
+        clamping without a word would leave it believing its view complete,
+        and refusing would leave it with no stream at all.
+
+        The tail's position may lag the store (another process may have
+        shown the client newer envelopes), so only the store's head decides.
+        """
+        if last_seq <= (tail.position or 0):
+            return last_seq
+        head = await (await self.store()).head(sub.group_id)
+        if last_seq <= head:
+            return last_seq
+        await sub.sink.put(ahead_frame(sub.group_id, last_seq, head), envelope=False)
+        return head
 
     async def _replay(self, sub: Subscription, tail: GroupTail, last_seq: int) -> int:
         """Send the stored envelopes after ``last_seq`` up to the tail's position.

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic_core import PydanticSerializationError
 
 from protocol.client import ClientFrame
 from protocol.common import ErrorCode
@@ -65,8 +67,56 @@ def dump(frame: BaseModel) -> dict[str, Any]:
 
 
 def dumps(frame: BaseModel) -> str:
-    """A frame or payload as compact JSON text, as it goes on the wire."""
-    return frame.model_dump_json(by_alias=True, exclude_none=True)
+    """A frame or payload as compact JSON text, as it goes on the wire.
+
+    The text is always valid UTF-8 once encoded: a string that holds a lone
+    surrogate (which UTF-8 cannot encode, and which pydantic refuses to
+    serialise) has each such character replaced by U+FFFD, and a warning is
+    logged, because every sender of a frame (the WebSocket writer, the event
+    log) must be able to send what this returns. Other serialisation errors
+    are raised as they are.
+    """
+    try:
+        return frame.model_dump_json(by_alias=True, exclude_none=True)
+    except PydanticSerializationError:
+        # Rare path: a string of the frame cannot be encoded. Dumping to
+        # Python objects does not encode, so the strings can be repaired.
+        scrubbed = _scrub(frame.model_dump(mode="json", by_alias=True, exclude_none=True))
+        if scrubbed is _UNCHANGED:
+            raise
+        logger.warning(
+            "a %s held text UTF-8 cannot encode (a lone surrogate); sent with U+FFFD instead",
+            type(frame).__name__,
+        )
+        return json.dumps(scrubbed, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+_UNCHANGED = object()
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _scrub(value: object) -> object:
+    """``value`` with every lone surrogate in its strings (keys too) replaced by U+FFFD.
+
+    Returns ``_UNCHANGED`` when there was none, so the caller knows the
+    serialisation failed for another reason.
+    """
+    changed = False
+
+    def fix(node: object) -> object:
+        nonlocal changed
+        if isinstance(node, str):
+            fixed = _SURROGATE.sub("\ufffd", node)
+            changed = changed or fixed != node
+            return fixed
+        if isinstance(node, dict):
+            return {fix(k): fix(v) for k, v in node.items()}
+        if isinstance(node, list | tuple):
+            return [fix(item) for item in node]
+        return node
+
+    result = fix(value)
+    return result if changed else _UNCHANGED
 
 
 def check_size(raw: str | bytes | bytearray, limit: int) -> None:

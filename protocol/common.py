@@ -44,6 +44,20 @@ DirPath = Annotated[str, StringConstraints(min_length=1, max_length=MAX_PATH_LEN
 """A filesystem path as the client spells it; never trusted as a real path here."""
 
 
+def encodable(text: str) -> bool:
+    """Whether ``text`` can go on the wire: UTF-8 can encode every character of it.
+
+    A Python string may hold a lone surrogate (``json.loads`` makes one of the
+    escape ``"\\ud800"``, and of the bytes ``ED A0 80`` in a binary frame);
+    UTF-8 cannot encode it, so a frame that echoes one could not be sent.
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 class ErrorCode(StrEnum):
     """The ``code`` of an ``error`` frame; clients switch on it."""
 

@@ -10,12 +10,12 @@ error list into it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeGuard
 
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
-from protocol.common import MAX_ID_LENGTH, ErrorCode
+from protocol.common import MAX_ID_LENGTH, ErrorCode, encodable
 from protocol.server import ErrorFrame
 
 # pydantic reports "this is not an object" under several names depending on
@@ -193,19 +193,26 @@ def field_path(loc: Sequence[int | str], source: object) -> str:
 
 
 def _identify(source: object) -> tuple[str | None, str | None]:
-    """Read the request id and frame type from a bad frame, when it has them."""
+    """Read the request id and frame type from a bad frame, when it has them.
+
+    Only short text that UTF-8 can encode is taken: the id is echoed in the
+    ``error`` frame, and an id with a lone surrogate would make that frame
+    impossible to send, so such an id is not echoed at all.
+    """
     if not isinstance(source, dict):
         return None, None
     request_id = None
     for key in ("requestId", "clientMessageId"):
         value = source.get(key)
-        if isinstance(value, str) and 0 < len(value) <= MAX_ID_LENGTH:
+        if _echoable(value):
             request_id = value
             break
     frame_type = source.get("type")
-    if not isinstance(frame_type, str) or len(frame_type) > MAX_ID_LENGTH:
-        frame_type = None
-    return request_id, frame_type
+    return request_id, frame_type if _echoable(frame_type) else None
+
+
+def _echoable(value: object) -> TypeGuard[str]:
+    return isinstance(value, str) and 0 < len(value) <= MAX_ID_LENGTH and encodable(value)
 
 
 def _expected_tags(ctx: dict[str, Any]) -> list[str]:

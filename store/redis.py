@@ -26,9 +26,15 @@ were stored have only ``d``; their header is read from the JSON instead.
 Atomicity comes from Lua scripts (one script runs alone on the server):
 the idempotent message append, and the event append that takes the next seq
 and XADDs it with the exact MAXLEN retention in one step, so seqs are
-gap-free however many writers there are. A blocking read is one XREAD BLOCK
+gap-free however many writers there are. A blocking read is XREAD BLOCK
 on a connection pool kept apart from the one ordinary commands use, so
 readers parked for seconds never starve writers of connections.
+
+redis-py gives every reply a socket timeout (5 s by default). A blocking
+read that is still parked when it fires is not an empty read to redis-py but
+a ``TimeoutError`` and a dropped connection, so each XREAD BLOCK is kept
+well below the blocking pool's socket timeout (20 s unless the URL sets
+``socket_timeout``), and a longer wait is several blocks in a row.
 """
 
 from __future__ import annotations
@@ -55,6 +61,12 @@ from store.base import (
     user_record_key,
 )
 from store.events import EventBatch, EventHeader, StoredEvent, encode_event, make_batch
+
+# The longest single XREAD BLOCK, and the socket timeout of the blocking
+# pool's connections unless the URL sets one: twice the block, so a busy
+# server has as long again to answer a block that just ended.
+_MAX_BLOCK_S = 10.0
+_BLOCKING_SOCKET_TIMEOUT_S = 2 * _MAX_BLOCK_S
 
 _GROUP_KINDS = ("group", "msgs", "order", "mpos", "cmid", "tx", "events", "eseq")
 
@@ -127,12 +139,24 @@ def _redis_errors() -> Iterator[None]:
         raise StoreError(f"redis store: {exc}") from exc
 
 
+def _longest_block(socket_timeout: object) -> float:
+    """The longest XREAD BLOCK a connection with ``socket_timeout`` survives, with room to spare."""
+    if not isinstance(socket_timeout, int | float):
+        return _MAX_BLOCK_S  # None: replies have no timeout
+    return min(_MAX_BLOCK_S, socket_timeout / 2)
+
+
 def _seq_of(entry_id: str) -> int:
     return int(entry_id.split("-", 1)[0])
 
 
 class RedisStore(Store):
-    """A Store on a Redis server; all keys live under ``prefix``."""
+    """A Store on a Redis server; all keys live under ``prefix``.
+
+    ``max_block_s`` is the longest single XREAD BLOCK: at most half the
+    blocking connections' socket timeout, so a parked read always ends on
+    the server before redis-py gives up on the socket.
+    """
 
     def __init__(
         self,
@@ -159,7 +183,14 @@ class RedisStore(Store):
         # get their own pool, one connection per parked reader. Its cap is only
         # a safety net (redis-py's default of 100 would fail a busy gateway).
         self._blocking_pool = aioredis.ConnectionPool.from_url(
-            url, max_connections=max_blocking_reads, **common
+            url,
+            max_connections=max_blocking_reads,
+            socket_timeout=_BLOCKING_SOCKET_TIMEOUT_S,
+            **common,
+        )
+        # A socket_timeout in the URL wins over the one above; blocks follow it.
+        self.max_block_s = _longest_block(
+            self._blocking_pool.connection_kwargs.get("socket_timeout")
         )
         self._blocking = aioredis.Redis(connection_pool=self._blocking_pool)
         self._create_group = self._r.register_script(_CREATE_GROUP)
@@ -322,16 +353,19 @@ class RedisStore(Store):
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return batch
+            block_ms = max(1, int(min(remaining, self.max_block_s) * 1000))
             # XREAD with an explicit id answers at once when a newer entry
             # already exists, so nothing appended since the snapshot is missed.
             with _redis_errors():
                 woke = await self._blocking.xread(
-                    {stream: f"{after_seq}-0"}, count=1, block=max(1, int(remaining * 1000))
+                    {stream: f"{after_seq}-0"}, count=1, block=block_ms
                 )
+            if not woke:
+                continue  # a block ended with nothing new: block again until the deadline
             # Re-read through the snapshot script so gap and first/last seq
             # are computed the same way as for a non-blocking read.
             batch = await self._snapshot(group_id, after_seq, limit)
-            if batch.events or not woke:
+            if batch.events:
                 return batch
         return batch
 

@@ -227,3 +227,42 @@ async def test_subscribing_without_last_seq_is_live_only_and_resubscribing_repla
     assert (await ws.request({"type": "ping"}))["type"] == "pong"
     assert gid not in gw.ctx.hub.tails
     await ws.close()
+
+
+async def test_last_seq_beyond_the_head_gets_a_conflict_error_then_continues(
+    start_gateway: StartGateway,
+) -> None:
+    gw = await start_gateway()
+    await gw.user("ann")
+    gid = await _store_group(gw, "ann")
+    store = await gw.store()
+    for i in range(3):
+        await store.append_event(gid, _notice(gid, i))
+
+    # A lastSeq this log never reached (a client of a store since reset).
+    ahead = await WsClient.open(gw, "ann")
+    reply = await ahead.request({"type": "subscribe", "groupId": gid, "lastSeq": 50})
+    assert reply["action"] == "subscribed"
+    error = await ahead.recv()
+    assert (error["type"], error["code"], error["field"]) == ("error", "conflict", "lastSeq")
+    assert error["detail"] == {
+        "groupId": gid,
+        "lastSeq": 3,
+        "historyUrl": f"/api/groups/{gid}/messages",
+    }
+    # It goes on after the head: the next envelope is not hidden.
+    await store.append_event(gid, _notice(gid, 3))
+    live = await ahead.recv()
+    assert live["seq"] == 4 and live["data"]["detail"] == {"i": 3}
+
+    # lastSeq at the head, with the tail already running, is no conflict.
+    level = await WsClient.open(gw, "ann")
+    await level.request({"type": "subscribe", "groupId": gid, "lastSeq": 4})
+    await store.append_event(gid, _notice(gid, 4))
+    for client in (ahead, level):
+        await client.until_seq(5)
+    assert [e["seq"] for e in level.envelopes()] == [5]
+    assert [f for f in level.received if f["type"] == "error"] == []
+    assert [e["seq"] for e in ahead.envelopes()] == [4, 5]
+    await ahead.close()
+    await level.close()

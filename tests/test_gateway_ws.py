@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from typing import Any
 
@@ -65,6 +66,48 @@ async def test_protocol_errors_are_typed_and_the_connection_stays_open(
     for frame in ws.received:
         parse_server_frame(json.dumps(frame))  # every reply is a valid server frame
     await ws.close()
+
+
+async def test_an_id_utf8_cannot_encode_gets_an_error_and_the_connection_stays_open(
+    start_gateway: StartGateway,
+) -> None:
+    gw = await start_gateway()
+    await gw.user("ann")
+    ws = await WsClient.open(gw, "ann")
+    # The escape as JSON text, and the same character as raw bytes in a binary
+    # frame: both decode to a lone surrogate, which must not be echoed.
+    for raw in (
+        r'{"type":"ping","requestId":"\ud800"}',
+        b'{"type":"ping","requestId":"\xed\xa0\x80"}',
+    ):
+        reply = await ws.request(raw)
+        _error(reply, "bad_json")
+        assert "requestId" not in reply
+    assert (await ws.request({"type": "ping"}))["type"] == "pong"
+    assert ws.conn.close_code is None
+    await ws.close()
+
+
+async def test_a_text_frame_that_is_not_utf8_closes_with_1007_without_a_traceback(
+    start_gateway: StartGateway, caplog: pytest.LogCaptureFixture
+) -> None:
+    gw = await start_gateway(log_level="info")
+    await gw.user("ann")
+    # uvicorn's loggers do not propagate to the root logger caplog watches.
+    uvicorn_log = logging.getLogger("uvicorn.error")
+    uvicorn_log.addHandler(caplog.handler)
+    try:
+        ws = await WsClient.open(gw, "ann")
+        await ws.conn.send(b'{"type":"ping","x":"\xff"}', text=True)
+        assert await ws.closed_with() == 1007
+        other = await WsClient.open(gw, "ann")
+        assert (await other.request({"type": "ping"}))["type"] == "pong"
+        await other.close()
+    finally:
+        uvicorn_log.removeHandler(caplog.handler)
+    assert not [r for r in caplog.records if r.exc_info or r.levelno >= logging.WARNING]
+    closed = [r for r in caplog.records if "1007" in r.getMessage()]
+    assert [(r.name, r.levelno) for r in closed] == [("uvicorn.error", logging.INFO)]
 
 
 async def test_oversized_frames_get_frame_too_large(start_gateway: StartGateway) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import sys
 import time
 from pathlib import Path
@@ -33,6 +34,7 @@ from protocol import (
 from store import Store, new_id
 from store.embedded import EmbeddedStore
 from store.events import EventHeader
+from store.redis import RedisStore
 from tests.fixtures.store_samples import (
     WAKE_TIMEOUT,
     detail_of,
@@ -178,6 +180,42 @@ async def test_blocking_read_returns_empty_after_timeout(store: Store) -> None:
     assert 0.18 <= elapsed < 2.0
 
 
+async def test_an_idle_blocking_read_longer_than_a_socket_timeout_is_quiet_and_empty(
+    store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    # redis-py's default socket timeout is 5 s: a wait past it used to fail
+    # with TimeoutError, and the gateway's tail logged a traceback for it.
+    caplog.set_level(logging.WARNING)
+    gid = new_id("grp")
+    started = time.monotonic()
+    batch = await store.read_events(gid, 0, wait=5.5)
+    assert time.monotonic() - started >= 5.4
+    assert (batch.events, batch.gap, batch.last_seq) == ([], False, 0)
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+
+
+@pytest.mark.parametrize("store_factory", ["redis"], indirect=True)
+async def test_redis_blocks_stay_within_the_socket_timeout_the_url_sets(
+    store_factory: StoreFactory,
+) -> None:
+    assert isinstance(default := store_factory(), RedisStore)
+    assert default.max_block_s == 10.0  # half the blocking connections' 20 s timeout
+    store = RedisStore(f"{store_factory.url}?socket_timeout=0.4", prefix=store_factory.prefix)
+    try:
+        assert store.max_block_s == 0.2
+        gid = new_id("grp")
+        batch = await store.read_events(gid, 0, wait=1.0)  # five blocks, no timeout
+        assert batch.events == []
+        # A reader many blocks into its wait still wakes for an event.
+        reader = asyncio.create_task(store.read_events(gid, 0, wait=WAKE_TIMEOUT))
+        await asyncio.sleep(0.5)
+        assert not reader.done()
+        await store.append_event(gid, notice(n=1))
+        assert [e.seq for e in (await asyncio.wait_for(reader, WAKE_TIMEOUT)).events] == [1]
+    finally:
+        await store.close()
+
+
 async def test_cancelled_blocking_read_leaves_the_store_usable(store: Store) -> None:
     gid = new_id("grp")
     reader = asyncio.create_task(store.read_events(gid, 0, wait=WAKE_TIMEOUT))
@@ -262,6 +300,7 @@ import asyncio, json, sys, time
 from pathlib import Path
 from protocol import SystemData, YeaftOutput
 from store.embedded import EmbeddedStore
+from store.redis import RedisStore
 
 def frame(group, tag, i):
     detail = {"from": tag, "n": i}
