@@ -8,6 +8,7 @@ WebSocket is in ``tests/test_gateway_ws.py``.
 
 from __future__ import annotations
 
+import json
 import logging
 
 import pytest
@@ -40,7 +41,7 @@ def test_an_id_utf8_cannot_encode_is_not_echoed(raw: str | bytes) -> None:
     assert caught.value.code is ErrorCode.BAD_JSON
     assert caught.value.request_id is None
     text = dumps(caught.value.to_error_frame())
-    assert "requestId" not in parse_server_frame(text.encode("utf-8")).model_dump(by_alias=True)
+    assert "requestId" not in json.loads(text.encode("utf-8"))
 
 
 def test_an_id_that_can_be_encoded_is_still_echoed() -> None:
