@@ -8,12 +8,12 @@ method as a string or read a result as a dict. Refusals arrive as
 
 from __future__ import annotations
 
-from protocol.settings import GroupSettingsPatch
 from ray.actor import ActorHandle
 
 from actors.vp_actor import VPStats
 from coordinator.coordinator import CoordinatorWorker
 from coordinator.results import CancelResult, IngestResult
+from protocol.settings import GroupSettingsPatch
 from store.base import Group
 
 

@@ -8,10 +8,9 @@ persona ids, and the default VP kept in the roster. Refusals raise
 
 from __future__ import annotations
 
-from protocol.settings import GroupSettings, GroupSettingsPatch
-
 from coordinator.errors import GroupError, GroupErrorCode
 from personas.directory import PersonaDirectory
+from protocol.settings import GroupSettings, GroupSettingsPatch
 from store.base import Group, GroupStore, StoreError
 
 MAX_NAME = 120
