@@ -24,7 +24,7 @@ from actors.turns import TurnHost, TurnOutcome, TurnRequest, TurnState, TurnTrac
 from actors.visibility import group_view
 from actors.writer import GroupEvents, TurnWriter, error_stop
 from engine.engine import Engine, TurnResult
-from engine.events import StopReason
+from engine.events import StopEvent, StopReason
 from engine.memory import recall, render_memory, scopes_for
 from engine.messages import Conversation, Message
 from engine.tools.registry import ToolContext
@@ -34,7 +34,7 @@ from personas.model import Persona
 from personas.prompts import build_system_prompt
 from personas.routing import Selection, Source, select_targets
 from protocol import AgentState
-from store.base import Group, GroupMessage, Store
+from store.base import Group, GroupMessage, Store, StoreError
 from store.memory import MemoryBackend
 
 log = logging.getLogger(__name__)
@@ -123,8 +123,25 @@ class TurnRunner:
         )
 
     async def run(self) -> TurnOutcome:
+        try:
+            return await self._steps()
+        except StoreError as exc:
+            # The store failed under the turn (Redis went away, say): the turn
+            # still ends, with one result saying so, written once it is back.
+            log.warning("turn %s failed on the store: %s", self.req.turn_id, exc)
+            return await self.end_early(
+                error_stop(StopReason.ERROR, f"the store was unavailable: {exc}", "store")
+            )
+
+    async def _steps(self) -> TurnOutcome:
         self.tracker.advance(TurnState.STARTED)
-        ctx = await self.context()
+        # The durable mark is written beside the context's reads: neither
+        # writes anything a client sees, so neither waits for the other.
+        ctx, may_run = await asyncio.gather(self.context(), self.mark_started())
+        if not may_run:
+            # Ended from outside before it began (a shutdown, a recovery).
+            self.abort.set()
+            return await self.end_early()
         if ctx is None:
             return await self.end_early()
         memory = await self.recall(ctx)
@@ -139,6 +156,14 @@ class TurnRunner:
         return self.outcome(result, reply, mentioned)
 
     # -- steps -----------------------------------------------------------------
+    async def mark_started(self) -> bool:
+        """Record that the turn started, before it writes anything a client sees.
+
+        From here on a restart ends this turn with an error result instead of
+        running it again. False when the turn was already ended elsewhere.
+        """
+        return await self.s.store.start_turn(self.req.group_id, self.req.turn_id)
+
     async def context(self) -> _Context | None:
         """The group as this VP may see it up to the trigger; None when the turn cannot run."""
         store, req = self.s.store, self.req
@@ -242,17 +267,25 @@ class TurnRunner:
 
     async def save(self, conv: Conversation) -> None:
         conv.meta["cursor"] = self.req.origin.trigger_id
-        await save_conversation(self.s.store, self.req.group_id, self.s.vp_id, conv)
         self.s.transcripts.keep(self.req.group_id, conv)
+        try:
+            await save_conversation(self.s.store, self.req.group_id, self.s.vp_id, conv)
+        except StoreError as exc:
+            # The turn has its result; the copy kept in memory serves the next
+            # turn, and the next save writes it.
+            log.warning("transcript of %s not saved: %s", self.s.vp_id, exc)
 
-    async def end_early(self) -> TurnOutcome:
-        """The turn cannot run (aborted, group gone, VP removed): one error result."""
-        if self.abort.is_set():
+    async def end_early(self, stop: StopEvent | None = None) -> TurnOutcome:
+        """The turn cannot run (aborted, group gone, VP removed, store down): one error result."""
+        if stop is not None:
+            pass
+        elif self.abort.is_set():
             stop = error_stop(StopReason.ABORTED, "aborted", "aborted")
         else:
             stop = error_stop(StopReason.ERROR, "the VP is no longer in this group", "error")
         await self.writer.finish(stop)
-        self.tracker.advance(TurnState.FINISHED)
+        if not self.tracker.finished:
+            self.tracker.advance(TurnState.FINISHED)
         return TurnOutcome(
             self.req.turn_id, self.s.vp_id, self.req.group_id, stop.reason, error=stop.error
         )

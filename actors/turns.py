@@ -17,6 +17,7 @@ from typing import Protocol
 
 from engine.events import StopReason
 from engine.tools.handoff import ForwardResult
+from store.turns import TurnRecord
 
 
 class IllegalTransition(RuntimeError):
@@ -93,6 +94,11 @@ class TurnOrigin:
         """Hops from the person's message (0 for a turn it triggered directly)."""
         return len(self.caused_by)
 
+    @classmethod
+    def of_record(cls, record: TurnRecord) -> TurnOrigin:
+        """The origin a durable turn record keeps."""
+        return cls(record.trigger_id, record.chain_id, tuple(record.caused_by), record.user_id)
+
 
 @dataclass(frozen=True, slots=True)
 class ForwardRequest:
@@ -128,6 +134,19 @@ class TurnRequest:
     @staticmethod
     def new_turn_id(vp_id: str) -> str:
         return f"{uuid.uuid4().hex[:12]}:{vp_id}"
+
+    def record(self) -> TurnRecord:
+        """The durable record of this turn, as dispatched."""
+        origin = self.origin
+        return TurnRecord(
+            turn_id=self.turn_id,
+            group_id=self.group_id,
+            vp_id=self.vp_id,
+            trigger_id=origin.trigger_id,
+            chain_id=origin.chain_id,
+            caused_by=list(origin.caused_by),
+            user_id=origin.user_id,
+        )
 
 
 @dataclass(frozen=True, slots=True)

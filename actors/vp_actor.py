@@ -47,6 +47,9 @@ class _Running:
     group_id: str
     abort: asyncio.Event
     tracker: TurnTracker
+    # Resolved with the outcome, for a coordinator that follows the turn
+    # after it restarted (the original caller is gone).
+    outcome: asyncio.Future[TurnOutcome | None]
 
 
 class VPActor:
@@ -100,8 +103,10 @@ class VPActor:
 
     async def run_turn(self, req: TurnRequest) -> TurnOutcome:
         """Queue a turn in its group's lane, acknowledge its start, run it."""
-        running = _Running(req.group_id, asyncio.Event(), TurnTracker(req.turn_id))
+        outcome_of = asyncio.get_running_loop().create_future()
+        running = _Running(req.group_id, asyncio.Event(), TurnTracker(req.turn_id), outcome_of)
         self._running[req.turn_id] = running
+        outcome: TurnOutcome | None = None
         try:
             async with self.lanes.hold(req.group_id):
                 host = self._host(req.coordinator)
@@ -117,6 +122,22 @@ class VPActor:
             return outcome
         finally:
             self._running.pop(req.turn_id, None)
+            outcome_of.set_result(outcome)
+
+    async def running(self) -> list[str]:
+        """The turns this actor holds, queued or running (a recovering coordinator asks)."""
+        return list(self._running)
+
+    async def follow(self, turn_id: str) -> TurnOutcome | None:
+        """Wait for a turn this actor holds and return its outcome; None if it holds none.
+
+        A coordinator that restarted while the turn ran follows it this way,
+        so the turn is neither run again nor ended twice.
+        """
+        running = self._running.get(turn_id)
+        if running is None:
+            return None
+        return await asyncio.shield(running.outcome)
 
     def _host(self, name: str | None) -> ActorHandle[TurnHost] | None:
         """The coordinator actor ``name``, looked up once and kept."""

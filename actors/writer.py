@@ -9,18 +9,33 @@ A turn's ``result`` goes out only when the turn's owner calls
 :meth:`TurnWriter.finish`, never on the engine's stop event: whatever must be
 in place before a client learns that a turn ended (the stored reply) is a
 step the owner takes between the two.
+
+A result is appended by the store's ``finish_turn``, which marks the turn's
+durable record finished in the same step and appends nothing for a turn that
+is finished already: whoever ends a turn second (its VP after a shutdown
+ended it, a recovery, a retried write) adds no second result. Results and
+notices are retried while the store is unreachable (``store.retry``).
 """
 
 from __future__ import annotations
 
 import logging
 
-from engine.bridge import Payload, WebBridge
+from engine.bridge import Payload, WebBridge, result_payload
 from engine.events import EngineEvent, StopEvent, StopReason, TextDelta, ToolCallEvent
 from engine.messages import Usage
 from personas.prompts import SKIP_TOKEN
-from protocol import AgentState, AgentStatus, AskUserQuestion, SystemData, YeaftOutput
-from store.base import GroupMessage, Store
+from protocol import (
+    AgentState,
+    AgentStatus,
+    AskUserQuestion,
+    ResultData,
+    SystemData,
+    YeaftOutput,
+)
+from store.base import GroupMessage, Store, StoreError
+from store.retry import until_stored
+from store.turns import TurnEnd
 
 log = logging.getLogger(__name__)
 
@@ -42,15 +57,29 @@ class GroupEvents:
         self.store = store
         self.group_id = group_id
 
-    async def output(self, vp_id: str, turn_id: str, data: Payload) -> int:
-        frame = YeaftOutput(
+    def _frame(self, vp_id: str, turn_id: str, data: Payload) -> YeaftOutput:
+        return YeaftOutput(
             conversation_id=self.group_id,
             group_id=self.group_id,
             vp_id=vp_id,
             turn_id=turn_id,
             data=data,
         )
-        return await self.store.append_event(self.group_id, frame)
+
+    async def output(self, vp_id: str, turn_id: str, data: Payload) -> int:
+        return await self.store.append_event(self.group_id, self._frame(vp_id, turn_id, data))
+
+    async def result(self, vp_id: str, turn_id: str, data: ResultData, end: TurnEnd) -> bool:
+        """End the turn with this result, unless it has ended already; True if this did.
+
+        Retried until the store takes it: a turn whose result is lost never ends.
+        """
+        frame = self._frame(vp_id, turn_id, data)
+        seq = await until_stored(
+            lambda: self.store.finish_turn(self.group_id, turn_id, frame, end),
+            f"the result of turn {turn_id}",
+        )
+        return seq is not None
 
     async def status(self, vp_id: str, turn_id: str, state: AgentState) -> int:
         frame = AgentStatus(group_id=self.group_id, vp_id=vp_id, turn_id=turn_id, state=state)
@@ -79,15 +108,17 @@ class GroupEvents:
     async def notice(self, message: str, chain_id: str, rule: str, **detail: object) -> None:
         """Tell every client something about the group, and keep it in the group log."""
         data = SystemData(subtype="notice", message=message, detail={"rule": rule, **detail})
-        await self.output(SYSTEM, chain_id, data)
-        await self.store.append_message(
-            self.group_id,
-            GroupMessage(
-                author=SYSTEM,
-                role="system",
-                text=message,
-                meta={"notice": {"rule": rule, **detail}, "chainId": chain_id},
-            ),
+        await until_stored(lambda: self.output(SYSTEM, chain_id, data), f"a {rule} notice")
+        stored = GroupMessage(
+            author=SYSTEM,
+            role="system",
+            text=message,
+            meta={"notice": {"rule": rule, **detail}, "chainId": chain_id},
+        )
+        # The same message id on every attempt: a retry of a write that did
+        # land is then a repeat the group log ignores.
+        await until_stored(
+            lambda: self.store.append_message(self.group_id, stored), f"a {rule} notice"
         )
 
     def turn(self, vp_id: str, turn_id: str) -> TurnWriter:
@@ -111,10 +142,19 @@ class TurnWriter:
         self.text = ""
         self.skipped = False
         self.stop: StopEvent | None = None
+        # Whether this writer's result ended the turn (False: none sent yet,
+        # or the turn had already been ended by someone else).
+        self.ended = False
+        self._result_sent = False
+        self._end = TurnEnd.ANSWERED
         self._held: list[TextDelta] = []
         self._released = False
 
     async def _send(self, data: Payload) -> None:
+        if isinstance(data, ResultData):
+            self._result_sent = True
+            self.ended = await self.events.result(self.vp_id, self.turn_id, data, self._end)
+            return
         await self.events.output(self.vp_id, self.turn_id, data)
 
     async def status(self, state: AgentState) -> None:
@@ -157,14 +197,37 @@ class TurnWriter:
             await self.bridge.feed(held)
         self._held.clear()
 
-    async def finish(self, stop: StopEvent | None = None) -> StopEvent:
-        """Send the turn's ``result`` (``stop``, else the engine's) and its last status."""
+    async def finish(
+        self, stop: StopEvent | None = None, end: TurnEnd = TurnEnd.ANSWERED
+    ) -> StopEvent:
+        """Send the turn's ``result`` (``stop``, else the engine's) and its last status.
+
+        ``end`` says how the turn ended, for its durable record. Text still
+        held that the store refuses is given up, never the result: a turn
+        always ends, and :attr:`ended` says whether it was this result that
+        ended it.
+        """
         final = stop or self.stop
         if final is None:
             final = error_stop(StopReason.ERROR, "the turn ended without a result", "internal")
-        await self.bridge.feed(final)
-        await self.bridge.close()
-        await self.status(AgentState.ERROR if final.reason == StopReason.ERROR else AgentState.IDLE)
+        self._end = end
+        try:
+            await self.bridge.feed(final)
+            await self.bridge.close()
+        except StoreError as exc:
+            log.warning("turn %s: could not write its last output: %s", self.turn_id, exc)
+        if not self._result_sent:
+            payload = result_payload(
+                final, session_id=self.events.group_id, usage=self.bridge.usage
+            )
+            await self._send(payload)
+        if self.ended:
+            try:
+                await self.status(
+                    AgentState.ERROR if final.reason == StopReason.ERROR else AgentState.IDLE
+                )
+            except StoreError as exc:
+                log.warning("turn %s: could not write its last status: %s", self.turn_id, exc)
         return final
 
     async def system(self, message: str, **detail: object) -> None:

@@ -2,12 +2,18 @@
 
 Groups are sharded over several coordinator actors by id, so each group has
 exactly one coordinator and its loop guard and in-flight turns live in one
-place. Every message is persisted before anything is dispatched, and every
-dispatched turn ends with a ``result`` envelope, even when its VP actor dies.
+place. Every message is persisted before anything is dispatched, every turn
+is recorded before it is sent, and every dispatched turn ends with a
+``result`` envelope, even when its VP actor dies or the whole deployment
+restarts: a coordinator recovers its shard's unfinished turns when it starts
+(``recover``), before it takes any message.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
+from collections import defaultdict
 from collections.abc import Sequence
 
 from actors.config import RuntimeConfig
@@ -17,13 +23,23 @@ from actors.writer import GroupEvents
 from coordinator.dispatch import Dispatcher
 from coordinator.groups import GroupBook
 from coordinator.loop_guard import Chain, LoopGuard, Verdict
-from coordinator.results import CancelResult, ForwardResult, IngestResult
+from coordinator.results import (
+    CancelResult,
+    DrainResult,
+    ForwardResult,
+    IngestResult,
+    RecoveryReport,
+)
+from coordinator.shards import shard_of
 from engine.events import StopReason
 from personas.directory import PersonaDirectory
 from personas.mentions import extract_mentions
 from personas.routing import Selection, Source, select_targets
 from protocol.settings import GroupSettingsPatch
 from store.base import Group, GroupMessage, Store
+from store.turns import TurnRecord
+
+log = logging.getLogger(__name__)
 
 # Replies of turns that ended this way are never routed on.
 _NOT_ROUTED = frozenset({StopReason.TOOL_HANDOFF, StopReason.ABORTED, StopReason.ERROR})
@@ -48,6 +64,16 @@ class CoordinatorWorker:
         name = config.actor_name("coordinator", shard)
         self.turns = Dispatcher(config, self.store, name, self._after_turn)
         self._guards: dict[str, LoopGuard] = {}
+        # Recovery starts with the actor (Ray runs an async actor's __init__
+        # on its event loop), so a coordinator Ray restarts takes its turns
+        # back even if no call comes; every turn operation waits for it.
+        self._recovery: asyncio.Task[RecoveryReport] | None = None
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass  # built outside a loop (a test): the first call recovers
+        else:
+            self._recovery = self._start_recovery()
 
     def _guard(self, group: Group) -> LoopGuard:
         guard = self._guards.get(group.id)
@@ -100,6 +126,55 @@ class CoordinatorWorker:
     async def set_members(self, group_id: str, members: list[str]) -> Group:
         return await self.groups.set_members(group_id, members)
 
+    # -- restarts -----------------------------------------------------------
+    async def recover(self) -> RecoveryReport:
+        """Take over this shard's turns that have no result (once per actor life)."""
+        task = self._recovery
+        if task is None:
+            task = self._recovery = self._start_recovery()
+        try:
+            return await asyncio.shield(task)
+        except Exception:
+            if self._recovery is task:
+                self._recovery = None  # the store was down, say: the next call tries again
+            raise
+
+    def _start_recovery(self) -> asyncio.Task[RecoveryReport]:
+        task = asyncio.get_running_loop().create_task(self._recover())
+        task.add_done_callback(_log_failure)
+        return task
+
+    async def _recover(self) -> RecoveryReport:
+        shards = self.config.coordinator_shards
+        records = [
+            r for r in await self.store.open_turns() if shard_of(r.group_id, shards) == self.shard
+        ]
+        groups: dict[str, Group] = {}
+        for group_id in {r.group_id for r in records}:
+            group = await self.groups.get(group_id)
+            if group is not None:
+                groups[group_id] = group
+        for record in records:
+            if record.group_id in groups:
+                self._guard(groups[record.group_id]).resume_chain(record.chain_id)
+        report = await self.turns.recover(records, groups)
+        if records:
+            log.warning(
+                "coordinator %d recovered %d unfinished turns: %d followed, %d sent again, "
+                "%d ended as interrupted",
+                self.shard,
+                len(records),
+                report.followed,
+                report.rerun,
+                report.interrupted,
+            )
+        return report
+
+    async def drain(self, timeout_s: float) -> DrainResult:
+        """A graceful shutdown: let turns finish for ``timeout_s``, end the rest with a result."""
+        await self.recover()
+        return await self.turns.drain(timeout_s)
+
     # -- messages -----------------------------------------------------------
     async def ingest(
         self,
@@ -109,7 +184,13 @@ class CoordinatorWorker:
         mentions: list[str] | None = None,
         client_message_id: str | None = None,
     ) -> IngestResult:
-        """Persist a person's message, then fan it out."""
+        """Persist a person's message, then fan it out.
+
+        A repeat of a stored ``client_message_id`` starts nothing new, except
+        for the VPs whose turns on it were interrupted (by a restart, say) or
+        never dispatched: those answer it now.
+        """
+        await self.recover()
         group = await self.groups.require(group_id)
         names = list(dict.fromkeys([*extract_mentions(text), *(mentions or [])]))
         sel = self._select(group, names, Source.PERSON, None)
@@ -119,7 +200,8 @@ class CoordinatorWorker:
         msg = GroupMessage(author=sender, role="user", text=text, mentions=sel.targets, meta=meta)
         stored, created = await self.store.append_message(group_id, msg)
         if not created:
-            return IngestResult(stored.id, duplicate=True, trigger=str(sel.trigger))
+            turns = await self._resend(group, stored)
+            return IngestResult(stored.id, duplicate=True, trigger=str(sel.trigger), turns=turns)
         events = GroupEvents(self.store, group.id)
         if sel.unknown:
             await self._unknown_names(events, group, sel.unknown, stored.id)
@@ -127,15 +209,9 @@ class CoordinatorWorker:
             await events.notice(
                 "No VP is available to answer: add a VP to this group.", stored.id, "no_vp"
             )
-        guard = self._guard(group)
-        chain = guard.start_chain(stored.id)
+        chain = self._guard(group).start_chain(stored.id)
         origin = TurnOrigin(trigger_id=stored.id, chain_id=stored.id, user_id=sender)
-        turns: dict[str, str] = {}
-        for vp in sel.targets:
-            turn_id = await self._dispatch(group, chain, vp, origin, source=None)
-            if turn_id is None:
-                break
-            turns[vp] = turn_id
+        turns = await self._dispatch(group, chain, sel.targets, origin, source=None)
         return IngestResult(
             stored.id,
             trigger=str(sel.trigger),
@@ -144,8 +220,25 @@ class CoordinatorWorker:
             turns=turns,
         )
 
+    async def _resend(self, group: Group, stored: GroupMessage) -> dict[str, str]:
+        """Dispatch a repeated message again to the VPs that never answered it."""
+        by_vp: defaultdict[str, list[TurnRecord]] = defaultdict(list)
+        for record in await self.store.turns_of(group.id, stored.id):
+            by_vp[record.vp_id].append(record)
+        again = [
+            vp
+            for vp in stored.mentions
+            if vp in group.roster and all(r.finished and r.interrupted for r in by_vp[vp])
+        ]
+        if not again:
+            return {}
+        chain = self._guard(group).resume_chain(stored.id)
+        origin = TurnOrigin(trigger_id=stored.id, chain_id=stored.id, user_id=stored.author)
+        return await self._dispatch(group, chain, again, origin, source=None)
+
     async def forward(self, request: ForwardRequest) -> ForwardResult:
         """The ``route_forward`` tool's way in. Never raises: refusals are data."""
+        await self.recover()
         group = await self.groups.get(request.group_id)
         if group is None:
             return ForwardResult(False, error="group_not_found")
@@ -183,7 +276,7 @@ class CoordinatorWorker:
                 },
             )
             stored, _ = await self.store.append_message(group.id, msg)
-            self.turns.start(group, target, request.origin.next_hop(stored.id))
+            await self.turns.start(group, target, request.origin.next_hop(stored.id))
             dispatched.append(target)
         return ForwardResult(True, tuple(dispatched))
 
@@ -194,6 +287,7 @@ class CoordinatorWorker:
     async def cancel(self, group_id: str, vp_id: str | None = None) -> CancelResult:
         """Abort one VP's turns in a group, or every turn (which also ends its chains)."""
         group = await self.groups.require(group_id)
+        await self.recover()
         if vp_id is None:
             self._guard(group).stop_all()
         return await self.turns.cancel(group_id, vp_id)
@@ -232,14 +326,23 @@ class CoordinatorWorker:
         return self._guard(group).admit(chain, source=source, target=target, depth=depth)
 
     async def _dispatch(
-        self, group: Group, chain: Chain, vp: str, origin: TurnOrigin, source: str | None
-    ) -> str | None:
-        """Start a turn if the loop guard admits it; None when the chain is stopped."""
-        verdict = self._admit(group, chain, source, vp, origin.depth)
-        if not verdict.ok:
-            await self._refused(group, chain, verdict)
-            return None
-        return self.turns.start(group, vp, origin)
+        self, group: Group, chain: Chain, vps: Sequence[str], origin: TurnOrigin, source: str | None
+    ) -> dict[str, str]:
+        """Start a turn of each VP the loop guard admits, in order, until it refuses one.
+
+        The turns are recorded in the store in one write before any is sent.
+        Returns the turn id of each VP started.
+        """
+        reqs: list[TurnRequest] = []
+        for vp in vps:
+            verdict = self._admit(group, chain, source, vp, origin.depth)
+            if not verdict.ok:
+                await self._refused(group, chain, verdict)
+                break
+            reqs.append(self.turns.plan(group, vp, origin))
+        if reqs:
+            await self.turns.record(group.id, reqs)
+        return {req.vp_id: self.turns.launch(req) for req in reqs}
 
     async def _after_turn(self, req: TurnRequest, outcome: TurnOutcome) -> None:
         """Dispatch the VPs a finished reply mentions, if the group allows it.
@@ -258,11 +361,8 @@ class CoordinatorWorker:
             await self._unknown_names(events, group, outcome.unknown, outcome.message_id)
         chain = self._guard(group).chain(req.origin.chain_id)
         origin = req.origin.next_hop(outcome.message_id)
-        for vp in outcome.mentions:
-            if vp not in group.roster:
-                continue
-            if await self._dispatch(group, chain, vp, origin, source=req.vp_id) is None:
-                break
+        targets = [vp for vp in outcome.mentions if vp in group.roster]
+        await self._dispatch(group, chain, targets, origin, source=req.vp_id)
 
     # -- notices ------------------------------------------------------------
     async def _refused(self, group: Group, chain: Chain, verdict: Verdict) -> None:
@@ -291,3 +391,9 @@ class CoordinatorWorker:
             unknown=list(unknown),
             roster=list(group.roster),
         )
+
+
+def _log_failure(task: asyncio.Task[RecoveryReport]) -> None:
+    """Report a recovery that failed with nobody awaiting it (the next call retries)."""
+    if not task.cancelled() and task.exception() is not None:
+        log.error("turn recovery failed", exc_info=task.exception())

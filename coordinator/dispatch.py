@@ -1,11 +1,20 @@
-"""Turns on VP actors: start them, follow each to its one result, abort them.
+"""Turns on VP actors: record them, start them, follow each to its one result, abort them.
 
-A turn is sent to its VP actor, which tells the coordinator when the turn
-leaves its lane's queue (``turn_started``) and then returns its
-:class:`~actors.turns.TurnOutcome`. The coordinator's copy of the turn's
-state follows those two answers, so when a VP actor dies the dispatcher
-knows without searching any log whether the turn had started: one that had
-not goes to the restarted actor; one that had ends with an error result.
+Every turn is recorded in the store (``store.turns``) before it is sent, so
+a turn outlives the processes that run it. It is sent to its VP actor, which
+tells the coordinator when the turn leaves its lane's queue
+(``turn_started``) and then returns its :class:`~actors.turns.TurnOutcome`.
+The coordinator's copy of the turn's state follows those two answers, so
+when a VP actor dies the dispatcher knows without searching any log whether
+the turn had started: one that had not goes to the restarted actor; one that
+had ends with an error result.
+
+When the coordinator itself starts again (a new deployment on the same
+store, or Ray restarting the actor), :meth:`Dispatcher.recover` takes every
+turn without a result: a VP actor still running it is followed, a turn that
+never started runs, and one that started is ended with an error result that
+says why. A graceful shutdown (:meth:`Dispatcher.drain`) lets turns finish
+for a while and ends the rest the same way.
 """
 
 from __future__ import annotations
@@ -31,9 +40,10 @@ from actors.turns import (
 )
 from actors.vp_actor import VPActor, VPStats
 from actors.writer import GroupEvents, error_stop
-from coordinator.results import CancelResult
+from coordinator.results import CancelResult, DrainResult, RecoveryReport
 from engine.events import StopReason
 from store.base import Group, Store
+from store.turns import TurnEnd, TurnPhase, TurnRecord
 
 log = logging.getLogger(__name__)
 
@@ -91,16 +101,43 @@ class Dispatcher:
             handle = self._vps[vp_id] = cast("ActorHandle[VPActor]", started)
         return handle
 
-    def start(self, group: Group, vp: str, origin: TurnOrigin) -> str:
-        """Send one turn to ``vp``; returns its turn id at once."""
-        turn_id = TurnRequest.new_turn_id(vp)
-        req = TurnRequest(group.id, vp, turn_id, origin, self._host, len(group.roster) > 1)
+    def plan(
+        self, group: Group, vp: str, origin: TurnOrigin, turn_id: str | None = None
+    ) -> TurnRequest:
+        """The request of a turn of ``vp`` in ``group`` (a new turn id unless given)."""
+        turn_id = turn_id or TurnRequest.new_turn_id(vp)
+        return TurnRequest(group.id, vp, turn_id, origin, self._host, len(group.roster) > 1)
+
+    async def record(self, group_id: str, reqs: list[TurnRequest]) -> None:
+        """Write the turns' durable records: done before they are sent."""
+        await self.store.add_turns(group_id, [req.record() for req in reqs])
+
+    async def start(self, group: Group, vp: str, origin: TurnOrigin) -> str:
+        """Record one turn of ``vp`` and send it; returns its turn id."""
+        req = self.plan(group, vp, origin)
+        await self.record(group.id, [req])
+        return self.launch(req)
+
+    def launch(self, req: TurnRequest) -> str:
+        """Send a recorded turn to its VP and follow it to its result."""
+        return self._track(req, self._run)
+
+    def _track(self, req: TurnRequest, body: Callable[[_Turn], Awaitable[None]]) -> str:
         turn = _Turn(req, TurnTracker(req.turn_id))
-        self._turns.setdefault(group.id, {})[req.turn_id] = turn
-        task = asyncio.create_task(self._run(turn))
-        self._tasks.setdefault(group.id, set()).add(task)
-        task.add_done_callback(lambda t: self._done(group.id, req.turn_id, t))
+        self._turns.setdefault(req.group_id, {})[req.turn_id] = turn
+        task = asyncio.create_task(self._guarded(turn, body))
+        self._tasks.setdefault(req.group_id, set()).add(task)
+        task.add_done_callback(lambda t: self._done(req.group_id, req.turn_id, t))
         return req.turn_id
+
+    @staticmethod
+    async def _guarded(turn: _Turn, body: Callable[[_Turn], Awaitable[None]]) -> None:
+        # Nobody awaits these tasks: a failure is logged here, not left in
+        # the task for the garbage collector to report.
+        try:
+            await body(turn)
+        except Exception:
+            log.exception("turn %s failed in its coordinator", turn.request.turn_id)
 
     def _done(self, group_id: str, turn_id: str, task: asyncio.Task[None]) -> None:
         self._tasks.get(group_id, set()).discard(task)
@@ -135,7 +172,8 @@ class Dispatcher:
     async def _follow(self, turn: _Turn) -> TurnOutcome:
         """Send the turn and wait for its outcome (its start is reported apart)."""
         outcome: TurnOutcome = await self.vp(turn.request.vp_id).run_turn.remote(turn.request)
-        turn.tracker.advance(TurnState.FINISHED)
+        if not turn.tracker.finished:  # a shutdown may have ended it meanwhile
+            turn.tracker.advance(TurnState.FINISHED)
         return outcome
 
     def started(self, group_id: str, turn_id: str) -> None:
@@ -162,14 +200,22 @@ class Dispatcher:
 
     async def _lost(self, turn: _Turn, exc: BaseException) -> None:
         """The VP actor died with the turn: end it with an error result."""
-        req = turn.request
-        log.warning("turn %s lost: %s", req.turn_id, exc)
+        log.warning("turn %s lost: %s", turn.request.turn_id, exc)
         message = (
-            f"@{req.vp_id} stopped unexpectedly and this turn was lost "
+            f"@{turn.request.vp_id} stopped unexpectedly and this turn was lost "
             f"({type(exc).__name__}). It has been restarted: send the message again."
         )
+        await self._interrupt(turn, message, "actor_died")
+
+    async def _interrupt(self, turn: _Turn, message: str, kind: str) -> None:
+        """End a turn from outside with an error result (none if it has ended already).
+
+        The record says ``interrupted``, so the person's resend of the same
+        message gets a new answer from this VP.
+        """
+        req = turn.request
         writer = GroupEvents(self.store, req.group_id).turn(req.vp_id, req.turn_id)
-        await writer.finish(error_stop(StopReason.ERROR, message, "actor_died"))
+        await writer.finish(error_stop(StopReason.ERROR, message, kind), TurnEnd.INTERRUPTED)
         if not turn.tracker.finished:
             turn.tracker.advance(TurnState.FINISHED)
 
@@ -214,3 +260,89 @@ class Dispatcher:
 
     def forget(self, group_id: str) -> None:
         self._turns.pop(group_id, None)
+
+    # -- restarts and shutdown ------------------------------------------------
+    async def recover(self, records: list[TurnRecord], groups: dict[str, Group]) -> RecoveryReport:
+        """Take over turns that have no result after a restart (see the module doc)."""
+        held = await self._held_by_vps({r.vp_id for r in records})
+        followed = rerun = interrupted = 0
+        for record in records:
+            group = groups.get(record.group_id)
+            if group is None:
+                # The group is gone: nobody is waiting for this turn.
+                await self.store.finish_turn(
+                    record.group_id, record.turn_id, None, TurnEnd.INTERRUPTED
+                )
+                continue
+            req = self.plan(group, record.vp_id, TurnOrigin.of_record(record), record.turn_id)
+            if record.turn_id in held.get(record.vp_id, ()):
+                self._track(req, self._follow_again)
+                followed += 1
+            elif record.phase is TurnPhase.REQUESTED:
+                self.launch(req)
+                rerun += 1
+            else:
+                self._track(req, self._restarted)
+                interrupted += 1
+        return RecoveryReport(followed=followed, rerun=rerun, interrupted=interrupted)
+
+    async def _held_by_vps(self, vp_ids: set[str]) -> dict[str, set[str]]:
+        """The turns each live VP actor holds; a VP with no live actor holds none.
+
+        Looked up by name, never started: a fresh deployment has no VP actor
+        yet, and starting one only to ask would cost half a second each.
+        """
+        held: dict[str, set[str]] = {}
+        for vp_id in vp_ids:
+            name = self.config.actor_name("vp", vp_id)
+            try:
+                handle = ray.get_actor(name, namespace=self.config.namespace)
+                held[vp_id] = set(await handle.running.remote())
+            except (ValueError, RayError):
+                continue
+            self._vps.setdefault(vp_id, cast("ActorHandle[VPActor]", handle))
+        return held
+
+    async def _follow_again(self, turn: _Turn) -> None:
+        """Follow a turn a live VP actor still runs (its first follower is gone)."""
+        req = turn.request
+        try:
+            outcome: TurnOutcome | None = await self.vp(req.vp_id).follow.remote(req.turn_id)
+        except RayError as exc:
+            await self._lost(turn, exc)
+            return
+        if not turn.tracker.finished:
+            turn.tracker.advance(TurnState.FINISHED)
+        if outcome is not None:
+            await self._on_outcome(req, outcome)
+
+    async def _restarted(self, turn: _Turn) -> None:
+        await self._interrupt(
+            turn,
+            f"The server restarted while @{turn.request.vp_id} was answering, and this turn "
+            "was stopped. Send your message again to get an answer.",
+            "restarted",
+        )
+
+    async def drain(self, timeout_s: float) -> DrainResult:
+        """Let running turns finish for up to ``timeout_s``, then end the rest.
+
+        The turns still open then (queued or running) end with an error result
+        saying the server shut down, and their VPs stop working on them.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        groups = list(self._tasks)
+        idle = [await self.wait_idle(g, max(0.0, deadline - loop.time())) for g in groups]
+        open_turns = [t for turns in self._turns.values() for t in turns.values()]
+        message = (
+            "The server was shut down while @{vp} was answering, and this turn was stopped. "
+            "Send your message again to get an answer."
+        )
+        for turn in open_turns:
+            await self._interrupt(turn, message.format(vp=turn.request.vp_id), "shutdown")
+        await asyncio.gather(
+            *(self.cancel(g) for g in {t.request.group_id for t in open_turns}),
+            return_exceptions=True,
+        )
+        return DrainResult(drained=all(idle), interrupted=len(open_turns))

@@ -259,6 +259,15 @@ class LoopGuard:
             self._chains.popitem(last=False)
         return chain
 
+    def resume_chain(self, root_id: str) -> Chain:
+        """The chain for ``root_id``, made afresh when unknown.
+
+        A restarted coordinator knows no chain; the turns it recovers carry
+        theirs on, counted from here.
+        """
+        found = self._chains.get(root_id)
+        return found if found is not None else self.start_chain(root_id)
+
     def chain(self, root_id: str) -> Chain:
         """The chain for ``root_id``; an evicted or unknown one counts as stopped."""
         found = self._chains.get(root_id)

@@ -36,3 +36,36 @@ class CancelResult:
 
     aborted: int
     vps: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class RecoveryReport:
+    """What a coordinator did with the turns it found without a result when it started.
+
+    ``followed``: still running on a live VP actor, now followed again;
+    ``rerun``: never started, sent again; ``interrupted``: started and lost
+    with the processes that ran them, ended with an error result.
+    """
+
+    followed: int = 0
+    rerun: int = 0
+    interrupted: int = 0
+
+    def __add__(self, other: RecoveryReport) -> RecoveryReport:
+        return RecoveryReport(
+            self.followed + other.followed,
+            self.rerun + other.rerun,
+            self.interrupted + other.interrupted,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class DrainResult:
+    """How a graceful shutdown left a coordinator's turns.
+
+    ``drained``: every turn finished within the time given; ``interrupted``:
+    the turns still open then, each ended with an error result.
+    """
+
+    drained: bool
+    interrupted: int = 0

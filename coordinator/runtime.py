@@ -9,7 +9,6 @@ group's traffic to the same coordinator.
 
 from __future__ import annotations
 
-import zlib
 from typing import cast
 
 import ray
@@ -18,14 +17,11 @@ from ray.actor import ActorHandle
 from actors.config import RuntimeConfig
 from coordinator.client import CoordinatorClient
 from coordinator.coordinator import CoordinatorWorker
+from coordinator.shards import shard_of
 from protocol.settings import GroupSettingsPatch
 from store.base import Group, Store, new_id
 
 CoordinatorActor = ray.remote(CoordinatorWorker)
-
-
-def shard_of(group_id: str, shards: int) -> int:
-    return zlib.crc32(group_id.encode()) % max(1, shards)
 
 
 class Runtime:

@@ -1,7 +1,7 @@
 """The store contract shared by the embedded and Redis backends.
 
 The contract is split by role (``GroupStore``, ``GroupLog``, ``EventLog``,
-``TranscriptStore``, ``UserStore``); ``Store`` is all of them plus
+``TurnLog``, ``TranscriptStore``, ``UserStore``); ``Store`` is all of them plus
 ``close``. Both backends implement ``Store``, and one test suite runs
 against both through a parametrised fixture.
 """
@@ -12,6 +12,7 @@ import json
 import time
 import uuid
 from abc import abstractmethod
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
@@ -22,6 +23,7 @@ from protocol import EventFrame
 # it is re-exported here because a group record is a store type.
 from protocol.settings import GroupSettings as GroupSettings
 from store.events import EventBatch
+from store.turns import TurnEnd, TurnRecord
 
 
 def new_id(prefix: str) -> str:
@@ -58,6 +60,14 @@ class StoreError(Exception):
 
 class NotFound(StoreError):
     pass
+
+
+class StoreUnavailable(StoreError):
+    """The store could not be reached (connection refused or lost, server loading).
+
+    Transient by nature: a write that must not be lost (a turn's result, a
+    notice) is retried until the store answers again.
+    """
 
 
 def user_record_key(user: dict[str, Any]) -> str:
@@ -154,6 +164,41 @@ class EventLog(Protocol):
         """The newest sequence number assigned in the group (0 when none)."""
 
 
+class TurnLog(Protocol):
+    """Durable turn records (``store.turns``): what was dispatched and how far it got."""
+
+    @abstractmethod
+    async def add_turns(self, group_id: str, turns: Sequence[TurnRecord]) -> None:
+        """Record dispatched turns; a turn id already recorded keeps its record."""
+
+    @abstractmethod
+    async def start_turn(self, group_id: str, turn_id: str) -> bool:
+        """Mark a turn started. False when it is already finished (it must not run).
+
+        A turn with no record may run (it was not dispatched by a coordinator).
+        """
+
+    @abstractmethod
+    async def finish_turn(
+        self, group_id: str, turn_id: str, frame: EventFrame | None, end: TurnEnd
+    ) -> int | None:
+        """Append a turn's result ``frame`` and mark the turn finished, in one step.
+
+        Returns the frame's seq (0 without a frame), or None when the turn was
+        already finished: then nothing is appended, so a turn gets at most one
+        result whoever tries to finish it and however often a write is retried.
+        A turn with no record gets one, finished.
+        """
+
+    @abstractmethod
+    async def turns_of(self, group_id: str, trigger_id: str) -> list[TurnRecord]:
+        """The turns dispatched to answer the group-log message ``trigger_id``."""
+
+    @abstractmethod
+    async def open_turns(self) -> list[TurnRecord]:
+        """Every turn of every group that is not finished, oldest first."""
+
+
 class TranscriptStore(Protocol):
     """Each VP's engine transcript per group, kept as an opaque JSON document."""
 
@@ -191,7 +236,7 @@ class UserStore(Protocol):
         """Every user record, sorted by username."""
 
 
-class Store(GroupStore, GroupLog, EventLog, TranscriptStore, UserStore, Protocol):
+class Store(GroupStore, GroupLog, EventLog, TurnLog, TranscriptStore, UserStore, Protocol):
     """Every role at once: what a backend implements and a process opens.
 
     Code that needs one role takes that role's protocol, so a test can hand

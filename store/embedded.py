@@ -37,11 +37,12 @@ import sqlite3
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 from protocol import EventFrame
+from store import embedded_turns as turn_sql
 from store._shared import DEFAULT_EVENT_RETENTION, check_retention, client_message_id
 from store.base import (
     Group,
@@ -53,8 +54,17 @@ from store.base import (
     encode_user,
     user_record_key,
 )
-from store.events import EventBatch, StoredEvent, encode_event, make_batch, with_seq
+from store.embedded_schema import event_counter, setup_schema
+from store.events import (
+    EncodedEvent,
+    EventBatch,
+    StoredEvent,
+    encode_event,
+    make_batch,
+    with_seq,
+)
 from store.sqlite import SQLiteThread, connect, read_txn, write_txn
+from store.turns import TurnEnd, TurnRecord
 
 log = logging.getLogger(__name__)
 
@@ -67,65 +77,6 @@ DB_FILENAME = "yeaft-store.sqlite3"
 # waiter instead, and each re-reads its own group once.
 _SCAN_LIMIT = 1_000
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS groups (
-    id TEXT PRIMARY KEY,
-    created_at REAL NOT NULL,
-    data TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS messages (
-    pos INTEGER PRIMARY KEY,
-    group_id TEXT NOT NULL,
-    id TEXT NOT NULL,
-    client_id TEXT,
-    data TEXT NOT NULL
-);
-CREATE UNIQUE INDEX IF NOT EXISTS messages_by_id ON messages (group_id, id);
-CREATE UNIQUE INDEX IF NOT EXISTS messages_by_client_id
-    ON messages (group_id, client_id) WHERE client_id IS NOT NULL;
-CREATE INDEX IF NOT EXISTS messages_by_pos ON messages (group_id, pos);
-CREATE TABLE IF NOT EXISTS transcripts (
-    group_id TEXT NOT NULL,
-    vp_id TEXT NOT NULL,
-    data TEXT NOT NULL,
-    PRIMARY KEY (group_id, vp_id)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS event_heads (
-    group_id TEXT PRIMARY KEY,
-    last_seq INTEGER NOT NULL
-) WITHOUT ROWID;
--- AUTOINCREMENT (not a plain rowid) because the poller needs a counter that
--- never goes back, even when the newest rows are deleted with their group.
-CREATE TABLE IF NOT EXISTS events (
-    row_id INTEGER PRIMARY KEY AUTOINCREMENT,
-    group_id TEXT NOT NULL,
-    seq INTEGER NOT NULL,
-    data TEXT NOT NULL,
-    type TEXT,
-    vp_id TEXT,
-    data_type TEXT
-);
-CREATE UNIQUE INDEX IF NOT EXISTS events_by_seq ON events (group_id, seq);
-CREATE TABLE IF NOT EXISTS users (
-    username TEXT PRIMARY KEY,
-    data TEXT NOT NULL
-) WITHOUT ROWID;
-"""
-
-# The event header columns (see store.events.EventHeader), added to databases
-# made before they existed and filled from each row's JSON, once.
-_HEADER_COLUMNS = ("type", "vp_id", "data_type")
-_BACKFILL_HEADERS = """
-UPDATE events SET
-    type = coalesce(json_extract(data, '$.type'), ''),
-    vp_id = CASE WHEN json_type(data, '$.vpId') = 'text'
-        THEN json_extract(data, '$.vpId') END,
-    data_type = CASE WHEN json_extract(data, '$.type') = 'yeaft_output'
-        AND json_type(data, '$.data.type') = 'text'
-        THEN json_extract(data, '$.data.type') END
-WHERE type IS NULL
-"""
-
 # Every live instance per database file in this process, so a writer can wake
 # the waiters of its siblings at once instead of leaving it to their pollers.
 _PEERS: dict[str, weakref.WeakSet[EmbeddedStore]] = {}
@@ -135,22 +86,6 @@ _PEERS_LOCK = threading.Lock()
 def _resolve(fut: asyncio.Future[None]) -> None:
     if not fut.done():
         fut.set_result(None)
-
-
-def _migrate(conn: sqlite3.Connection) -> None:
-    """Bring a database made by an earlier version up to the current schema."""
-    with write_txn(conn):
-        have = {row[1] for row in conn.execute("PRAGMA table_info(events)")}
-        missing = [column for column in _HEADER_COLUMNS if column not in have]
-        for column in missing:
-            conn.execute(f"ALTER TABLE events ADD COLUMN {column} TEXT")
-        if missing:
-            conn.execute(_BACKFILL_HEADERS)
-
-
-def _event_counter(conn: sqlite3.Connection) -> int:
-    row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'events'").fetchone()
-    return int(row[0]) if row else 0
 
 
 class EmbeddedStore(Store):
@@ -189,11 +124,10 @@ class EmbeddedStore(Store):
     # -- plumbing ----------------------------------------------------------
     def _setup(self, conn: sqlite3.Connection) -> None:
         """Make the schema on a new connection (the store thread's, on first use)."""
-        conn.executescript(f"BEGIN IMMEDIATE;{_SCHEMA}COMMIT;")
-        _migrate(conn)
+        setup_schema(conn)
         # The poller starts from here; every waiter reads after this point,
         # so no event committed after a waiter's read is missed.
-        self._poll_base = _event_counter(conn)
+        self._poll_base = event_counter(conn)
 
     async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         if self._closed:
@@ -239,7 +173,7 @@ class EmbeddedStore(Store):
             with write_txn(conn):
                 existed = conn.execute("DELETE FROM groups WHERE id = ?", (group_id,)).rowcount
                 # Data written under the id without a group row is removed too.
-                for table in ("messages", "transcripts", "events", "event_heads"):
+                for table in ("messages", "transcripts", "events", "event_heads", "turns"):
                     conn.execute(f"DELETE FROM {table} WHERE group_id = ?", (group_id,))
             return existed > 0
 
@@ -358,39 +292,45 @@ class EmbeddedStore(Store):
     # -- event log ---------------------------------------------------------
     async def append_event(self, group_id: str, frame: EventFrame) -> int:
         encoded = encode_event(frame)
-        header = encoded.header
 
         def op(conn: sqlite3.Connection) -> int:
             with write_txn(conn):
-                seq = int(
-                    conn.execute(
-                        "INSERT INTO event_heads (group_id, last_seq) VALUES (?, 1)"
-                        " ON CONFLICT (group_id) DO UPDATE SET last_seq = last_seq + 1"
-                        " RETURNING last_seq",
-                        (group_id,),
-                    ).fetchone()[0]
-                )
-                conn.execute(
-                    "INSERT INTO events (group_id, seq, data, type, vp_id, data_type)"
-                    " VALUES (?, ?, ?, ?, ?, ?)",
-                    (
-                        group_id,
-                        seq,
-                        with_seq(encoded.body, seq),
-                        header.type,
-                        header.vp_id,
-                        header.data_type,
-                    ),
-                )
-                if seq > self.event_retention:
-                    conn.execute(
-                        "DELETE FROM events WHERE group_id = ? AND seq <= ?",
-                        (group_id, seq - self.event_retention),
-                    )
-            return seq
+                return self._append_event_sync(conn, group_id, encoded)
 
         seq = await self._run(op)
         self._wake_local(group_id)
+        return seq
+
+    def _append_event_sync(
+        self, conn: sqlite3.Connection, group_id: str, encoded: EncodedEvent
+    ) -> int:
+        """Take the group's next seq and insert the event; the caller holds a write txn."""
+        header = encoded.header
+        seq = int(
+            conn.execute(
+                "INSERT INTO event_heads (group_id, last_seq) VALUES (?, 1)"
+                " ON CONFLICT (group_id) DO UPDATE SET last_seq = last_seq + 1"
+                " RETURNING last_seq",
+                (group_id,),
+            ).fetchone()[0]
+        )
+        conn.execute(
+            "INSERT INTO events (group_id, seq, data, type, vp_id, data_type)"
+            " VALUES (?, ?, ?, ?, ?, ?)",
+            (
+                group_id,
+                seq,
+                with_seq(encoded.body, seq),
+                header.type,
+                header.vp_id,
+                header.data_type,
+            ),
+        )
+        if seq > self.event_retention:
+            conn.execute(
+                "DELETE FROM events WHERE group_id = ? AND seq <= ?",
+                (group_id, seq - self.event_retention),
+            )
         return seq
 
     async def read_events(
@@ -452,6 +392,36 @@ class EmbeddedStore(Store):
             return int(row[0]) if row else 0
 
         return await self._run(op)
+
+    # -- turn records ------------------------------------------------------
+    async def add_turns(self, group_id: str, turns: Sequence[TurnRecord]) -> None:
+        if turns:
+            await self._run(lambda conn: turn_sql.add(conn, group_id, turns))
+
+    async def start_turn(self, group_id: str, turn_id: str) -> bool:
+        return await self._run(lambda conn: turn_sql.start(conn, group_id, turn_id))
+
+    async def finish_turn(
+        self, group_id: str, turn_id: str, frame: EventFrame | None, end: TurnEnd
+    ) -> int | None:
+        encoded = encode_event(frame) if frame is not None else None
+
+        def op(conn: sqlite3.Connection) -> int | None:
+            append = None
+            if encoded is not None:
+                append = lambda: self._append_event_sync(conn, group_id, encoded)  # noqa: E731
+            return turn_sql.finish(conn, group_id, turn_id, end, append)
+
+        seq = await self._run(op)
+        if seq:
+            self._wake_local(group_id)
+        return seq
+
+    async def turns_of(self, group_id: str, trigger_id: str) -> list[TurnRecord]:
+        return await self._run(lambda conn: turn_sql.of_trigger(conn, group_id, trigger_id))
+
+    async def open_turns(self) -> list[TurnRecord]:
+        return await self._run(turn_sql.open_all)
 
     # -- users -------------------------------------------------------------
     async def get_user(self, username: str) -> dict[str, Any] | None:
@@ -538,7 +508,7 @@ class EmbeddedStore(Store):
                 try:
                     if conn is None:
                         conn = connect(self.path, self._busy_timeout)
-                    top = _event_counter(conn)
+                    top = event_counter(conn)
                     if top > base:
                         if top - base > _SCAN_LIMIT:
                             self._notify(None)

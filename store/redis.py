@@ -14,6 +14,10 @@ touches keys of one slot:
 ``P:g:{G}:tx``           hash    VP id -> transcript JSON
 ``P:g:{G}:events``       stream  one entry per event, id ``<seq>-0`` (fields below)
 ``P:g:{G}:eseq``         string  the last event seq assigned
+``P:g:{G}:turns``        hash    turn id -> TurnRecord JSON (without phase and end)
+``P:g:{G}:tphase``       hash    turn id -> ``requested``, ``started`` or ``finished:<end>``
+``P:g:{G}:topen``        set     ids of the turns not finished
+``P:g:{G}:ttrig``        hash    trigger message id -> its turn ids, space-separated
 ``P:users``              hash    username -> user record JSON
 =======================  ======  ===============================================
 
@@ -24,9 +28,10 @@ and ``k`` are absent when the frame has none. Entries written before headers
 were stored have only ``d``; their header is read from the JSON instead.
 
 Atomicity comes from Lua scripts (one script runs alone on the server):
-the idempotent message append, and the event append that takes the next seq
+the idempotent message append; the event append that takes the next seq
 and XADDs it with the exact MAXLEN retention in one step, so seqs are
-gap-free however many writers there are. A blocking read is XREAD BLOCK
+gap-free however many writers there are; and a turn's finish, which appends
+its result only if the turn is not finished yet. A blocking read is XREAD BLOCK
 on a connection pool kept apart from the one ordinary commands use, so
 readers parked for seconds never starve writers of connections.
 
@@ -42,11 +47,13 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import redis.asyncio as aioredis
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from protocol import EventFrame
 from store._shared import DEFAULT_EVENT_RETENTION, check_retention, client_message_id
@@ -56,11 +63,20 @@ from store.base import (
     NotFound,
     Store,
     StoreError,
+    StoreUnavailable,
     decode_user,
     encode_user,
     user_record_key,
 )
-from store.events import EventBatch, EventHeader, StoredEvent, encode_event, make_batch
+from store.events import (
+    EncodedEvent,
+    EventBatch,
+    EventHeader,
+    StoredEvent,
+    encode_event,
+    make_batch,
+)
+from store.turns import TurnEnd, TurnRecord
 
 # The longest single XREAD BLOCK, and the socket timeout of the blocking
 # pool's connections unless the URL sets one: twice the block, so a busy
@@ -68,7 +84,22 @@ from store.events import EventBatch, EventHeader, StoredEvent, encode_event, mak
 _MAX_BLOCK_S = 10.0
 _BLOCKING_SOCKET_TIMEOUT_S = 2 * _MAX_BLOCK_S
 
-_GROUP_KINDS = ("group", "msgs", "order", "mpos", "cmid", "tx", "events", "eseq")
+_GROUP_KINDS = (
+    "group",
+    "msgs",
+    "order",
+    "mpos",
+    "cmid",
+    "tx",
+    "events",
+    "eseq",
+    "turns",
+    "tphase",
+    "topen",
+    "ttrig",
+)
+_TURN_KINDS = ("turns", "tphase", "topen", "ttrig")
+_FINISHED = "finished"
 
 # KEYS: group, index. ARGV: group JSON, group id.
 _CREATE_GROUP = """
@@ -117,6 +148,51 @@ redis.call('XADD', KEYS[2], 'MAXLEN', ARGV[2], seq .. '-0', unpack(entry))
 return seq
 """
 
+# KEYS: turns, tphase, topen, ttrig. ARGV: (turn id, trigger id, record JSON) repeated.
+# A turn id that already has a phase keeps it (and its record).
+_ADD_TURNS = """
+for i = 1, #ARGV, 3 do
+  local id = ARGV[i]
+  if redis.call('HSETNX', KEYS[2], id, 'requested') == 1 then
+    redis.call('HSET', KEYS[1], id, ARGV[i + 2])
+    redis.call('SADD', KEYS[3], id)
+    local known = redis.call('HGET', KEYS[4], ARGV[i + 1])
+    if known then known = known .. ' ' .. id else known = id end
+    redis.call('HSET', KEYS[4], ARGV[i + 1], known)
+  end
+end
+return 1
+"""
+
+# KEYS: tphase. ARGV: turn id. 0 when the turn is finished, else 1.
+_START_TURN = """
+local phase = redis.call('HGET', KEYS[1], ARGV[1])
+if not phase then return 1 end
+if string.sub(phase, 1, 8) == 'finished' then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], 'started')
+return 1
+"""
+
+# KEYS: tphase, topen, eseq, events. ARGV: turn id, end, frame JSON without seq
+# (or '' for none), retention, then the header's field names and values.
+# Returns -1 when the turn was already finished, else the seq (0 without a frame).
+_FINISH_TURN = """
+local phase = redis.call('HGET', KEYS[1], ARGV[1])
+if phase and string.sub(phase, 1, 8) == 'finished' then return -1 end
+local seq = 0
+if ARGV[3] ~= '' then
+  seq = redis.call('INCR', KEYS[3])
+  local entry = {'d', '{"seq":' .. seq .. ',' .. string.sub(ARGV[3], 2)}
+  for i = 5, #ARGV do
+    entry[#entry + 1] = ARGV[i]
+  end
+  redis.call('XADD', KEYS[4], 'MAXLEN', ARGV[4], seq .. '-0', unpack(entry))
+end
+redis.call('HSET', KEYS[1], ARGV[1], 'finished:' .. ARGV[2])
+redis.call('SREM', KEYS[2], ARGV[1])
+return seq
+"""
+
 # KEYS: eseq, events. ARGV: first wanted id, count.
 # Returns {last_seq, first_seq, entries}, all from one consistent moment.
 _READ_EVENTS = """
@@ -135,6 +211,10 @@ return {last, first, entries}
 def _redis_errors() -> Iterator[None]:
     try:
         yield
+    except (RedisConnectionError, RedisTimeoutError) as exc:
+        # Refused, dropped or timed out, or a server still loading its data
+        # (BusyLoadingError is a ConnectionError): worth retrying later.
+        raise StoreUnavailable(f"redis store unavailable: {exc}") from exc
     except RedisError as exc:
         raise StoreError(f"redis store: {exc}") from exc
 
@@ -197,6 +277,9 @@ class RedisStore(Store):
         self._append_message = self._r.register_script(_APPEND_MESSAGE)
         self._append_event = self._r.register_script(_APPEND_EVENT)
         self._read_events = self._r.register_script(_READ_EVENTS)
+        self._add_turns = self._r.register_script(_ADD_TURNS)
+        self._start_turn = self._r.register_script(_START_TURN)
+        self._finish_turn = self._r.register_script(_FINISH_TURN)
         self._closed = False
 
     # -- keys --------------------------------------------------------------
@@ -325,16 +408,10 @@ class RedisStore(Store):
     async def append_event(self, group_id: str, frame: EventFrame) -> int:
         self._check_open()
         encoded = encode_event(frame)
-        header = encoded.header
-        fields = ["t", header.type]
-        if header.vp_id is not None:
-            fields += ["v", header.vp_id]
-        if header.data_type is not None:
-            fields += ["k", header.data_type]
         with _redis_errors():
             seq = await self._append_event(
                 keys=[self._key(group_id, "eseq"), self._key(group_id, "events")],
-                args=[encoded.body, self.event_retention, *fields],
+                args=[encoded.body, self.event_retention, *_header_fields(encoded)],
             )
         return int(seq)
 
@@ -384,6 +461,72 @@ class RedisStore(Store):
             last = await self._r.get(self._key(group_id, "eseq"))
         return int(last) if last else 0
 
+    # -- turn records ------------------------------------------------------
+    async def add_turns(self, group_id: str, turns: Sequence[TurnRecord]) -> None:
+        self._check_open()
+        if not turns:
+            return
+        args = [v for t in turns for v in (t.turn_id, t.trigger_id, t.static_json())]
+        with _redis_errors():
+            await self._add_turns(keys=self._turn_keys(group_id), args=args)
+
+    async def start_turn(self, group_id: str, turn_id: str) -> bool:
+        self._check_open()
+        with _redis_errors():
+            ok = await self._start_turn(keys=[self._key(group_id, "tphase")], args=[turn_id])
+        return bool(int(ok))
+
+    async def finish_turn(
+        self, group_id: str, turn_id: str, frame: EventFrame | None, end: TurnEnd
+    ) -> int | None:
+        self._check_open()
+        body, fields = "", []
+        if frame is not None:
+            encoded = encode_event(frame)
+            body, fields = encoded.body, _header_fields(encoded)
+        keys = [self._key(group_id, k) for k in ("tphase", "topen", "eseq", "events")]
+        with _redis_errors():
+            seq = int(
+                await self._finish_turn(
+                    keys=keys, args=[turn_id, end.value, body, self.event_retention, *fields]
+                )
+            )
+        return None if seq < 0 else seq
+
+    async def turns_of(self, group_id: str, trigger_id: str) -> list[TurnRecord]:
+        self._check_open()
+        with _redis_errors():
+            ids = await self._r.hget(self._key(group_id, "ttrig"), trigger_id)
+            return await self._records(group_id, str(ids).split() if ids else [])
+
+    async def open_turns(self) -> list[TurnRecord]:
+        self._check_open()
+        with _redis_errors():
+            groups = sorted(str(g) for g in await self._r.smembers(self._index))
+            async with self._r.pipeline(transaction=False) as pipe:
+                for group_id in groups:
+                    pipe.smembers(self._key(group_id, "topen"))
+                open_ids = await pipe.execute()
+            records: list[TurnRecord] = []
+            for group_id, ids in zip(groups, open_ids, strict=True):
+                records += await self._records(group_id, sorted(str(i) for i in ids))
+        return sorted(records, key=lambda r: (r.created_at, r.turn_id))
+
+    def _turn_keys(self, group_id: str) -> list[str]:
+        return [self._key(group_id, k) for k in _TURN_KINDS]
+
+    async def _records(self, group_id: str, ids: list[str]) -> list[TurnRecord]:
+        if not ids:
+            return []
+        blobs = await self._r.hmget(self._key(group_id, "turns"), ids)
+        phases = await self._r.hmget(self._key(group_id, "tphase"), ids)
+        records = []
+        for blob, stored in zip(blobs, phases, strict=True):
+            if blob and stored:
+                phase, _, end = str(stored).partition(":")
+                records.append(TurnRecord.restore(str(blob), phase, end or None))
+        return records
+
     # -- users -------------------------------------------------------------
     async def get_user(self, username: str) -> dict[str, Any] | None:
         self._check_open()
@@ -430,3 +573,14 @@ def _stored(entry_id: str, flat: list[str]) -> StoredEvent:
     else:
         header = EventHeader(kind, fields.get("v"), fields.get("k"))
     return StoredEvent.from_header(_seq_of(entry_id), text, header)
+
+
+def _header_fields(encoded: EncodedEvent) -> list[str]:
+    """The header of an event as the flat stream-entry fields stored beside its text."""
+    header = encoded.header
+    fields = ["t", header.type]
+    if header.vp_id is not None:
+        fields += ["v", header.vp_id]
+    if header.data_type is not None:
+        fields += ["k", header.data_type]
+    return fields

@@ -1,0 +1,96 @@
+"""Durable turn records on both backends: phases, one result per turn, recovery reads."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from store import Store
+from store.turns import TurnEnd, TurnPhase, TurnRecord
+from tests.fixtures.store_samples import notice, sample_group
+from tests.fixtures.stores import StoreFactory
+
+
+def record(turn_id: str, trigger: str = "msg_1", vp: str = "steve", **kw: object) -> TurnRecord:
+    return TurnRecord.model_validate(
+        {
+            "turn_id": turn_id,
+            "group_id": "g1",
+            "vp_id": vp,
+            "trigger_id": trigger,
+            "chain_id": trigger,
+            **kw,
+        }
+    )
+
+
+async def test_turns_move_forward_and_finish_once(store: Store) -> None:
+    await store.create_group(sample_group(id="g1"))
+    await store.add_turns("g1", [record("t1", caused_by=["m0"], user_id="alice"), record("t2")])
+    assert {t.turn_id: t.phase for t in await store.open_turns()} == {
+        "t1": TurnPhase.REQUESTED,
+        "t2": TurnPhase.REQUESTED,
+    }
+    assert await store.start_turn("g1", "t1") is True
+    seq = await store.finish_turn("g1", "t1", notice("steve"), TurnEnd.ANSWERED)
+    assert seq == 1
+    # A second finish (a late VP, a retried write) appends nothing.
+    assert await store.finish_turn("g1", "t1", notice("steve"), TurnEnd.INTERRUPTED) is None
+    assert await store.start_turn("g1", "t1") is False
+    assert await store.head("g1") == 1
+    stored = json.loads((await store.read_events("g1", 0)).events[0].text)
+    assert stored["seq"] == 1 and stored["vpId"] == "steve"
+    [left] = await store.open_turns()
+    assert left.turn_id == "t2" and left.caused_by == [] and left.user_id is None
+    by_trigger = {t.turn_id: t for t in await store.turns_of("g1", "msg_1")}
+    assert by_trigger["t1"].phase is TurnPhase.FINISHED
+    assert by_trigger["t1"].end is TurnEnd.ANSWERED and not by_trigger["t1"].interrupted
+    assert by_trigger["t1"].caused_by == ["m0"] and by_trigger["t1"].user_id == "alice"
+    assert by_trigger["t2"].phase is TurnPhase.REQUESTED
+
+
+async def test_adding_a_recorded_turn_again_keeps_its_phase(store: Store) -> None:
+    await store.create_group(sample_group(id="g1"))
+    await store.add_turns("g1", [record("t1")])
+    await store.start_turn("g1", "t1")
+    await store.add_turns("g1", [record("t1")])
+    [again] = await store.turns_of("g1", "msg_1")
+    assert again.phase is TurnPhase.STARTED
+    await store.finish_turn("g1", "t1", None, TurnEnd.INTERRUPTED)
+    await store.add_turns("g1", [record("t1")])
+    [finished] = await store.turns_of("g1", "msg_1")
+    assert finished.finished and finished.interrupted
+    assert await store.open_turns() == []
+
+
+async def test_a_turn_without_a_record_runs_and_finishes_once(store: Store) -> None:
+    assert await store.start_turn("g1", "loose") is True
+    assert await store.finish_turn("g1", "loose", notice(), TurnEnd.ANSWERED) == 1
+    assert await store.finish_turn("g1", "loose", notice(), TurnEnd.ANSWERED) is None
+    # Never handed out as a record: it has none.
+    assert await store.turns_of("g1", "") == []
+    assert await store.open_turns() == []
+
+
+async def test_concurrent_finishes_write_one_result(store_factory: StoreFactory) -> None:
+    """Two processes' stores finishing one turn at once: exactly one result lands."""
+    a, b = store_factory(), store_factory()
+    await a.create_group(sample_group(id="g1"))
+    await a.add_turns("g1", [record(f"t{i}") for i in range(20)])
+    for i in range(20):
+        seqs = await asyncio.gather(
+            a.finish_turn("g1", f"t{i}", notice(), TurnEnd.ANSWERED),
+            b.finish_turn("g1", f"t{i}", notice(), TurnEnd.INTERRUPTED),
+        )
+        assert sorted(s is None for s in seqs) == [False, True]
+    assert await a.head("g1") == 20
+
+
+async def test_open_turns_span_groups_oldest_first(store: Store) -> None:
+    for gid in ("g1", "g2"):
+        await store.create_group(sample_group(id=gid))
+    await store.add_turns("g2", [record("b", created_at=2.0).model_copy(update={"group_id": "g2"})])
+    await store.add_turns("g1", [record("a", created_at=1.0)])
+    assert [(t.group_id, t.turn_id) for t in await store.open_turns()] == [("g1", "a"), ("g2", "b")]
+    assert await store.delete_group("g1")
+    assert [t.turn_id for t in await store.open_turns()] == ["b"]
