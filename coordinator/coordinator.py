@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import defaultdict
 from collections.abc import Sequence
 
@@ -58,6 +59,7 @@ class CoordinatorWorker:
     def __init__(self, shard: int, config: RuntimeConfig) -> None:
         self.shard = shard
         self.config = config
+        self.started_at = time.time()
         self.store: Store = config.open_store()
         self.personas = PersonaDirectory.open(config.personas_dir)
         self.groups = GroupBook(self.store, self.personas)
@@ -157,7 +159,7 @@ class CoordinatorWorker:
         for record in records:
             if record.group_id in groups:
                 self._guard(groups[record.group_id]).resume_chain(record.chain_id)
-        report = await self.turns.recover(records, groups)
+        report = await self.turns.recover(records, groups, self.started_at)
         if records:
             log.warning(
                 "coordinator %d recovered %d unfinished turns: %d followed, %d sent again, "

@@ -262,7 +262,9 @@ class Dispatcher:
         self._turns.pop(group_id, None)
 
     # -- restarts and shutdown ------------------------------------------------
-    async def recover(self, records: list[TurnRecord], groups: dict[str, Group]) -> RecoveryReport:
+    async def recover(
+        self, records: list[TurnRecord], groups: dict[str, Group], since: float
+    ) -> RecoveryReport:
         """Take over turns that have no result after a restart (see the module doc)."""
         held = await self._held_by_vps({r.vp_id for r in records})
         followed = rerun = interrupted = 0
@@ -284,7 +286,7 @@ class Dispatcher:
             else:
                 self._track(req, self._restarted)
                 interrupted += 1
-        return RecoveryReport(followed=followed, rerun=rerun, interrupted=interrupted)
+        return RecoveryReport(followed, rerun, interrupted, since)
 
     async def _held_by_vps(self, vp_ids: set[str]) -> dict[str, set[str]]:
         """The turns each live VP actor holds; a VP with no live actor holds none.

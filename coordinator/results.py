@@ -44,19 +44,28 @@ class RecoveryReport:
 
     ``followed``: still running on a live VP actor, now followed again;
     ``rerun``: never started, sent again; ``interrupted``: started and lost
-    with the processes that ran them, ended with an error result.
+    with the processes that ran them, ended with an error result. ``since``
+    is when the coordinator that recovered them started (its wall clock; the
+    newest one when reports are added).
     """
 
     followed: int = 0
     rerun: int = 0
     interrupted: int = 0
+    since: float = 0.0
 
     def __add__(self, other: RecoveryReport) -> RecoveryReport:
         return RecoveryReport(
             self.followed + other.followed,
             self.rerun + other.rerun,
             self.interrupted + other.interrupted,
+            max(self.since, other.since),
         )
+
+    @property
+    def turns(self) -> tuple[int, int, int]:
+        """(followed, rerun, interrupted): what was found, without the time."""
+        return (self.followed, self.rerun, self.interrupted)
 
 
 @dataclass(frozen=True, slots=True)

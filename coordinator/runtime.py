@@ -9,6 +9,7 @@ group's traffic to the same coordinator.
 
 from __future__ import annotations
 
+import asyncio
 from typing import cast
 
 import ray
@@ -17,6 +18,7 @@ from ray.actor import ActorHandle
 from actors.config import RuntimeConfig
 from coordinator.client import CoordinatorClient
 from coordinator.coordinator import CoordinatorWorker
+from coordinator.results import DrainResult, RecoveryReport
 from coordinator.shards import shard_of
 from protocol.settings import GroupSettingsPatch
 from store.base import Group, Store, new_id
@@ -37,7 +39,9 @@ class Runtime:
         self._store: Store | None = None
 
     def _coordinator(self, group_id: str) -> ActorHandle[CoordinatorWorker]:
-        shard = shard_of(group_id, self.config.coordinator_shards)
+        return self._shard(shard_of(group_id, self.config.coordinator_shards))
+
+    def _shard(self, shard: int) -> ActorHandle[CoordinatorWorker]:
         handle = self._coordinators.get(shard)
         if handle is None:
             started = CoordinatorActor.options(
@@ -55,6 +59,34 @@ class Runtime:
     def group(self, group_id: str) -> CoordinatorClient:
         """The typed client for ``group_id``'s coordinator."""
         return CoordinatorClient(self._coordinator(group_id), group_id)
+
+    async def recover(self) -> RecoveryReport:
+        """Start every coordinator shard and wait until each took back its unfinished turns.
+
+        A server calls this before it takes traffic: after a crash or a
+        restart every turn that has no result runs again (never started) or
+        ends with an error result (started).
+        """
+        shards = range(self.config.coordinator_shards)
+        reports: list[RecoveryReport] = await asyncio.gather(
+            *(self._shard(i).recover.remote() for i in shards)
+        )
+        return sum(reports, RecoveryReport())
+
+    async def drain(self, timeout_s: float) -> DrainResult:
+        """Let every shard's turns finish for up to ``timeout_s``; end the rest with a result.
+
+        Only for a deployment this process owns (its local Ray instance): a
+        gateway replica that stops must not end the turns of a shared cluster.
+        """
+        shards = range(self.config.coordinator_shards)
+        results: list[DrainResult] = await asyncio.gather(
+            *(self._shard(i).drain.remote(timeout_s) for i in shards)
+        )
+        return DrainResult(
+            drained=all(r.drained for r in results),
+            interrupted=sum(r.interrupted for r in results),
+        )
 
     async def store(self) -> Store:
         """A store for reads (history, events) that need no coordinator."""

@@ -315,16 +315,29 @@ def run_server(
     ray.init(**init)
     try:
         runtime = Runtime(runtime_config(settings, engine))
-        asyncio.run(_serve(settings, runtime))
+        asyncio.run(_serve(settings, runtime, owns_cluster=local))
     finally:
         ray.shutdown()
 
 
-async def _serve(settings: GatewaySettings, runtime: Runtime) -> None:
+async def _serve(settings: GatewaySettings, runtime: Runtime, *, owns_cluster: bool) -> None:
+    """Recover unfinished turns, serve, and on a stop drain the turns of a local instance."""
+    recovered = await runtime.recover()
+    if recovered.followed or recovered.rerun or recovered.interrupted:
+        log.warning(
+            "after the restart: %d turns sent again, %d ended with an error result, %d followed",
+            recovered.rerun,
+            recovered.interrupted,
+            recovered.followed,
+        )
     app = create_app(settings, runtime)
     server = uvicorn.Server(uvicorn_config(app, settings))
     log.info("Yeaft gateway on http://%s:%s", settings.host, settings.port)
     try:
         await server.serve()
     finally:
+        if owns_cluster:
+            drained = await runtime.drain(settings.drain_timeout)
+            if drained.interrupted:
+                log.warning("shutdown ended %d unfinished turns", drained.interrupted)
         await runtime.aclose()

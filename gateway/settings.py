@@ -138,6 +138,10 @@ class GatewaySettings(StoreSettings):
     # YEAFT_SHUTDOWN_TIMEOUT: how long a shutdown waits for connections to
     # finish before their handlers are cancelled.
     shutdown_timeout: float = Field(default=10.0, gt=0)
+    # YEAFT_DRAIN_TIMEOUT: on a graceful stop of a server that runs its own
+    # Ray instance, how long running turns may go on before they are ended
+    # with an error result (queued ones are ended at once).
+    drain_timeout: float = Field(default=10.0, ge=0)
     # YEAFT_TAIL_WAIT_S / YEAFT_TAIL_BATCH: one blocking event-log read per
     # watched group waits this long and returns at most this many envelopes
     # (never more than YEAFT_CLIENT_QUEUE_SIZE: a batch must fit in a queue).
