@@ -124,7 +124,12 @@ class Engine:
     def caller(self, model: str | None = None) -> ModelCaller:
         chain = [model or self.model, *self.fallbacks]
         return ModelCaller(
-            self.providers, chain, self.retry_policy, sleep=self._sleep, rand=self._rand
+            self.providers,
+            chain,
+            self.retry_policy,
+            timeouts=self.settings.stream_timeouts(),
+            sleep=self._sleep,
+            rand=self._rand,
         )
 
     @property
