@@ -14,9 +14,10 @@ attempt with a TIMEOUT, and the rules above take it from there.
 Text streamed by an attempt that then fails (a stall halfway through a
 reply, a cut connection, an error event) was provisional. The attempt is
 still retried or failed over, as long as it emitted no tool call: the next
-attempt answers from the start, and the RETRY or FALLBACK notice carries
-``discard_partial`` so clients drop the text they were shown. The answer
-that is recorded is only ever the one attempt that completed.
+attempt answers from the start, the RETRY or FALLBACK notice carries
+``discard_partial`` so clients drop the text they were shown, and
+``on_discard`` tells the engine to drop what it kept for an abort. The
+answer that is recorded is only ever the one attempt that completed.
 """
 
 from __future__ import annotations
@@ -132,11 +133,14 @@ class ModelCaller:
         spec: CallSpec,
         emit: Emit | None,
         on_partial: Callable[[str], None],
+        on_discard: Callable[[], None] | None = None,
     ) -> CallResult:
         """Stream one call, forwarding deltas to ``emit`` as they arrive.
 
         ``on_partial`` receives streamed text so an abort can keep what was
-        said. Raises :class:`ModelError` for no-failover kinds and
+        said; ``on_discard`` is called when an attempt fails, since the text
+        it streamed is no longer part of any answer. Raises
+        :class:`ModelError` for no-failover kinds and
         :class:`AllModelsFailed` when every candidate failed.
         """
         attempts: list[Attempt] = []
@@ -147,6 +151,8 @@ class ModelCaller:
                 try:
                     result = await self._attempt(model, spec, emit, on_partial)
                 except _AttemptFailed as failed:
+                    if on_discard is not None:
+                        on_discard()
                     err = failed.error
                     vendor, _, name = model.partition(":")
                     attempts.append(Attempt(vendor, name, err.kind.value, err.status, err.message))

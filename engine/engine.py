@@ -286,7 +286,9 @@ class _Turn:
         )
         self.partial = []
         try:
-            return await self.caller.call(spec, self.emit, self.partial.append)
+            return await self.caller.call(
+                spec, self.emit, self.partial.append, on_discard=self.partial.clear
+            )
         except AllModelsFailed as err:
             self.attempts = [a.as_dict() for a in err.attempts]
             raise

@@ -203,6 +203,29 @@ async def test_a_hung_model_is_retried_then_the_fallback_answers() -> None:
     assert len(notices(recorder, NoticeKind.FALLBACK)) == 1
 
 
+async def test_an_abort_after_a_stalled_attempt_keeps_only_the_new_attempts_text() -> None:
+    engine, _, _ = scripted_engine(
+        Reply("stale words", hang_after=1),
+        Reply("fresh words", hang_after=1),
+        max_retries=1,
+        model_stall_timeout=0.2,
+    )
+    abort = asyncio.Event()
+    recorder = Recorder()
+
+    async def emit(event: Any) -> None:
+        await recorder(event)
+        if isinstance(event, TextDelta) and event.text == "fresh":
+            abort.set()
+
+    conv = Conversation(id="c")
+    result = await engine.run_turn(conv, Message.user("x"), system="s", emit=emit, abort=abort)
+
+    assert result.reason is StopReason.ABORTED
+    # The stalled attempt's text was dropped when it failed; it is no part of the reply.
+    assert conv.messages[-1].content == "fresh"
+
+
 # --- server errors -----------------------------------------------------------
 
 
