@@ -1,10 +1,23 @@
 """One model call with retries and a fallback chain across models and providers.
 
 Retry on the same model only for transient failures (rate limit, overload,
-timeout), with exponential backoff and jitter that yields to the server's
-``Retry-After``. Never retry, and never fail over, once the failed attempt
-emitted a tool call: the call may already have had an effect. User aborts
-and context overflow are never failed over either; the loop handles them.
+timeout, server error), with exponential backoff and jitter that yields to
+the server's ``Retry-After``. Never retry, and never fail over, once the
+failed attempt emitted a tool call: the call may already have had an effect.
+User aborts and context overflow are never failed over either; the loop
+handles them.
+
+Every attempt runs under the deadlines of :mod:`engine.timeouts`: a model
+that sends no first token in time, or falls silent mid-reply, fails the
+attempt with a TIMEOUT, and the rules above take it from there.
+
+Text streamed by an attempt that then fails (a stall halfway through a
+reply, a cut connection, an error event) was provisional. The attempt is
+still retried or failed over, as long as it emitted no tool call: the next
+attempt answers from the start, the RETRY or FALLBACK notice carries
+``discard_partial`` so clients drop the text they were shown, and
+``on_discard`` tells the engine to drop what it kept for an abort. The
+answer that is recorded is only ever the one attempt that completed.
 """
 
 from __future__ import annotations
@@ -13,6 +26,7 @@ import asyncio
 import logging
 import random
 from collections.abc import Awaitable, Callable
+from contextlib import aclosing
 from dataclasses import dataclass, field
 
 from engine.errors import NO_FAILOVER, RETRYABLE, AllModelsFailed, Attempt, ErrorKind, ModelError
@@ -25,8 +39,16 @@ from engine.events import (
     ToolCallEvent,
 )
 from engine.messages import Thinking, ToolCall, Usage
-from engine.providers.base import ModelRequest, ModelStop, StopItem, ToolSpec, UsageItem
+from engine.providers.base import (
+    ModelRequest,
+    ModelStop,
+    ProgressItem,
+    StopItem,
+    ToolSpec,
+    UsageItem,
+)
 from engine.providers.registry import ProviderRegistry
+from engine.timeouts import StreamTimeouts, watch
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +102,11 @@ class _AttemptFailed(Exception):
 
 
 class ModelCaller:
-    """Runs a call against a chain of ``provider:model`` candidates."""
+    """Runs a call against a chain of ``provider:model`` candidates.
+
+    ``timeouts`` bounds each attempt's wait for the first token and every
+    silence after it (the defaults of :class:`StreamTimeouts` when omitted).
+    """
 
     def __init__(
         self,
@@ -88,6 +114,7 @@ class ModelCaller:
         chain: list[str],
         policy: RetryPolicy | None = None,
         *,
+        timeouts: StreamTimeouts | None = None,
         sleep: Sleep = asyncio.sleep,
         rand: Callable[[], float] = random.random,
     ) -> None:
@@ -97,16 +124,23 @@ class ModelCaller:
         self.chain = list(dict.fromkeys(chain))
         self.registry = registry
         self.policy = policy or RetryPolicy()
+        self.timeouts = timeouts or StreamTimeouts()
         self._sleep = sleep
         self._rand = rand
 
     async def call(
-        self, spec: CallSpec, emit: Emit | None, on_partial: Callable[[str], None]
+        self,
+        spec: CallSpec,
+        emit: Emit | None,
+        on_partial: Callable[[str], None],
+        on_discard: Callable[[], None] | None = None,
     ) -> CallResult:
         """Stream one call, forwarding deltas to ``emit`` as they arrive.
 
         ``on_partial`` receives streamed text so an abort can keep what was
-        said. Raises :class:`ModelError` for no-failover kinds and
+        said; ``on_discard`` is called when an attempt fails, since the text
+        it streamed is no longer part of any answer. Raises
+        :class:`ModelError` for no-failover kinds and
         :class:`AllModelsFailed` when every candidate failed.
         """
         attempts: list[Attempt] = []
@@ -117,6 +151,8 @@ class ModelCaller:
                 try:
                     result = await self._attempt(model, spec, emit, on_partial)
                 except _AttemptFailed as failed:
+                    if on_discard is not None:
+                        on_discard()
                     err = failed.error
                     vendor, _, name = model.partition(":")
                     attempts.append(Attempt(vendor, name, err.kind.value, err.status, err.message))
@@ -188,24 +224,28 @@ class ModelCaller:
             text: list[str] = []
             thinking: list[str] = []
             signature: str | None = None
-            async for item in provider.stream(request):
-                if isinstance(item, TextDelta):
-                    text.append(item.text)
-                    on_partial(item.text)
-                elif isinstance(item, ThinkingDelta):
-                    thinking.append(item.text)
-                    signature = item.signature or signature
-                elif isinstance(item, ToolCallEvent):
-                    emitted_tool_call = True
-                    result.tool_calls.append(
-                        ToolCall(id=item.id, name=item.name, arguments=item.arguments)
-                    )
-                elif isinstance(item, UsageItem):
-                    result.usage = result.usage + item.usage
-                elif isinstance(item, StopItem):
-                    result.stop = item.reason
-                if emit is not None and not isinstance(item, UsageItem | StopItem):
-                    await emit(item)
+            stream = watch(provider.stream(request), self.timeouts, model)
+            async with aclosing(stream) as items:
+                async for item in items:
+                    if isinstance(item, TextDelta):
+                        text.append(item.text)
+                        on_partial(item.text)
+                    elif isinstance(item, ThinkingDelta):
+                        thinking.append(item.text)
+                        signature = item.signature or signature
+                    elif isinstance(item, ToolCallEvent):
+                        emitted_tool_call = True
+                        result.tool_calls.append(
+                            ToolCall(id=item.id, name=item.name, arguments=item.arguments)
+                        )
+                    elif isinstance(item, UsageItem):
+                        result.usage = result.usage + item.usage
+                    elif isinstance(item, StopItem):
+                        result.stop = item.reason
+                    if emit is not None and not isinstance(
+                        item, UsageItem | StopItem | ProgressItem
+                    ):
+                        await emit(item)
         except ModelError as err:
             raise _AttemptFailed(err, emitted_tool_call) from err
         except (asyncio.CancelledError, KeyboardInterrupt):

@@ -124,7 +124,12 @@ class Engine:
     def caller(self, model: str | None = None) -> ModelCaller:
         chain = [model or self.model, *self.fallbacks]
         return ModelCaller(
-            self.providers, chain, self.retry_policy, sleep=self._sleep, rand=self._rand
+            self.providers,
+            chain,
+            self.retry_policy,
+            timeouts=self.settings.stream_timeouts(),
+            sleep=self._sleep,
+            rand=self._rand,
         )
 
     @property
@@ -281,7 +286,9 @@ class _Turn:
         )
         self.partial = []
         try:
-            return await self.caller.call(spec, self.emit, self.partial.append)
+            return await self.caller.call(
+                spec, self.emit, self.partial.append, on_discard=self.partial.clear
+            )
         except AllModelsFailed as err:
             self.attempts = [a.as_dict() for a in err.attempts]
             raise

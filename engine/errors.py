@@ -17,6 +17,9 @@ class ErrorKind(StrEnum):
     RATE_LIMIT = "rate_limit"
     OVERLOADED = "overloaded"
     TIMEOUT = "timeout"
+    # The provider failed on its side (HTTP 500, 502...). Named apart from a
+    # timeout so a report says what happened, but retried just the same.
+    SERVER_ERROR = "server_error"
     AUTH = "auth"
     BILLING = "billing"
     CONTEXT_OVERFLOW = "context_overflow"
@@ -27,7 +30,9 @@ class ErrorKind(StrEnum):
 
 
 # Kinds worth retrying on the same model before moving down the chain.
-RETRYABLE = frozenset({ErrorKind.RATE_LIMIT, ErrorKind.OVERLOADED, ErrorKind.TIMEOUT})
+RETRYABLE = frozenset(
+    {ErrorKind.RATE_LIMIT, ErrorKind.OVERLOADED, ErrorKind.TIMEOUT, ErrorKind.SERVER_ERROR}
+)
 # Kinds that must never move to another model: the user asked to stop, or the
 # conversation itself is too long and would fail the same way anywhere.
 NO_FAILOVER = frozenset({ErrorKind.ABORTED, ErrorKind.CONTEXT_OVERFLOW})
@@ -135,6 +140,8 @@ _BILLING = re.compile(
 )
 _RATE = re.compile(r"rate[_ ]?limit|too many requests|throttl|resource_exhausted", re.IGNORECASE)
 _MODEL = re.compile(r"model[_ ]not[_ ]found|does not exist|unknown model|no such model", re.I)
+# 499 is nginx's "client closed the request": the connection went away, as in a timeout.
+_TIMEOUT_STATUSES = (408, 499, 504, 522, 524)
 _TIMEOUT_CODES = ("ETIMEDOUT", "ECONNRESET", "ECONNREFUSED", "EPIPE", "ECONNABORTED")
 
 
@@ -144,6 +151,10 @@ def classify(status: int | None, message: str, code: str | None = None) -> Error
     Message text wins over status where vendors overload a status: a 400 that
     says the prompt is too long is a context overflow, a 429 that speaks of
     quota is billing, a 503 that says "overloaded" is an overload.
+
+    Only statuses that say a deadline passed are timeouts (408, 504, and
+    Cloudflare's 522 and 524); any other 5xx is a server error, so a 500 is
+    reported as what it is. Both are retried.
     """
     text = message or ""
     if code:
@@ -174,10 +185,12 @@ def classify(status: int | None, message: str, code: str | None = None) -> Error
         return ErrorKind.CONTEXT_OVERFLOW
     if status == 529:
         return ErrorKind.OVERLOADED
-    if status in (503, 499):
-        return ErrorKind.OVERLOADED if _OVERLOAD.search(text) else ErrorKind.TIMEOUT
-    if status in (408, 500, 502, 504):
+    if status in (503, 499) and _OVERLOAD.search(text):
+        return ErrorKind.OVERLOADED
+    if status in _TIMEOUT_STATUSES:
         return ErrorKind.TIMEOUT
+    if status >= 500:
+        return ErrorKind.SERVER_ERROR
     if status in (400, 422):
         if _MODEL.search(text):
             return ErrorKind.MODEL_NOT_FOUND

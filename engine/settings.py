@@ -24,6 +24,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, fiel
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from engine.pricing import Price, read_prices
+from engine.timeouts import StreamTimeouts
 
 
 class _EngineFields(BaseModel):
@@ -56,6 +57,19 @@ class _EngineFields(BaseModel):
     retry_jitter: float = 0.25
     max_compactions: int = 3
     keep_recent_turns: int = 3
+    model_connect_timeout: float = Field(
+        default=10.0, gt=0, description="Seconds to open a connection to a provider."
+    )
+    model_first_token_timeout: float = Field(
+        default=60.0,
+        gt=0,
+        description="Seconds from sending a request to the model's first output.",
+    )
+    model_stall_timeout: float = Field(
+        default=30.0,
+        gt=0,
+        description="Longest silence, in seconds, between two pieces of a streamed reply.",
+    )
 
     @field_validator(
         "openai_api_key",
@@ -97,6 +111,14 @@ class EngineConfig(_EngineFields):
         if self.openai_api_key is not None:
             return f"openai:{self.openai_model}"
         return "offline:default"
+
+    def stream_timeouts(self) -> StreamTimeouts:
+        """The connect, first-token and stall limits of every model call."""
+        return StreamTimeouts(
+            connect=self.model_connect_timeout,
+            first_token=self.model_first_token_timeout,
+            stall=self.model_stall_timeout,
+        )
 
     def replace(self, **changes: object) -> EngineConfig:
         """A copy with ``changes`` applied and validated (the original is unchanged)."""

@@ -378,10 +378,11 @@ async def test_malformed_history_is_rejected_as_format_error(
         (Reply(status=404, error_message="model: claude-nope"), ErrorKind.MODEL_NOT_FOUND, None),
         (Reply(status=400, context_overflow=True), ErrorKind.CONTEXT_OVERFLOW, None),
         (Reply(status=413), ErrorKind.CONTEXT_OVERFLOW, None),
-        (Reply(status=500), ErrorKind.TIMEOUT, None),
+        (Reply(status=500), ErrorKind.SERVER_ERROR, None),
+        (Reply(status=502, error_message="Bad gateway"), ErrorKind.SERVER_ERROR, None),
         (Reply(status=400, error_message="Your credit balance is too low"), ErrorKind.FORMAT, None),
     ],
-    ids=["429", "429-ms", "529", "503", "401", "404", "overflow", "413", "500", "400"],
+    ids=["429", "429-ms", "529", "503", "401", "404", "overflow", "413", "500", "502", "400"],
 )
 async def test_http_errors_are_classified(
     fake_llm: FakeLLM,
@@ -416,7 +417,7 @@ async def test_context_overflow_keeps_the_server_message(
     [
         ("overloaded_error", ErrorKind.OVERLOADED, 529),
         ("rate_limit_error", ErrorKind.RATE_LIMIT, 429),
-        ("api_error", ErrorKind.TIMEOUT, 500),
+        ("api_error", ErrorKind.SERVER_ERROR, 500),
     ],
 )
 async def test_error_event_mid_stream(

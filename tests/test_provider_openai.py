@@ -353,9 +353,11 @@ async def test_malformed_history_is_rejected_as_format_error(
         (Reply(status=401, error_code="invalid_api_key"), ErrorKind.AUTH, None),
         (Reply(status=404, error_code="model_not_found"), ErrorKind.MODEL_NOT_FOUND, None),
         (Reply(status=400, context_overflow=True), ErrorKind.CONTEXT_OVERFLOW, None),
-        (Reply(status=500), ErrorKind.TIMEOUT, None),
+        (Reply(status=500), ErrorKind.SERVER_ERROR, None),
+        (Reply(status=502, error_message="Bad gateway"), ErrorKind.SERVER_ERROR, None),
+        (Reply(status=504), ErrorKind.TIMEOUT, None),
     ],
-    ids=["429", "429-ms", "quota", "503", "529", "401", "404", "overflow", "500"],
+    ids=["429", "429-ms", "quota", "503", "529", "401", "404", "overflow", "500", "502", "504"],
 )
 async def test_http_errors_are_classified(
     fake_llm: FakeLLM,
@@ -397,7 +399,7 @@ async def test_mid_stream_error_after_some_text(
 
     assert "".join(t.text for t in of_type(received, TextDelta)) == "partial answer"
     assert not of_type(received, StopItem)
-    assert info.value.kind is ErrorKind.TIMEOUT  # a server_error: worth a retry
+    assert info.value.kind is ErrorKind.SERVER_ERROR  # retryable, and not called a timeout
     assert "server had an error" in info.value.message
 
 

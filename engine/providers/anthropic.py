@@ -24,6 +24,7 @@ from engine.errors import ErrorKind, ModelError, classify
 from engine.events import TextDelta, ThinkingDelta, ToolCallEvent
 from engine.messages import Message, Usage
 from engine.providers.base import (
+    PROGRESS,
     ModelRequest,
     ModelStop,
     StopItem,
@@ -77,7 +78,9 @@ class AnthropicProvider:
     ``api_key`` falls back to what the SDK finds (``ANTHROPIC_API_KEY`` and
     its other credential sources). Request options understood:
     ``thinking_budget`` (int, enables extended thinking with that budget) and
-    ``thinking="adaptive"``.
+    ``thinking="adaptive"``. ``timeout`` is the SDK's timeout in seconds for
+    each read, write and wait for a pooled connection, ``connect_timeout`` for
+    opening a connection.
     """
 
     def __init__(
@@ -87,13 +90,14 @@ class AnthropicProvider:
         name: str = "anthropic",
         timeout: float = 600.0,
         extra_headers: Mapping[str, str] | None = None,
+        connect_timeout: float = 10.0,
     ) -> None:
         self.name = name
         try:
             self._client = AsyncAnthropic(
                 api_key=api_key or None,
                 base_url=base_url,
-                timeout=timeout,
+                timeout=anthropic.Timeout(timeout, connect=connect_timeout),
                 max_retries=0,
                 default_headers=dict(extra_headers) if extra_headers else None,
             )
@@ -338,9 +342,11 @@ class _EventReader:
         block = event.content_block
         if isinstance(block, wire.ToolUseBlock):
             self._tools[event.index] = _ToolBlock(block.id, block.name, dict(block.input or {}))
-        elif isinstance(block, wire.TextBlock) and block.text:
+            # The call is yielded once whole; until then, say it is growing.
+            return [PROGRESS]
+        if isinstance(block, wire.TextBlock) and block.text:
             return [TextDelta(block.text)]
-        elif isinstance(block, wire.ThinkingBlock) and (block.thinking or block.signature):
+        if isinstance(block, wire.ThinkingBlock) and (block.thinking or block.signature):
             return [ThinkingDelta(block.thinking, signature=block.signature or None)]
         # Redacted thinking and server-side tool blocks have no engine form; skipped.
         return []
@@ -357,6 +363,7 @@ class _EventReader:
             tool = self._tools.get(event.index)
             if tool is not None:
                 tool.parts.append(delta.partial_json)
+                return [PROGRESS]
         return []
 
     def _stop_block(self, index: int) -> list[StreamItem]:

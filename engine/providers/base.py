@@ -72,7 +72,24 @@ class StopItem:
         object.__setattr__(self, "reason", ModelStop(self.reason))
 
 
-StreamItem = TextDelta | ThinkingDelta | ToolCallEvent | UsageItem | StopItem
+@dataclass(frozen=True, slots=True)
+class ProgressItem:
+    """Model output that completes no item yet, such as a fragment of a tool call's arguments.
+
+    A tool call becomes a :class:`ToolCallEvent` only once its arguments are
+    whole, which for a long argument can take minutes of steady streaming.
+    Providers yield this for each such fragment so that the engine's stall
+    deadline (:mod:`engine.timeouts`) sees a model that is still writing; it
+    carries nothing and is never passed on to clients.
+    """
+
+    type: Literal["progress"] = "progress"
+
+
+PROGRESS = ProgressItem()
+"""The one :class:`ProgressItem` providers need: it has no fields."""
+
+StreamItem = TextDelta | ThinkingDelta | ToolCallEvent | UsageItem | StopItem | ProgressItem
 
 
 @runtime_checkable

@@ -38,6 +38,9 @@ class Reply:
     stop: ModelStop | None = None
     # Seconds to wait before the first token (overrides the model's ttft).
     delay: float | None = None
+    # Stream this many tokens of ``text``, then fall silent until cancelled:
+    # a hung (0) or stalled model, for the engine's deadlines.
+    hang_after: int | None = None
 
 
 @dataclass(slots=True)
@@ -257,6 +260,10 @@ class OfflineProvider:
                 provider=self.name,
                 model=request.model,
             )
+        if step.hang_after is not None:
+            for tok in _tokens(step.text)[: step.hang_after]:
+                yield TextDelta(tok)
+            await asyncio.Event().wait()  # nothing will set it: only a cancel ends this
         text = step.text
         if opts.tokens is not None and not step.tool_calls:
             text = _fixed_length(text, opts.tokens)

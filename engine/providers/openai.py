@@ -24,6 +24,7 @@ from engine.errors import ErrorKind, ModelError, classify
 from engine.events import TextDelta, ThinkingDelta, ToolCallEvent
 from engine.messages import Message, Usage
 from engine.providers.base import (
+    PROGRESS,
     ModelRequest,
     ModelStop,
     StopItem,
@@ -79,7 +80,9 @@ class OpenAIProvider:
 
     ``api_key`` falls back to ``OPENAI_API_KEY``; with a ``base_url`` (a local
     server) a missing key is replaced by a placeholder, since such servers do
-    not check it. ``timeout`` is the SDK's per-request timeout in seconds.
+    not check it. ``timeout`` is the SDK's timeout in seconds for each read,
+    write and wait for a pooled connection, ``connect_timeout`` for opening a
+    connection.
     """
 
     def __init__(
@@ -89,6 +92,7 @@ class OpenAIProvider:
         name: str = "openai",
         timeout: float = 600.0,
         extra_headers: Mapping[str, str] | None = None,
+        connect_timeout: float = 10.0,
     ) -> None:
         self.name = name
         key = api_key or os.environ.get("OPENAI_API_KEY") or (_LOCAL_KEY if base_url else None)
@@ -105,7 +109,7 @@ class OpenAIProvider:
         self._client = AsyncOpenAI(
             api_key=key,
             base_url=base_url or _OPENAI_URL,
-            timeout=timeout,
+            timeout=openai.Timeout(timeout, connect=connect_timeout),
             max_retries=0,
             default_headers=dict(extra_headers) if extra_headers else None,
         )
@@ -281,6 +285,9 @@ class _ChunkReader:
                     items.append(ThinkingDelta(reasoning))
                 if delta.content:
                     items.append(TextDelta(delta.content))
+                if delta.tool_calls or delta.function_call is not None:
+                    # The call is yielded once whole; until then, say it is growing.
+                    items.append(PROGRESS)
                 for fragment in delta.tool_calls or []:
                     # getattr: the SDK builds chunks without validation, so a
                     # field a server left out is missing rather than None.

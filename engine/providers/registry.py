@@ -58,6 +58,10 @@ class ProviderRegistry:
 
     def _create(self, vendor: str) -> Provider:
         s = self.settings
+        # The engine enforces the first-token and stall deadlines on every
+        # stream; the SDK clients get the connect timeout, which only they can
+        # enforce, and a read timeout behind those deadlines as a backstop.
+        timeouts = s.stream_timeouts()
         if vendor == "offline":
             return OfflineProvider()
         if vendor == "openai":
@@ -72,7 +76,12 @@ class ProviderRegistry:
 
             # Local OpenAI-compatible servers (vLLM, Ollama, LM Studio) accept any key.
             key = s.openai_api_key.get_secret_value() if s.openai_api_key is not None else "local"
-            return OpenAIProvider(api_key=key, base_url=s.openai_base_url)
+            return OpenAIProvider(
+                api_key=key,
+                base_url=s.openai_base_url,
+                timeout=timeouts.sdk_read,
+                connect_timeout=timeouts.connect,
+            )
         if vendor == "anthropic":
             if s.anthropic_api_key is None:
                 raise ModelError(
@@ -83,6 +92,8 @@ class ProviderRegistry:
             return AnthropicProvider(
                 api_key=s.anthropic_api_key.get_secret_value(),
                 base_url=s.anthropic_base_url or ANTHROPIC_URL,
+                timeout=timeouts.sdk_read,
+                connect_timeout=timeouts.connect,
             )
         raise ModelError(
             ErrorKind.MODEL_NOT_FOUND,
