@@ -8,13 +8,16 @@ group; :class:`TurnWriter` turns one VP turn's engine events into them.
 A turn's ``result`` goes out only when the turn's owner calls
 :meth:`TurnWriter.finish`, never on the engine's stop event: whatever must be
 in place before a client learns that a turn ended (the stored reply) is a
-step the owner takes between the two.
+step the owner takes between the two. ``finish`` moves the turn's
+:class:`~actors.turns.TurnTracker` to ``FINISHED`` before it writes anything,
+so a second call raises instead of giving the turn a second result.
 """
 
 from __future__ import annotations
 
 import logging
 
+from actors.turns import TurnState, TurnTracker
 from engine.bridge import Payload, WebBridge
 from engine.events import EngineEvent, StopEvent, StopReason, TextDelta, ToolCallEvent
 from engine.messages import Usage
@@ -90,8 +93,8 @@ class GroupEvents:
             ),
         )
 
-    def turn(self, vp_id: str, turn_id: str) -> TurnWriter:
-        return TurnWriter(self, vp_id, turn_id)
+    def turn(self, vp_id: str, turn_id: str, tracker: TurnTracker | None = None) -> TurnWriter:
+        return TurnWriter(self, vp_id, turn_id, tracker)
 
 
 class TurnWriter:
@@ -99,13 +102,20 @@ class TurnWriter:
 
     Text that could still turn out to be the skip token is held back, so a VP
     that chooses silence shows nothing at all (``skipped``). The engine's
-    stop event is kept, not sent: :meth:`finish` sends the ``result``.
+    stop event is kept, not sent: :meth:`finish` sends the ``result``, once.
+    ``tracker`` is the turn's state (a fresh one when the writer is the
+    turn's only record, as for a turn lost with its VP actor).
     """
 
-    def __init__(self, events: GroupEvents, vp_id: str, turn_id: str) -> None:
+    def __init__(
+        self, events: GroupEvents, vp_id: str, turn_id: str, tracker: TurnTracker | None = None
+    ) -> None:
         self.events = events
         self.vp_id = vp_id
         self.turn_id = turn_id
+        self.tracker = tracker or TurnTracker(turn_id)
+        # The result once it is in the event log (finish can fail after it).
+        self.sent: StopEvent | None = None
         self.bridge = WebBridge(self._send, session_id=events.group_id)
         self.state = AgentState.IDLE
         self.text = ""
@@ -158,11 +168,18 @@ class TurnWriter:
         self._held.clear()
 
     async def finish(self, stop: StopEvent | None = None) -> StopEvent:
-        """Send the turn's ``result`` (``stop``, else the engine's) and its last status."""
+        """Send the turn's ``result`` (``stop``, else the engine's) and its last status.
+
+        The turn is ``FINISHED`` from the first line on, before any await: a
+        second call, whenever it comes, raises
+        :class:`~actors.turns.IllegalTransition` and sends nothing.
+        """
+        self.tracker.advance(TurnState.FINISHED)
         final = stop or self.stop
         if final is None:
             final = error_stop(StopReason.ERROR, "the turn ended without a result", "internal")
         await self.bridge.feed(final)
+        self.sent = final
         await self.bridge.close()
         await self.status(AgentState.ERROR if final.reason == StopReason.ERROR else AgentState.IDLE)
         return final
