@@ -3,8 +3,14 @@
 :class:`TurnRunner` is given everything it works with (:class:`VPServices`,
 the request, an abort event) and owns no state beyond the turn. Each step is
 a method; the order, and the rule that the reply is stored before the
-``result`` goes out, are visible in :meth:`TurnRunner.run`. The turn's
+``result`` goes out, are visible in :meth:`TurnRunner.steps`. The turn's
 :class:`~actors.turns.TurnTracker` records which step it reached.
+
+Every turn ends with exactly one ``result``, whatever fails and whenever an
+abort comes: the writer refuses a second one, a step that raises before the
+result ends the turn with an error result instead of taking the actor's call
+down with it (the coordinator would report the turn lost), and an abort that
+comes once the engine has finished is too late to change how the turn ended.
 """
 
 from __future__ import annotations
@@ -119,22 +125,39 @@ class TurnRunner:
         self.tracker = tracker
         self.host = host
         self.writer: TurnWriter = GroupEvents(services.store, req.group_id).turn(
-            services.vp_id, req.turn_id
+            services.vp_id, req.turn_id, tracker
         )
+        # How the turn ended, set just before its result is sent.
+        self.ended: TurnOutcome | None = None
 
     async def run(self) -> TurnOutcome:
-        try:
-            return await self._steps()
-        except StoreError as exc:
-            # The store failed under the turn (Redis went away, say): the turn
-            # still ends, with one result saying so, written once it is back.
-            log.warning("turn %s failed on the store: %s", self.req.turn_id, exc)
-            return await self.end_early(
-                error_stop(StopReason.ERROR, f"the store was unavailable: {exc}", "store")
-            )
-
-    async def _steps(self) -> TurnOutcome:
+        """Take the turn's steps; whatever fails, the turn ends with one ``result``."""
         self.tracker.advance(TurnState.STARTED)
+        try:
+            return await self.steps()
+        except Exception as exc:
+            if self.writer.sent is not None and self.ended is not None:
+                # The result is out; a step after it (saving the transcript)
+                # cannot change how the turn ended, and nothing may follow it.
+                log.warning(
+                    "turn %s: a step after its result failed", self.req.turn_id, exc_info=True
+                )
+                return self.ended
+            if self.tracker.finished:
+                # The store refused the result itself: the coordinator, which
+                # sees this call fail, reports the turn lost.
+                raise
+            if isinstance(exc, StoreError):
+                # The store failed under the turn (Redis went away, say): the
+                # result says so, and is written once the store is back.
+                log.warning("turn %s failed on the store: %s", self.req.turn_id, exc)
+                return await self._end_with(
+                    error_stop(StopReason.ERROR, f"the store was unavailable: {exc}", "store")
+                )
+            log.exception("turn %s of %s failed", self.req.turn_id, self.s.vp_id)
+            return await self.end_failed()
+
+    async def steps(self) -> TurnOutcome:
         # The durable mark is written beside the context's reads: neither
         # writes anything a client sees, so neither waits for the other.
         ctx, may_run = await asyncio.gather(self.context(), self.mark_started())
@@ -148,12 +171,14 @@ class TurnRunner:
         system = self.prompt(ctx, memory)
         self.tracker.advance(TurnState.RUNNING)
         result = await self.answer(ctx, system, memory)
+        # From here on an abort is too late: the engine has ended the turn,
+        # and its own end (whatever the reason) is the one the result reports.
         reply, mentioned = await self.store_reply(ctx.group)
         self.tracker.advance(TurnState.STORED)
+        self.ended = self.outcome(result, reply, mentioned)
         await self.writer.finish()
-        self.tracker.advance(TurnState.FINISHED)
         await self.save(ctx.conv)
-        return self.outcome(result, reply, mentioned)
+        return self.ended
 
     # -- steps -----------------------------------------------------------------
     async def mark_started(self) -> bool:
@@ -275,20 +300,26 @@ class TurnRunner:
             # turn, and the next save writes it.
             log.warning("transcript of %s not saved: %s", self.s.vp_id, exc)
 
-    async def end_early(self, stop: StopEvent | None = None) -> TurnOutcome:
-        """The turn cannot run (aborted, group gone, VP removed, store down): one error result."""
-        if stop is not None:
-            pass
-        elif self.abort.is_set():
+    async def end_early(self) -> TurnOutcome:
+        """The turn cannot run (aborted, group gone, VP removed): one error result."""
+        if self.abort.is_set():
             stop = error_stop(StopReason.ABORTED, "aborted", "aborted")
         else:
             stop = error_stop(StopReason.ERROR, "the VP is no longer in this group", "error")
-        await self.writer.finish(stop)
-        if not self.tracker.finished:
-            self.tracker.advance(TurnState.FINISHED)
-        return TurnOutcome(
+        return await self._end_with(stop)
+
+    async def end_failed(self) -> TurnOutcome:
+        """A step raised before the result went out: the turn ends with one error result."""
+        return await self._end_with(
+            error_stop(StopReason.ERROR, "the turn failed; send the message again", "internal")
+        )
+
+    async def _end_with(self, stop: StopEvent) -> TurnOutcome:
+        self.ended = TurnOutcome(
             self.req.turn_id, self.s.vp_id, self.req.group_id, stop.reason, error=stop.error
         )
+        await self.writer.finish(stop)
+        return self.ended
 
     # -- helpers -----------------------------------------------------------------
     async def _catch_up(self, cursor: str | None) -> list[GroupMessage]:

@@ -31,7 +31,7 @@ class TurnState(StrEnum):
     STARTED = "started"  # the VP acknowledged it: context, memory, prompt
     RUNNING = "running"  # the engine is answering
     STORED = "stored"  # the reply, if any, is in the group log; the result is next
-    FINISHED = "finished"  # the result envelope is out
+    FINISHED = "finished"  # the result envelope is claimed and sent; no other can follow
 
 
 _NEXT: dict[TurnState, frozenset[TurnState]] = {

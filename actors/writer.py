@@ -8,19 +8,23 @@ group; :class:`TurnWriter` turns one VP turn's engine events into them.
 A turn's ``result`` goes out only when the turn's owner calls
 :meth:`TurnWriter.finish`, never on the engine's stop event: whatever must be
 in place before a client learns that a turn ended (the stored reply) is a
-step the owner takes between the two.
+step the owner takes between the two. ``finish`` moves the turn's
+:class:`~actors.turns.TurnTracker` to ``FINISHED`` before it writes anything,
+so a second call raises instead of giving the turn a second result.
 
 A result is appended by the store's ``finish_turn``, which marks the turn's
 durable record finished in the same step and appends nothing for a turn that
-is finished already: whoever ends a turn second (its VP after a shutdown
-ended it, a recovery, a retried write) adds no second result. Results and
-notices are retried while the store is unreachable (``store.retry``).
+is finished already: whoever ends a turn second in another process (its VP
+after a shutdown ended it, a recovery, a retried write) adds no second
+result either. Results and notices are retried while the store is
+unreachable (``store.retry``).
 """
 
 from __future__ import annotations
 
 import logging
 
+from actors.turns import TurnState, TurnTracker
 from engine.bridge import Payload, WebBridge, result_payload
 from engine.events import EngineEvent, StopEvent, StopReason, TextDelta, ToolCallEvent
 from engine.messages import Usage
@@ -121,8 +125,8 @@ class GroupEvents:
             lambda: self.store.append_message(self.group_id, stored), f"a {rule} notice"
         )
 
-    def turn(self, vp_id: str, turn_id: str) -> TurnWriter:
-        return TurnWriter(self, vp_id, turn_id)
+    def turn(self, vp_id: str, turn_id: str, tracker: TurnTracker | None = None) -> TurnWriter:
+        return TurnWriter(self, vp_id, turn_id, tracker)
 
 
 class TurnWriter:
@@ -130,13 +134,20 @@ class TurnWriter:
 
     Text that could still turn out to be the skip token is held back, so a VP
     that chooses silence shows nothing at all (``skipped``). The engine's
-    stop event is kept, not sent: :meth:`finish` sends the ``result``.
+    stop event is kept, not sent: :meth:`finish` sends the ``result``, once.
+    ``tracker`` is the turn's state (a fresh one when the writer is the
+    turn's only record, as for a turn lost with its VP actor).
     """
 
-    def __init__(self, events: GroupEvents, vp_id: str, turn_id: str) -> None:
+    def __init__(
+        self, events: GroupEvents, vp_id: str, turn_id: str, tracker: TurnTracker | None = None
+    ) -> None:
         self.events = events
         self.vp_id = vp_id
         self.turn_id = turn_id
+        self.tracker = tracker or TurnTracker(turn_id)
+        # The result once it is in the event log (finish can fail after it).
+        self.sent: StopEvent | None = None
         self.bridge = WebBridge(self._send, session_id=events.group_id)
         self.state = AgentState.IDLE
         self.text = ""
@@ -202,11 +213,14 @@ class TurnWriter:
     ) -> StopEvent:
         """Send the turn's ``result`` (``stop``, else the engine's) and its last status.
 
-        ``end`` says how the turn ended, for its durable record. Text still
-        held that the store refuses is given up, never the result: a turn
-        always ends, and :attr:`ended` says whether it was this result that
-        ended it.
+        The turn is ``FINISHED`` from the first line on, before any await: a
+        second call, whenever it comes, raises
+        :class:`~actors.turns.IllegalTransition` and sends nothing. ``end``
+        says how the turn ended, for its durable record. Text still held that
+        the store refuses is given up, never the result: :attr:`ended` says
+        whether this result ended the turn (False when it had ended elsewhere).
         """
+        self.tracker.advance(TurnState.FINISHED)
         final = stop or self.stop
         if final is None:
             final = error_stop(StopReason.ERROR, "the turn ended without a result", "internal")
@@ -217,10 +231,9 @@ class TurnWriter:
         except StoreError as exc:
             log.warning("turn %s: could not write its last output: %s", self.turn_id, exc)
         if not self._result_sent:
-            payload = result_payload(
-                final, session_id=self.events.group_id, usage=self.bridge.usage
-            )
-            await self._send(payload)
+            usage = self.bridge.usage
+            await self._send(result_payload(final, session_id=self.events.group_id, usage=usage))
+        self.sent = final
         if self.ended:
             try:
                 await self.status(

@@ -151,8 +151,11 @@ class Engine:
     ) -> TurnResult:
         """Run one turn; always ends with exactly one :class:`StopEvent`.
 
-        Setting ``abort`` stops the turn at its next await point; the turn
-        then ends with reason ``aborted`` and a consistent transcript.
+        Setting ``abort`` stops the turn at its next await point (or, when
+        the code awaited there swallows the cancel, at its next event or
+        step); the turn then ends with reason ``aborted`` and a consistent
+        transcript. An abort that comes once the turn has decided its own end
+        is too late: the turn keeps that end, and its one stop event.
         Cancelling the calling task does the same and then propagates.
         """
         turn = _Turn(
@@ -172,21 +175,35 @@ class Engine:
         try:
             await asyncio.wait({t for t in (task, waiter) if t}, return_when="FIRST_COMPLETED")
         except asyncio.CancelledError:
-            await _cancel(task)
-            await turn.finish_aborted()
+            await _interrupt(task, turn)
             raise
         finally:
             if waiter is not None:
                 waiter.cancel()
         if not task.done():
-            await _cancel(task)
-            return await turn.finish_aborted()
+            return await _interrupt(task, turn)
         return task.result()
 
 
-async def _cancel(task: asyncio.Future[Any]) -> None:
-    task.cancel()
-    await asyncio.gather(task, return_exceptions=True)
+async def _interrupt(task: asyncio.Future[TurnResult], turn: _Turn) -> TurnResult:
+    """Stop a turn whose abort came: it ends aborted, unless it reached its own end first.
+
+    A turn that is already in :meth:`_Turn.finish` is left to send its stop
+    event: the abort came too late, and cancelling it there would cut that
+    event short. A cancel is a request the awaited code may swallow
+    (``asyncio.wait_for`` before Python 3.12 returns a result that arrives
+    with the cancel, and redis-py sends every command through it), so the
+    turn is also told to stop at its next step or event; one that ends on
+    its own all the same keeps its own result. Either way exactly one stop
+    event is emitted.
+    """
+    turn.abort_requested = True
+    if turn.result is None:
+        task.cancel()
+    await asyncio.wait({task})
+    if task.cancelled():
+        return await turn.finish_aborted()
+    return task.result()
 
 
 class _Turn:
@@ -206,7 +223,7 @@ class _Turn:
         self.e = engine
         self.conv = conv
         self.system = system
-        self.emit = emit
+        self._sink = emit
         self.ctx = ctx
         self.allowed = allowed
         self.options = options
@@ -222,12 +239,16 @@ class _Turn:
         self.tool_iterations = 0
         self.compactions = 0
         self.shrunk_results = False
-        self.finished = False
+        # Set when the turn's abort came; the turn then stops at its next checkpoint.
+        self.abort_requested = False
+        # Set once, when the turn's end is decided; its stop event follows.
+        self.result: TurnResult | None = None
 
     # -- the loop ---------------------------------------------------------
     async def run(self) -> TurnResult:
         try:
             while True:
+                self.checkpoint()
                 stop = await self.step()
                 if stop is not None:
                     return await self.finish(stop)
@@ -237,6 +258,16 @@ class _Turn:
             log.exception("turn of %s failed", self.conv.id)
             unknown = ModelError(ErrorKind.UNKNOWN, repr(exc))
             return await self.finish(_Stop(StopReason.ERROR, unknown))
+
+    def checkpoint(self) -> None:
+        """Stop here if the turn was aborted and the cancel did not reach it."""
+        if self.abort_requested and self.result is None:
+            raise asyncio.CancelledError
+
+    async def emit(self, event: EngineEvent) -> None:
+        """Hand one event to the caller; an abort that came meanwhile stops the turn here."""
+        await self._sink(event)
+        self.checkpoint()
 
     async def step(self) -> _Stop | None:
         await self.prepare_history()
@@ -407,9 +438,8 @@ class _Turn:
 
     # -- endings ------------------------------------------------------------
     async def finish(self, stop: _Stop) -> TurnResult:
-        self.finished = True
         err = stop.error
-        result = TurnResult(
+        result = self.result = TurnResult(
             reason=stop.reason,
             text="\n\n".join(self.texts) if self.continuations == 0 else "".join(self.texts),
             usage=self.usage,
@@ -441,9 +471,13 @@ class _Turn:
         return result
 
     async def finish_aborted(self) -> TurnResult:
-        """Close an interrupted turn: keep what was said, repair, emit the stop."""
-        if self.finished:
-            raise RuntimeError("turn already finished")
+        """Close an interrupted turn: keep what was said, repair, emit the stop.
+
+        A turn that already decided its end keeps it: its stop event is out
+        (or going out), and a second one would give it two ends.
+        """
+        if self.result is not None:
+            return self.result
         said = "".join(self.partial)
         if said:
             self.texts.append(said)

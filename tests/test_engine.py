@@ -298,6 +298,49 @@ async def test_abort_during_tool_leaves_consistent_history() -> None:
     assert c.messages[2].is_error  # the synthetic result for the interrupted call
 
 
+async def test_an_abort_that_comes_while_the_stop_goes_out_is_too_late() -> None:
+    abort = asyncio.Event()
+    engine, _, _ = scripted_engine("all done")
+    rec = Recorder()
+
+    async def emit(event: object) -> None:
+        await rec(event)  # type: ignore[arg-type]
+        if isinstance(event, StopEvent):
+            # The abort comes while the caller is still taking the stop event.
+            abort.set()
+            for _ in range(10):
+                await asyncio.sleep(0)
+
+    result = await engine.run_turn(conv(), Message.user("x"), system="s", emit=emit, abort=abort)
+    assert result.reason is StopReason.END_TURN
+    assert [s.reason for s in rec.of("stop")] == [StopReason.END_TURN]
+
+
+async def test_an_abort_whose_cancel_is_swallowed_still_stops_the_turn() -> None:
+    """Code the turn awaits may eat the cancel (asyncio.wait_for before 3.12 does)."""
+    abort = asyncio.Event()
+    engine, provider, _ = scripted_engine(
+        Reply(tool_calls=[("rethink", {"reason": "check"})]), Reply("never asked for")
+    )
+    rec, swallowed = Recorder(), []
+
+    async def emit(event: object) -> None:
+        await rec(event)  # type: ignore[arg-type]
+        if rec.kinds == ["tool_call"]:
+            abort.set()
+            for _ in range(10):
+                try:
+                    await asyncio.sleep(0)
+                except asyncio.CancelledError:
+                    swallowed.append(True)
+
+    result = await engine.run_turn(conv(), Message.user("x"), system="s", emit=emit, abort=abort)
+    assert swallowed == [True]
+    assert result.reason is StopReason.ABORTED
+    assert [s.reason for s in rec.of("stop")] == [StopReason.ABORTED]
+    assert provider.calls == 1  # the turn stopped at its next event, not at its end
+
+
 async def test_cancelling_the_caller_still_emits_stop() -> None:
     engine, _, _ = scripted_engine(Reply("slow", delay=30))
     rec = Recorder()

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
+from actors.turns import IllegalTransition, TurnState, TurnTracker
 from actors.writer import GroupEvents, error_stop
 from engine.events import StopEvent, StopReason, TextDelta, ToolCallEvent
 from engine.messages import Usage
@@ -84,6 +87,17 @@ async def test_a_turn_that_fails_ends_with_one_error_result(store: Store) -> Non
         "the VP died",
         "actor_died",
     )
+
+
+async def test_a_turn_is_finished_once_and_a_second_result_is_refused(store: Store) -> None:
+    tracker = TurnTracker("t3", TurnState.RUNNING)
+    writer = GroupEvents(store, "g6").turn("kent", "t3", tracker)
+    await writer.feed(stop("done"))
+    await writer.finish()
+    assert tracker.finished and writer.sent is not None
+    with pytest.raises(IllegalTransition):
+        await writer.finish(error_stop(StopReason.ABORTED, "aborted", "aborted"))
+    assert kinds(await frames(store, "g6")) == ["result"]
 
 
 async def test_a_notice_is_in_the_event_log_and_the_group_log(store: Store) -> None:
