@@ -123,7 +123,9 @@ class Ack(ServerModel):
     client_message_id: str | None = None
     message_id: str
     group_id: str
-    # True when the clientMessageId was seen before: nothing was sent again.
+    # True when the clientMessageId was seen before: the message is not stored
+    # again, and only VPs whose turns on it were interrupted (a restart, a
+    # shutdown) answer it again.
     duplicate: bool = False
 
 

@@ -16,6 +16,9 @@ actor processes and a gateway) may open the same directory at once:
   append's transaction) and, in their own columns, the header fields a
   subscriber filter reads, so a read never decodes JSON. A database made
   before those columns existed gets them, filled from the JSON, on open.
+- A turn's result is appended in the same transaction that marks its record
+  finished (``store.embedded_turns``), and only if it was not finished yet.
+  The tables and migrations are in ``store.embedded_schema``.
 
 Blocking event reads. SQLite has no notifications, so each store instance
 runs at most one poller thread, and only while some coroutine is waiting. It
