@@ -19,7 +19,7 @@ import os
 import re
 import secrets
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -58,8 +58,16 @@ _PLACEHOLDER = """<!doctype html><meta charset="utf-8"><title>Yeaft</title>
 <code>/ws</code>.</p>"""
 
 
-def create_app(settings: GatewaySettings, runtime: Runtime) -> FastAPI:
-    """The gateway app: HTTP API, ``/ws``, metrics and the static UI, on ``runtime``."""
+def create_app(
+    settings: GatewaySettings,
+    runtime: Runtime,
+    on_stop: Callable[[], Awaitable[None]] | None = None,
+) -> FastAPI:
+    """The gateway app: HTTP API, ``/ws``, metrics and the static UI, on ``runtime``.
+
+    ``on_stop`` runs when the app shuts down, after its connections closed
+    (a server that owns its deployment drains its turns there).
+    """
     install_log_filters()
     metrics = Metrics()
     hub = Hub(runtime.store, settings, metrics)
@@ -81,6 +89,8 @@ def create_app(settings: GatewaySettings, runtime: Runtime) -> FastAPI:
         settings.jwt_key()
         yield
         await hub.close()
+        if on_stop is not None:
+            await on_stop()
 
     app = FastAPI(
         title="Yeaft gateway",
@@ -330,14 +340,18 @@ async def _serve(settings: GatewaySettings, runtime: Runtime, *, owns_cluster: b
             recovered.interrupted,
             recovered.followed,
         )
-    app = create_app(settings, runtime)
+
+    async def drain() -> None:
+        # Inside the app's shutdown, not after serve(): uvicorn re-raises the
+        # signal that stopped it as soon as serve() returns.
+        drained = await runtime.drain(settings.drain_timeout)
+        if drained.interrupted:
+            log.warning("shutdown ended %d unfinished turns", drained.interrupted)
+
+    app = create_app(settings, runtime, on_stop=drain if owns_cluster else None)
     server = uvicorn.Server(uvicorn_config(app, settings))
     log.info("Yeaft gateway on http://%s:%s", settings.host, settings.port)
     try:
         await server.serve()
     finally:
-        if owns_cluster:
-            drained = await runtime.drain(settings.drain_timeout)
-            if drained.interrupted:
-                log.warning("shutdown ended %d unfinished turns", drained.interrupted)
         await runtime.aclose()

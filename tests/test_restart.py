@@ -52,14 +52,18 @@ class Serve:
             self.env["YEAFT_REDIS_URL"] = factory.url
         self.password = ""
         self.proc: subprocess.Popen[str] | None = None
+        self.log_dir = factory.data_dir
+        self.log_dir.mkdir(parents=True, exist_ok=True)
 
     def _spawn(self, model: str) -> subprocess.Popen[str]:
+        # The server's log is kept beside its data, for a failing run's reader.
+        log = (self.log_dir / "serve.log").open("a")
         return subprocess.Popen(
             [sys.executable, "-m", "gateway.cli", "serve", "--port", str(self.port)],
             cwd=ROOT,
             env={**self.env, "YEAFT_MODEL": model},
             stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
+            stderr=log,
             text=True,
             start_new_session=True,
         )
@@ -180,7 +184,11 @@ async def _busy(serve: Serve) -> tuple[str, list[str]]:
 
 
 async def _every_turn_ended_once(store: Store, group_id: str, acked: list[str]) -> set[str]:
-    """Each acked message's turns have one result each; returns the interrupted messages."""
+    """Each acked message's turns have one result each.
+
+    Returns the messages some VP has not answered: its only turns on them
+    were interrupted.
+    """
     batch = await store.read_events(group_id, 0, limit=100_000)
     results: dict[str, list[dict[str, Any]]] = {}
     for event in batch.events:
@@ -190,10 +198,11 @@ async def _every_turn_ended_once(store: Store, group_id: str, acked: list[str]) 
     interrupted = set()
     for message_id in acked:
         turns = await store.turns_of(group_id, message_id)
-        assert sorted(t.vp_id for t in turns) == sorted(PAIR), "an acked message lost a turn"
+        assert {t.vp_id for t in turns} == set(PAIR), "an acked message lost a turn"
         for turn in turns:
             assert len(results.get(turn.turn_id, [])) == 1, (turn, results.get(turn.turn_id))
-            if turn.interrupted:
+        for vp in PAIR:
+            if all(t.interrupted for t in turns if t.vp_id == vp):
                 interrupted.add(message_id)
     assert await store.open_turns() == []
     return interrupted
@@ -218,11 +227,13 @@ async def _resend_answers(serve: Serve, group_id: str, store: Store, acked: list
         ack = await _send(ws, group_id, f"c{n}")
         assert ack["duplicate"] and ack["messageId"] == message_id
     await _idle(store, group_id)
-    assert await _every_turn_ended_once(store, group_id, acked) == interrupted
-    for message_id in interrupted:
+    # Every VP has answered every message now, and only the interrupted
+    # turns were run again: one new turn per VP that had lost its turn.
+    assert await _every_turn_ended_once(store, group_id, acked) == set()
+    for message_id in acked:
         turns = await store.turns_of(group_id, message_id)
-        answered = {t.vp_id for t in turns if t.finished and not t.interrupted}
-        assert answered == set(PAIR), turns
+        lost = sum(t.interrupted for t in turns)
+        assert len(turns) == len(PAIR) + lost, turns
     await ws.close()
     await http.aclose()
 
