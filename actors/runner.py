@@ -39,7 +39,6 @@ from personas.mentions import extract_mentions
 from personas.model import Persona
 from personas.prompts import build_system_prompt
 from personas.routing import Selection, Source, select_targets
-from protocol import AgentState
 from store.base import Group, GroupMessage, Store, StoreError
 from store.memory import MemoryBackend
 
@@ -158,17 +157,15 @@ class TurnRunner:
             return await self.end_failed()
 
     async def steps(self) -> TurnOutcome:
-        # The durable mark is written beside the context's reads: neither
-        # writes anything a client sees, so neither waits for the other.
-        ctx, may_run = await asyncio.gather(self.context(), self.mark_started())
-        if not may_run:
-            # Ended from outside before it began (a shutdown, a recovery).
-            self.abort.set()
-            return await self.end_early()
+        ctx = await self.context()
         if ctx is None:
             return await self.end_early()
         memory = await self.recall(ctx)
         system = self.prompt(ctx, memory)
+        if not await self.writer.begin():
+            # Ended from outside before it began (a shutdown, a recovery).
+            self.abort.set()
+            return await self.end_early()
         self.tracker.advance(TurnState.RUNNING)
         result = await self.answer(ctx, system, memory)
         # From here on an abort is too late: the engine has ended the turn,
@@ -181,14 +178,6 @@ class TurnRunner:
         return self.ended
 
     # -- steps -----------------------------------------------------------------
-    async def mark_started(self) -> bool:
-        """Record that the turn started, before it writes anything a client sees.
-
-        From here on a restart ends this turn with an error result instead of
-        running it again. False when the turn was already ended elsewhere.
-        """
-        return await self.s.store.start_turn(self.req.group_id, self.req.turn_id)
-
     async def context(self) -> _Context | None:
         """The group as this VP may see it up to the trigger; None when the turn cannot run."""
         store, req = self.s.store, self.req
@@ -240,7 +229,6 @@ class TurnRunner:
         )
 
     async def answer(self, ctx: _Context, system: str, memory: list[str]) -> TurnResult:
-        await self.writer.status(AgentState.THINKING)
         return await self.s.engine.run_turn(
             ctx.conv,
             ctx.trigger,

@@ -86,8 +86,15 @@ class GroupEvents:
         return seq is not None
 
     async def status(self, vp_id: str, turn_id: str, state: AgentState) -> int:
-        frame = AgentStatus(group_id=self.group_id, vp_id=vp_id, turn_id=turn_id, state=state)
-        return await self.store.append_event(self.group_id, frame)
+        return await self.store.append_event(self.group_id, self._status(vp_id, turn_id, state))
+
+    def _status(self, vp_id: str, turn_id: str, state: AgentState) -> AgentStatus:
+        return AgentStatus(group_id=self.group_id, vp_id=vp_id, turn_id=turn_id, state=state)
+
+    async def begin(self, vp_id: str, turn_id: str, state: AgentState) -> bool:
+        """Mark the turn started with its first status; False when it has already ended."""
+        frame = self._status(vp_id, turn_id, state)
+        return await self.store.start_turn(self.group_id, turn_id, frame)
 
     async def question(
         self,
@@ -173,6 +180,18 @@ class TurnWriter:
             return
         self.state = state
         await self.events.status(self.vp_id, self.turn_id, state)
+
+    async def begin(self) -> bool:
+        """The turn's first visible write: ``thinking``, and its record marked started.
+
+        One store step, so from the first thing a client sees on, a restart
+        ends this turn instead of running it again. False when the turn was
+        ended elsewhere first (a shutdown, a recovery): it must not run.
+        """
+        started = await self.events.begin(self.vp_id, self.turn_id, AgentState.THINKING)
+        if started:
+            self.state = AgentState.THINKING
+        return started
 
     async def feed(self, event: EngineEvent) -> None:
         """Take one engine event (the engine's ``emit``)."""

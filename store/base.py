@@ -172,10 +172,14 @@ class TurnLog(Protocol):
         """Record dispatched turns; a turn id already recorded keeps its record."""
 
     @abstractmethod
-    async def start_turn(self, group_id: str, turn_id: str) -> bool:
-        """Mark a turn started. False when it is already finished (it must not run).
+    async def start_turn(
+        self, group_id: str, turn_id: str, frame: EventFrame | None = None
+    ) -> bool:
+        """Mark a turn started and append its first ``frame``, in one step.
 
-        A turn with no record may run (it was not dispatched by a coordinator).
+        False when the turn is already finished: then nothing is appended and
+        the turn must not run. A turn with no record may run (it was not
+        dispatched by a coordinator).
         """
 
     @abstractmethod

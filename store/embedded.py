@@ -401,8 +401,18 @@ class EmbeddedStore(Store):
         if turns:
             await self._run(lambda conn: turn_sql.add(conn, group_id, turns))
 
-    async def start_turn(self, group_id: str, turn_id: str) -> bool:
-        return await self._run(lambda conn: turn_sql.start(conn, group_id, turn_id))
+    async def start_turn(
+        self, group_id: str, turn_id: str, frame: EventFrame | None = None
+    ) -> bool:
+        encoded = encode_event(frame) if frame is not None else None
+
+        def op(conn: sqlite3.Connection) -> bool:
+            return turn_sql.start(conn, group_id, turn_id, self._appender(conn, group_id, encoded))
+
+        started = await self._run(op)
+        if started and encoded is not None:
+            self._wake_local(group_id)
+        return started
 
     async def finish_turn(
         self, group_id: str, turn_id: str, frame: EventFrame | None, end: TurnEnd
@@ -410,9 +420,7 @@ class EmbeddedStore(Store):
         encoded = encode_event(frame) if frame is not None else None
 
         def op(conn: sqlite3.Connection) -> int | None:
-            append = None
-            if encoded is not None:
-                append = lambda: self._append_event_sync(conn, group_id, encoded)  # noqa: E731
+            append = self._appender(conn, group_id, encoded)
             return turn_sql.finish(conn, group_id, turn_id, end, append)
 
         seq = await self._run(op)
@@ -422,6 +430,14 @@ class EmbeddedStore(Store):
 
     async def turns_of(self, group_id: str, trigger_id: str) -> list[TurnRecord]:
         return await self._run(lambda conn: turn_sql.of_trigger(conn, group_id, trigger_id))
+
+    def _appender(
+        self, conn: sqlite3.Connection, group_id: str, encoded: EncodedEvent | None
+    ) -> Callable[[], int] | None:
+        """The insert of ``encoded`` into the event log, for a turn step's transaction."""
+        if encoded is None:
+            return None
+        return lambda: self._append_event_sync(conn, group_id, encoded)
 
     async def open_turns(self) -> list[TurnRecord]:
         return await self._run(turn_sql.open_all)

@@ -38,7 +38,10 @@ def _phase(conn: sqlite3.Connection, group_id: str, turn_id: str) -> str | None:
     return str(row[0]) if row else None
 
 
-def start(conn: sqlite3.Connection, group_id: str, turn_id: str) -> bool:
+def start(
+    conn: sqlite3.Connection, group_id: str, turn_id: str, append: Callable[[], int] | None
+) -> bool:
+    """Mark the turn started and run ``append`` (its first event's insert) with it."""
     with write_txn(conn):
         phase = _phase(conn, group_id, turn_id)
         if phase == _FINISHED:
@@ -48,6 +51,8 @@ def start(conn: sqlite3.Connection, group_id: str, turn_id: str) -> bool:
                 "UPDATE turns SET phase = ? WHERE group_id = ? AND turn_id = ?",
                 (TurnPhase.STARTED.value, group_id, turn_id),
             )
+        if append is not None:
+            append()
     return True
 
 

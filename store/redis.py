@@ -164,12 +164,21 @@ end
 return 1
 """
 
-# KEYS: tphase. ARGV: turn id. 0 when the turn is finished, else 1.
+# KEYS: tphase, eseq, events. ARGV: turn id, frame JSON without seq (or '' for
+# none), retention, then the header's field names and values.
+# 0 when the turn is finished (nothing appended), else 1.
 _START_TURN = """
 local phase = redis.call('HGET', KEYS[1], ARGV[1])
-if not phase then return 1 end
-if string.sub(phase, 1, 8) == 'finished' then return 0 end
-redis.call('HSET', KEYS[1], ARGV[1], 'started')
+if phase and string.sub(phase, 1, 8) == 'finished' then return 0 end
+if phase then redis.call('HSET', KEYS[1], ARGV[1], 'started') end
+if ARGV[2] ~= '' then
+  local seq = redis.call('INCR', KEYS[2])
+  local entry = {'d', '{"seq":' .. seq .. ',' .. string.sub(ARGV[2], 2)}
+  for i = 4, #ARGV do
+    entry[#entry + 1] = ARGV[i]
+  end
+  redis.call('XADD', KEYS[3], 'MAXLEN', ARGV[3], seq .. '-0', unpack(entry))
+end
 return 1
 """
 
@@ -470,20 +479,23 @@ class RedisStore(Store):
         with _redis_errors():
             await self._add_turns(keys=self._turn_keys(group_id), args=args)
 
-    async def start_turn(self, group_id: str, turn_id: str) -> bool:
+    async def start_turn(
+        self, group_id: str, turn_id: str, frame: EventFrame | None = None
+    ) -> bool:
         self._check_open()
+        body, fields = _body_and_header(frame)
+        keys = [self._key(group_id, k) for k in ("tphase", "eseq", "events")]
         with _redis_errors():
-            ok = await self._start_turn(keys=[self._key(group_id, "tphase")], args=[turn_id])
+            ok = await self._start_turn(
+                keys=keys, args=[turn_id, body, self.event_retention, *fields]
+            )
         return bool(int(ok))
 
     async def finish_turn(
         self, group_id: str, turn_id: str, frame: EventFrame | None, end: TurnEnd
     ) -> int | None:
         self._check_open()
-        body, fields = "", []
-        if frame is not None:
-            encoded = encode_event(frame)
-            body, fields = encoded.body, _header_fields(encoded)
+        body, fields = _body_and_header(frame)
         keys = [self._key(group_id, k) for k in ("tphase", "topen", "eseq", "events")]
         with _redis_errors():
             seq = int(
@@ -584,3 +596,11 @@ def _header_fields(encoded: EncodedEvent) -> list[str]:
     if header.data_type is not None:
         fields += ["k", header.data_type]
     return fields
+
+
+def _body_and_header(frame: EventFrame | None) -> tuple[str, list[str]]:
+    """A frame's text and header fields for a turn script ('' and none without a frame)."""
+    if frame is None:
+        return "", []
+    encoded = encode_event(frame)
+    return encoded.body, _header_fields(encoded)

@@ -14,8 +14,9 @@ import time
 from collections import Counter
 from typing import Any
 
+import pytest
 import ray
-from ray.exceptions import ActorUnavailableError
+from ray.exceptions import ActorUnavailableError, RayActorError
 
 from coordinator.results import RecoveryReport
 from coordinator.runtime import Runtime
@@ -66,6 +67,20 @@ async def busy_group(rt: Runtime) -> tuple[str, list[str]]:
     return group.id, ids
 
 
+async def crash(rt: Runtime) -> None:
+    """Every actor of the deployment dies, the coordinator first.
+
+    In a real crash all processes go at once; killed one by one, a VP that
+    died before its coordinator would be reported lost by that coordinator.
+    """
+    coordinator = ray.get_actor(rt.config.actor_name("coordinator", 0), rt.config.namespace)
+    ray.kill(coordinator, no_restart=True)
+    with pytest.raises(RayActorError):  # the kill has landed once a call fails
+        for _ in range(1000):
+            await coordinator.recover.remote()
+    rt.shutdown()
+
+
 async def recovered(rt: Runtime, after: float) -> RecoveryReport:
     """The report of the coordinator Ray started again after ``after``.
 
@@ -96,7 +111,7 @@ async def test_a_crash_reruns_queued_turns_and_ends_running_ones(
 ) -> None:
     first = make_runtime(engine=SLOW)
     group_id, ids = await busy_group(first)
-    first.shutdown()  # every actor of the deployment dies at once
+    await crash(first)
 
     second = make_runtime(engine=QUICK, store=first.config.store)
     report = await second.recover()

@@ -63,6 +63,20 @@ async def test_adding_a_recorded_turn_again_keeps_its_phase(store: Store) -> Non
     assert await store.open_turns() == []
 
 
+async def test_a_turn_starts_with_its_first_frame_unless_it_ended(store: Store) -> None:
+    await store.create_group(sample_group(id="g1"))
+    await store.add_turns("g1", [record("t1"), record("t2")])
+    assert await store.start_turn("g1", "t1", notice("steve")) is True
+    [started] = [t for t in await store.open_turns() if t.turn_id == "t1"]
+    assert started.phase is TurnPhase.STARTED
+    await store.finish_turn("g1", "t2", None, TurnEnd.INTERRUPTED)
+    # Ended before it began: its first frame is not appended.
+    assert await store.start_turn("g1", "t2", notice("linus")) is False
+    assert [json.loads(e.text)["vpId"] for e in (await store.read_events("g1", 0)).events] == [
+        "steve"
+    ]
+
+
 async def test_a_turn_without_a_record_runs_and_finishes_once(store: Store) -> None:
     assert await store.start_turn("g1", "loose") is True
     assert await store.finish_turn("g1", "loose", notice(), TurnEnd.ANSWERED) == 1

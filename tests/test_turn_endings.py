@@ -133,12 +133,13 @@ def call(name: str) -> Point:
 
 
 def frame(pred: Callable[[Any], bool]) -> Point:
-    """A frame being written: appended, or a turn's result finishing the turn."""
+    """A frame being written: appended, starting its turn, or finishing it (the result)."""
 
     def match(point: str, args: tuple[Any, ...]) -> bool:
         if point == "store.append_event":
             return pred(args[1])
-        return point == "store.finish_turn" and args[2] is not None and pred(args[2])
+        turn_step = point in ("store.start_turn", "store.finish_turn")
+        return turn_step and len(args) > 2 and args[2] is not None and pred(args[2])
 
     return match
 
