@@ -200,7 +200,13 @@ class CoordinatorWorker:
         if client_message_id:
             meta["clientMessageId"] = client_message_id
         msg = GroupMessage(author=sender, role="user", text=text, mentions=sel.targets, meta=meta)
-        stored, created = await self.store.append_message(group_id, msg)
+        chain = self._guard(group).start_chain(msg.id)
+        origin = TurnOrigin(trigger_id=msg.id, chain_id=msg.id, user_id=sender)
+        reqs, refused = self._admit_all(group, chain, sel.targets, origin, source=None)
+        # The message and the turns that answer it are stored in one write:
+        # nothing is acked without its turns, and a repeat records none.
+        records = [req.record() for req in reqs]
+        stored, created = await self.store.append_message(group_id, msg, records)
         if not created:
             turns = await self._resend(group, stored)
             return IngestResult(stored.id, duplicate=True, trigger=str(sel.trigger), turns=turns)
@@ -211,9 +217,9 @@ class CoordinatorWorker:
             await events.notice(
                 "No VP is available to answer: add a VP to this group.", stored.id, "no_vp"
             )
-        chain = self._guard(group).start_chain(stored.id)
-        origin = TurnOrigin(trigger_id=stored.id, chain_id=stored.id, user_id=sender)
-        turns = await self._dispatch(group, chain, sel.targets, origin, source=None)
+        if refused is not None:
+            await self._refused(group, chain, refused)
+        turns = {req.vp_id: self.turns.launch(req) for req in reqs}
         return IngestResult(
             stored.id,
             trigger=str(sel.trigger),
@@ -335,16 +341,24 @@ class CoordinatorWorker:
         The turns are recorded in the store in one write before any is sent.
         Returns the turn id of each VP started.
         """
+        reqs, refused = self._admit_all(group, chain, vps, origin, source)
+        if refused is not None:
+            await self._refused(group, chain, refused)
+        if reqs:
+            await self.turns.record(group.id, reqs)
+        return {req.vp_id: self.turns.launch(req) for req in reqs}
+
+    def _admit_all(
+        self, group: Group, chain: Chain, vps: Sequence[str], origin: TurnOrigin, source: str | None
+    ) -> tuple[list[TurnRequest], Verdict | None]:
+        """The turns the loop guard admits, in order, and the refusal that stopped it (if any)."""
         reqs: list[TurnRequest] = []
         for vp in vps:
             verdict = self._admit(group, chain, source, vp, origin.depth)
             if not verdict.ok:
-                await self._refused(group, chain, verdict)
-                break
+                return reqs, verdict
             reqs.append(self.turns.plan(group, vp, origin))
-        if reqs:
-            await self.turns.record(group.id, reqs)
-        return {req.vp_id: self.turns.launch(req) for req in reqs}
+        return reqs, None
 
     async def _after_turn(self, req: TurnRequest, outcome: TurnOutcome) -> None:
         """Dispatch the VPs a finished reply mentions, if the group allows it.

@@ -125,10 +125,15 @@ class GroupLog(Protocol):
 
     @abstractmethod
     async def append_message(
-        self, group_id: str, message: GroupMessage
+        self, group_id: str, message: GroupMessage, turns: Sequence[TurnRecord] = ()
     ) -> tuple[GroupMessage, bool]:
         """Append to the group log. Idempotent on ``meta['clientMessageId']``:
-        a repeat returns the stored message and ``False``."""
+        a repeat returns the stored message and ``False``.
+
+        ``turns``, the turns dispatched to answer a new message, are recorded
+        in the same write (as ``TurnLog.add_turns`` would); a repeat records
+        none of them.
+        """
 
     @abstractmethod
     async def read_messages(

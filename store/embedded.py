@@ -199,7 +199,7 @@ class EmbeddedStore(Store):
 
     # -- group log ---------------------------------------------------------
     async def append_message(
-        self, group_id: str, message: GroupMessage
+        self, group_id: str, message: GroupMessage, turns: Sequence[TurnRecord] = ()
     ) -> tuple[GroupMessage, bool]:
         client_id = client_message_id(message)
         data = message.model_dump_json()
@@ -225,6 +225,7 @@ class EmbeddedStore(Store):
                     "INSERT INTO messages (group_id, id, client_id, data) VALUES (?, ?, ?, ?)",
                     (group_id, message.id, client_id, data),
                 )
+                turn_sql.insert(conn, group_id, turns)
             return None
 
         existing = await self._run(op)

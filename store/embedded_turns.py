@@ -20,15 +20,20 @@ _NO_RECORD = "{}"
 
 
 def add(conn: sqlite3.Connection, group_id: str, turns: Sequence[TurnRecord]) -> None:
+    with write_txn(conn):
+        insert(conn, group_id, turns)
+
+
+def insert(conn: sqlite3.Connection, group_id: str, turns: Sequence[TurnRecord]) -> None:
+    """Record turns inside the caller's write transaction; recorded ids keep their rows."""
     rows = [
         (group_id, t.turn_id, t.trigger_id, t.phase.value, t.end, t.static_json()) for t in turns
     ]
-    with write_txn(conn):
-        conn.executemany(
-            "INSERT OR IGNORE INTO turns (group_id, turn_id, trigger_id, phase, end_kind, data)"
-            " VALUES (?, ?, ?, ?, ?, ?)",
-            rows,
-        )
+    conn.executemany(
+        "INSERT OR IGNORE INTO turns (group_id, turn_id, trigger_id, phase, end_kind, data)"
+        " VALUES (?, ?, ?, ?, ?, ?)",
+        rows,
+    )
 
 
 def _phase(conn: sqlite3.Connection, group_id: str, turn_id: str) -> str | None:

@@ -1,8 +1,8 @@
 """The Redis store: the backend for several machines (redis-py asyncio).
 
 Key layout (``P`` is the prefix, ``G`` a group id). Every per-group key
-carries ``{G}`` as a Redis Cluster hash tag, so each Lua script below only
-touches keys of one slot:
+carries ``{G}`` as a Redis Cluster hash tag, so each Lua script
+(``store.redis_scripts``) only touches keys of one slot:
 
 =======================  ======  ===============================================
 ``P:groups``             set     ids of all groups (the index for list_groups)
@@ -56,6 +56,7 @@ from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from protocol import EventFrame
+from store import redis_scripts as scripts
 from store._shared import DEFAULT_EVENT_RETENTION, check_retention, client_message_id
 from store.base import (
     Group,
@@ -100,120 +101,6 @@ _GROUP_KINDS = (
 )
 _TURN_KINDS = ("turns", "tphase", "topen", "ttrig")
 _FINISHED = "finished"
-
-# KEYS: group, index. ARGV: group JSON, group id.
-_CREATE_GROUP = """
-if redis.call('SET', KEYS[1], ARGV[1], 'NX') then
-  redis.call('SADD', KEYS[2], ARGV[2])
-  return 1
-end
-return 0
-"""
-
-# KEYS: msgs, order, mpos, cmid. ARGV: message id, message JSON, clientMessageId or ''.
-# Returns {1, json} when stored, {0, stored json} for a repeat.
-_APPEND_MESSAGE = """
-local known = nil
-if ARGV[3] ~= '' then
-  known = redis.call('HGET', KEYS[4], ARGV[3])
-end
-if not known then
-  known = ARGV[1]
-end
-local stored = redis.call('HGET', KEYS[1], known)
-if stored then
-  return {0, stored}
-end
-local pos = redis.call('INCR', KEYS[3])
-redis.call('ZADD', KEYS[2], pos, ARGV[1])
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-if ARGV[3] ~= '' then
-  redis.call('HSET', KEYS[4], ARGV[3], ARGV[1])
-end
-return {1, ARGV[2]}
-"""
-
-# KEYS: eseq, events. ARGV: frame JSON without seq (a non-empty object),
-# retention, then the header's field names and values.
-# The seq is spliced into the JSON text rather than decoded and re-encoded with
-# cjson, which would turn empty lists into objects and reformat numbers; it is
-# the same splice as store.events.with_seq.
-_APPEND_EVENT = """
-local seq = redis.call('INCR', KEYS[1])
-local entry = {'d', '{"seq":' .. seq .. ',' .. string.sub(ARGV[1], 2)}
-for i = 3, #ARGV do
-  entry[#entry + 1] = ARGV[i]
-end
-redis.call('XADD', KEYS[2], 'MAXLEN', ARGV[2], seq .. '-0', unpack(entry))
-return seq
-"""
-
-# KEYS: turns, tphase, topen, ttrig. ARGV: (turn id, trigger id, record JSON) repeated.
-# A turn id that already has a phase keeps it (and its record).
-_ADD_TURNS = """
-for i = 1, #ARGV, 3 do
-  local id = ARGV[i]
-  if redis.call('HSETNX', KEYS[2], id, 'requested') == 1 then
-    redis.call('HSET', KEYS[1], id, ARGV[i + 2])
-    redis.call('SADD', KEYS[3], id)
-    local known = redis.call('HGET', KEYS[4], ARGV[i + 1])
-    if known then known = known .. ' ' .. id else known = id end
-    redis.call('HSET', KEYS[4], ARGV[i + 1], known)
-  end
-end
-return 1
-"""
-
-# KEYS: tphase, eseq, events. ARGV: turn id, frame JSON without seq (or '' for
-# none), retention, then the header's field names and values.
-# 0 when the turn is finished (nothing appended), else 1.
-_START_TURN = """
-local phase = redis.call('HGET', KEYS[1], ARGV[1])
-if phase and string.sub(phase, 1, 8) == 'finished' then return 0 end
-if phase then redis.call('HSET', KEYS[1], ARGV[1], 'started') end
-if ARGV[2] ~= '' then
-  local seq = redis.call('INCR', KEYS[2])
-  local entry = {'d', '{"seq":' .. seq .. ',' .. string.sub(ARGV[2], 2)}
-  for i = 4, #ARGV do
-    entry[#entry + 1] = ARGV[i]
-  end
-  redis.call('XADD', KEYS[3], 'MAXLEN', ARGV[3], seq .. '-0', unpack(entry))
-end
-return 1
-"""
-
-# KEYS: tphase, topen, eseq, events. ARGV: turn id, end, frame JSON without seq
-# (or '' for none), retention, then the header's field names and values.
-# Returns -1 when the turn was already finished, else the seq (0 without a frame).
-_FINISH_TURN = """
-local phase = redis.call('HGET', KEYS[1], ARGV[1])
-if phase and string.sub(phase, 1, 8) == 'finished' then return -1 end
-local seq = 0
-if ARGV[3] ~= '' then
-  seq = redis.call('INCR', KEYS[3])
-  local entry = {'d', '{"seq":' .. seq .. ',' .. string.sub(ARGV[3], 2)}
-  for i = 5, #ARGV do
-    entry[#entry + 1] = ARGV[i]
-  end
-  redis.call('XADD', KEYS[4], 'MAXLEN', ARGV[4], seq .. '-0', unpack(entry))
-end
-redis.call('HSET', KEYS[1], ARGV[1], 'finished:' .. ARGV[2])
-redis.call('SREM', KEYS[2], ARGV[1])
-return seq
-"""
-
-# KEYS: eseq, events. ARGV: first wanted id, count.
-# Returns {last_seq, first_seq, entries}, all from one consistent moment.
-_READ_EVENTS = """
-local last = tonumber(redis.call('GET', KEYS[1]) or '0')
-local first = 0
-local head = redis.call('XRANGE', KEYS[2], '-', '+', 'COUNT', 1)
-if #head > 0 then
-  first = tonumber(string.match(head[1][1], '^(%d+)'))
-end
-local entries = redis.call('XRANGE', KEYS[2], ARGV[1], '+', 'COUNT', ARGV[2])
-return {last, first, entries}
-"""
 
 
 @contextlib.contextmanager
@@ -282,13 +169,13 @@ class RedisStore(Store):
             self._blocking_pool.connection_kwargs.get("socket_timeout")
         )
         self._blocking = aioredis.Redis(connection_pool=self._blocking_pool)
-        self._create_group = self._r.register_script(_CREATE_GROUP)
-        self._append_message = self._r.register_script(_APPEND_MESSAGE)
-        self._append_event = self._r.register_script(_APPEND_EVENT)
-        self._read_events = self._r.register_script(_READ_EVENTS)
-        self._add_turns = self._r.register_script(_ADD_TURNS)
-        self._start_turn = self._r.register_script(_START_TURN)
-        self._finish_turn = self._r.register_script(_FINISH_TURN)
+        self._create_group = self._r.register_script(scripts.CREATE_GROUP)
+        self._append_message = self._r.register_script(scripts.APPEND_MESSAGE)
+        self._append_event = self._r.register_script(scripts.APPEND_EVENT)
+        self._read_events = self._r.register_script(scripts.READ_EVENTS)
+        self._add_turns = self._r.register_script(scripts.ADD_TURNS)
+        self._start_turn = self._r.register_script(scripts.START_TURN)
+        self._finish_turn = self._r.register_script(scripts.FINISH_TURN)
         self._closed = False
 
     # -- keys --------------------------------------------------------------
@@ -357,13 +244,14 @@ class RedisStore(Store):
 
     # -- group log ---------------------------------------------------------
     async def append_message(
-        self, group_id: str, message: GroupMessage
+        self, group_id: str, message: GroupMessage, turns: Sequence[TurnRecord] = ()
     ) -> tuple[GroupMessage, bool]:
         self._check_open()
+        keys = [self._key(group_id, k) for k in ("msgs", "order", "mpos", "cmid")]
+        args = [message.id, message.model_dump_json(), client_message_id(message) or ""]
         with _redis_errors():
             stored, data = await self._append_message(
-                keys=[self._key(group_id, k) for k in ("msgs", "order", "mpos", "cmid")],
-                args=[message.id, message.model_dump_json(), client_message_id(message) or ""],
+                keys=keys + self._turn_keys(group_id), args=args + _turn_args(turns)
             )
         if int(stored):
             return message, True
@@ -475,9 +363,8 @@ class RedisStore(Store):
         self._check_open()
         if not turns:
             return
-        args = [v for t in turns for v in (t.turn_id, t.trigger_id, t.static_json())]
         with _redis_errors():
-            await self._add_turns(keys=self._turn_keys(group_id), args=args)
+            await self._add_turns(keys=self._turn_keys(group_id), args=_turn_args(turns))
 
     async def start_turn(
         self, group_id: str, turn_id: str, frame: EventFrame | None = None
@@ -604,3 +491,8 @@ def _body_and_header(frame: EventFrame | None) -> tuple[str, list[str]]:
         return "", []
     encoded = encode_event(frame)
     return encoded.body, _header_fields(encoded)
+
+
+def _turn_args(turns: Sequence[TurnRecord]) -> list[str]:
+    """Turn records as the (id, trigger, JSON) triplets the turn scripts take."""
+    return [v for t in turns for v in (t.turn_id, t.trigger_id, t.static_json())]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 
-from store import Store
+from store import GroupMessage, Store
 from store.turns import TurnEnd, TurnPhase, TurnRecord
 from tests.fixtures.store_samples import notice, sample_group
 from tests.fixtures.stores import StoreFactory
@@ -108,3 +108,19 @@ async def test_open_turns_span_groups_oldest_first(store: Store) -> None:
     assert [(t.group_id, t.turn_id) for t in await store.open_turns()] == [("g1", "a"), ("g2", "b")]
     assert await store.delete_group("g1")
     assert [t.turn_id for t in await store.open_turns()] == ["b"]
+
+
+async def test_a_new_message_is_stored_with_its_turns_and_a_repeat_with_none(
+    store: Store,
+) -> None:
+    await store.create_group(sample_group(id="g1"))
+    first = GroupMessage(author="ann", role="user", text="hi", meta={"clientMessageId": "c1"})
+    stored, created = await store.append_message("g1", first, [record("t1", trigger=first.id)])
+    assert created
+    [turn] = await store.turns_of("g1", stored.id)
+    assert turn.turn_id == "t1" and turn.phase is TurnPhase.REQUESTED
+    again = GroupMessage(author="ann", role="user", text="hi", meta={"clientMessageId": "c1"})
+    repeat, created = await store.append_message("g1", again, [record("t2", trigger=again.id)])
+    assert not created and repeat.id == stored.id
+    assert [t.turn_id for t in await store.open_turns()] == ["t1"]
+    assert await store.turns_of("g1", again.id) == []

@@ -1,0 +1,137 @@
+"""The Redis store's Lua scripts: each runs alone on the server, so each is atomic.
+
+Every script touches the keys of one group only (they share the group's
+``{G}`` hash tag, so a Redis Cluster keeps them in one slot). Key and
+argument layouts are given above each script; the key names are in
+``store.redis``.
+"""
+
+# KEYS: group, index. ARGV: group JSON, group id.
+CREATE_GROUP = """
+if redis.call('SET', KEYS[1], ARGV[1], 'NX') then
+  redis.call('SADD', KEYS[2], ARGV[2])
+  return 1
+end
+return 0
+"""
+
+# Records turns: KEYS[k..k+3] are turns, tphase, topen, ttrig; ARGV from i on
+# holds (turn id, trigger id, record JSON) triplets. A turn id that already
+# has a phase keeps it (and its record).
+RECORD_TURNS = """
+local function record_turns(k, i)
+  for j = i, #ARGV, 3 do
+    local id = ARGV[j]
+    if redis.call('HSETNX', KEYS[k + 1], id, 'requested') == 1 then
+      redis.call('HSET', KEYS[k], id, ARGV[j + 2])
+      redis.call('SADD', KEYS[k + 2], id)
+      local known = redis.call('HGET', KEYS[k + 3], ARGV[j + 1])
+      if known then known = known .. ' ' .. id else known = id end
+      redis.call('HSET', KEYS[k + 3], ARGV[j + 1], known)
+    end
+  end
+end
+"""
+
+# KEYS: msgs, order, mpos, cmid, then the turn keys. ARGV: message id,
+# message JSON, clientMessageId or '', then the turns to record with it.
+# Returns {1, json} when stored, {0, stored json} for a repeat.
+APPEND_MESSAGE = (
+    RECORD_TURNS
+    + """
+local known = nil
+if ARGV[3] ~= '' then
+  known = redis.call('HGET', KEYS[4], ARGV[3])
+end
+if not known then
+  known = ARGV[1]
+end
+local stored = redis.call('HGET', KEYS[1], known)
+if stored then
+  return {0, stored}
+end
+local pos = redis.call('INCR', KEYS[3])
+redis.call('ZADD', KEYS[2], pos, ARGV[1])
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+if ARGV[3] ~= '' then
+  redis.call('HSET', KEYS[4], ARGV[3], ARGV[1])
+end
+record_turns(5, 4)
+return {1, ARGV[2]}
+"""
+)
+
+# KEYS: eseq, events. ARGV: frame JSON without seq (a non-empty object),
+# retention, then the header's field names and values.
+# The seq is spliced into the JSON text rather than decoded and re-encoded with
+# cjson, which would turn empty lists into objects and reformat numbers; it is
+# the same splice as store.events.with_seq.
+APPEND_EVENT = """
+local seq = redis.call('INCR', KEYS[1])
+local entry = {'d', '{"seq":' .. seq .. ',' .. string.sub(ARGV[1], 2)}
+for i = 3, #ARGV do
+  entry[#entry + 1] = ARGV[i]
+end
+redis.call('XADD', KEYS[2], 'MAXLEN', ARGV[2], seq .. '-0', unpack(entry))
+return seq
+"""
+
+# KEYS: turns, tphase, topen, ttrig. ARGV: (turn id, trigger id, record JSON) repeated.
+ADD_TURNS = (
+    RECORD_TURNS
+    + """
+record_turns(1, 1)
+return 1
+"""
+)
+
+# KEYS: tphase, eseq, events. ARGV: turn id, frame JSON without seq (or '' for
+# none), retention, then the header's field names and values.
+# 0 when the turn is finished (nothing appended), else 1.
+START_TURN = """
+local phase = redis.call('HGET', KEYS[1], ARGV[1])
+if phase and string.sub(phase, 1, 8) == 'finished' then return 0 end
+if phase then redis.call('HSET', KEYS[1], ARGV[1], 'started') end
+if ARGV[2] ~= '' then
+  local seq = redis.call('INCR', KEYS[2])
+  local entry = {'d', '{"seq":' .. seq .. ',' .. string.sub(ARGV[2], 2)}
+  for i = 4, #ARGV do
+    entry[#entry + 1] = ARGV[i]
+  end
+  redis.call('XADD', KEYS[3], 'MAXLEN', ARGV[3], seq .. '-0', unpack(entry))
+end
+return 1
+"""
+
+# KEYS: tphase, topen, eseq, events. ARGV: turn id, end, frame JSON without seq
+# (or '' for none), retention, then the header's field names and values.
+# Returns -1 when the turn was already finished, else the seq (0 without a frame).
+FINISH_TURN = """
+local phase = redis.call('HGET', KEYS[1], ARGV[1])
+if phase and string.sub(phase, 1, 8) == 'finished' then return -1 end
+local seq = 0
+if ARGV[3] ~= '' then
+  seq = redis.call('INCR', KEYS[3])
+  local entry = {'d', '{"seq":' .. seq .. ',' .. string.sub(ARGV[3], 2)}
+  for i = 5, #ARGV do
+    entry[#entry + 1] = ARGV[i]
+  end
+  redis.call('XADD', KEYS[4], 'MAXLEN', ARGV[4], seq .. '-0', unpack(entry))
+end
+redis.call('HSET', KEYS[1], ARGV[1], 'finished:' .. ARGV[2])
+redis.call('SREM', KEYS[2], ARGV[1])
+return seq
+"""
+
+# KEYS: eseq, events. ARGV: first wanted id, count.
+# Returns {last_seq, first_seq, entries}, all from one consistent moment.
+READ_EVENTS = """
+local last = tonumber(redis.call('GET', KEYS[1]) or '0')
+local first = 0
+local head = redis.call('XRANGE', KEYS[2], '-', '+', 'COUNT', 1)
+if #head > 0 then
+  first = tonumber(string.match(head[1][1], '^(%d+)'))
+end
+local entries = redis.call('XRANGE', KEYS[2], ARGV[1], '+', 'COUNT', ARGV[2])
+return {last, first, entries}
+"""
