@@ -220,9 +220,19 @@ class Dispatcher:
             turn.tracker.advance(TurnState.FINISHED)
 
     async def cancel(self, group_id: str, vp_id: str | None = None) -> CancelResult:
-        """Abort the running and queued turns of a group, or of one VP in it."""
-        turns = self._turns.get(group_id, {}).values()
-        vps = sorted({t.request.vp_id for t in turns if vp_id is None or t.request.vp_id == vp_id})
+        """Abort the running and queued turns of a group, or of one VP in it.
+
+        A turn whose VP has not acknowledged its start may not have reached
+        the VP yet (Ray does not promise the order of calls to an async
+        actor), where the abort would miss it: the dispatcher ends such a
+        turn itself, and the store then stops the VP from starting it.
+        """
+        turns = [
+            t
+            for t in self._turns.get(group_id, {}).values()
+            if vp_id is None or t.request.vp_id == vp_id
+        ]
+        vps = sorted({t.request.vp_id for t in turns})
         counts = await asyncio.gather(
             *(self.vp(v).abort.remote(group_id) for v in vps), return_exceptions=True
         )
@@ -230,7 +240,18 @@ class Dispatcher:
         for count in counts:
             if isinstance(count, int):
                 aborted += count
-        return CancelResult(aborted, tuple(vps))
+        ended = 0
+        for turn in turns:
+            if turn.tracker.state is TurnState.QUEUED:
+                ended += await self._end_queued(turn)
+        return CancelResult(max(aborted, ended), tuple(vps))
+
+    async def _end_queued(self, turn: _Turn) -> bool:
+        """End a turn that has not started with an ``aborted`` result; False if it had ended."""
+        req = turn.request
+        writer = GroupEvents(self.store, req.group_id).turn(req.vp_id, req.turn_id)
+        await writer.finish(error_stop(StopReason.ABORTED, "aborted", "aborted"))
+        return writer.ended
 
     async def answer(self, group: Group, request_id: str, answer: str) -> bool:
         """Hand an answer to the VP that asked (its id is in the question's id)."""

@@ -51,3 +51,26 @@ async def test_a_cancel_at_the_end_of_a_turn_leaves_it_one_result(
     assert [e["data"]["error"] for e in ends if LOST in (e["data"].get("error") or "")] == []
     reasons = Counter(e["data"]["stop_reason"] for e in ends if e["turnId"] in turns)
     assert set(reasons) <= {"end_turn", "aborted"}, reasons
+
+
+async def test_a_cancel_right_after_the_message_is_never_missed(
+    make_runtime: MakeRuntime,
+) -> None:
+    """Cancelled before its VP holds the turn, the turn still ends aborted, once.
+
+    A fresh VP actor is still starting when the cancel comes, so the abort can
+    reach it before the turn does; the coordinator ends such a turn itself.
+    """
+    rt = make_runtime(engine={"model": "offline:default?ttft=0.05&tps=20&tokens=100"})
+    group = await rt.create_group("team", ["steve", "linus"])
+    client = rt.group(group.id)
+    out = await client.ingest("ann", "@steve @linus think it over")
+    await client.cancel()
+    assert await client.wait_idle(30)
+    ends = [
+        e
+        for e in await all_events(rt, group.id)
+        if e.get("type") == "yeaft_output" and e["data"]["type"] == "result"
+    ]
+    assert sorted(e["turnId"] for e in ends) == sorted(out.turns.values())
+    assert {e["data"]["stop_reason"] for e in ends} == {"aborted"}
