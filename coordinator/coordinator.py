@@ -109,15 +109,26 @@ class CoordinatorWorker:
         mentions: list[str] | None = None,
         client_message_id: str | None = None,
     ) -> IngestResult:
-        """Persist a person's message, then fan it out."""
+        """Persist a person's message, then fan it out.
+
+        A message the group or one of its VPs has no room for is refused with
+        ``GroupError(BUSY)`` before it is stored (``coordinator.admission``).
+        """
         group = await self.groups.require(group_id)
         names = list(dict.fromkeys([*extract_mentions(text), *(mentions or [])]))
         sel = self._select(group, names, Source.PERSON, None)
+        with self.turns.admission.reserve(group.id, sel.targets):
+            return await self._accept(group, sel, sender, text, client_message_id)
+
+    async def _accept(
+        self, group: Group, sel: Selection, sender: str, text: str, client_message_id: str | None
+    ) -> IngestResult:
+        """Store an admitted message, then dispatch its turns."""
         meta: dict[str, object] = {"trigger": str(sel.trigger)}
         if client_message_id:
             meta["clientMessageId"] = client_message_id
         msg = GroupMessage(author=sender, role="user", text=text, mentions=sel.targets, meta=meta)
-        stored, created = await self.store.append_message(group_id, msg)
+        stored, created = await self.store.append_message(group.id, msg)
         if not created:
             return IngestResult(stored.id, duplicate=True, trigger=str(sel.trigger))
         events = GroupEvents(self.store, group.id)

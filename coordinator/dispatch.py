@@ -31,6 +31,7 @@ from actors.turns import (
 )
 from actors.vp_actor import VPActor, VPStats
 from actors.writer import GroupEvents, error_stop
+from coordinator.admission import Admission
 from coordinator.results import CancelResult
 from engine.events import StopReason
 from store.base import Group, Store
@@ -73,6 +74,8 @@ class Dispatcher:
         self._vps: dict[str, ActorHandle[VPActor]] = {}
         self._turns: dict[str, dict[str, _Turn]] = {}
         self._tasks: dict[str, set[asyncio.Task[None]]] = {}
+        # Counts every turn from its dispatch until its task ends.
+        self.admission = Admission.for_shard(config)
 
     def vp(self, vp_id: str) -> ActorHandle[VPActor]:
         """The VP's actor (started on first use, found by name if it exists)."""
@@ -97,9 +100,11 @@ class Dispatcher:
         req = TurnRequest(group.id, vp, turn_id, origin, self._host, len(group.roster) > 1)
         turn = _Turn(req, TurnTracker(req.turn_id))
         self._turns.setdefault(group.id, {})[req.turn_id] = turn
+        self.admission.hold(group.id, vp)
         task = asyncio.create_task(self._run(turn))
         self._tasks.setdefault(group.id, set()).add(task)
         task.add_done_callback(lambda t: self._done(group.id, req.turn_id, t))
+        task.add_done_callback(lambda _: self.admission.release(group.id, vp))
         return req.turn_id
 
     def _done(self, group_id: str, turn_id: str, task: asyncio.Task[None]) -> None:
@@ -214,3 +219,4 @@ class Dispatcher:
 
     def forget(self, group_id: str) -> None:
         self._turns.pop(group_id, None)
+        self.admission.forget(group_id)
