@@ -4,7 +4,8 @@ Each frame goes through the same steps, and each refusal is an ``error``
 frame while the connection stays open:
 
 1. the rate limits, per connection and per user (``rate_limited``, with
-   ``retryAfter``), charged when the frame arrives;
+   ``retryAfter``), charged as the receive loop reads the frame, which is as
+   it arrives: that loop never waits for a chat;
 2. size and validation by ``protocol.parse_client_frame`` (``frame_too_large``,
    ``bad_json``, ``unknown_type``, ``invalid_frame`` with the field);
 3. a chat frame leaves the receive loop here: it is handled in a task of its
