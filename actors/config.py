@@ -38,6 +38,14 @@ class RuntimeConfig:
     personas_dir: str | None = None
     coordinator_shards: int = 2
     max_concurrent_turns: int = 64
+    # Admission (coordinator.admission): turns dispatched and not finished,
+    # at most this many per group and per VP actor; a person's message that
+    # would pass either is refused with BUSY before it is stored. 64 per group
+    # is four full fan-outs (cap 16); 256 per VP is four rounds of its
+    # max_concurrent_turns. Each coordinator shard holds an equal share of
+    # the VP bound.
+    max_group_pending_turns: int = 64
+    max_vp_pending_turns: int = 256
     ask_timeout_s: float = 600.0
     # Providers by vendor name that replace the configured ones (tests,
     # benchmarks); they must be picklable.

@@ -63,6 +63,8 @@ class Server:
             YEAFT_MODEL=model,
             YEAFT_RATE_LIMIT_PER_S="1000",
             YEAFT_RATE_LIMIT_BURST="1000",
+            YEAFT_USER_RATE_LIMIT_PER_S="100000",
+            YEAFT_USER_RATE_LIMIT_BURST="100000",
             YEAFT_REDIS_PREFIX=f"bench-{uuid.uuid4().hex[:8]}",
         )
         if store:

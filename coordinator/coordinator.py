@@ -188,6 +188,8 @@ class CoordinatorWorker:
     ) -> IngestResult:
         """Persist a person's message, then fan it out.
 
+        A message the group or one of its VPs has no room for is refused with
+        ``GroupError(BUSY)`` before it is stored (``coordinator.admission``).
         A repeat of a stored ``client_message_id`` starts nothing new, except
         for the VPs whose turns on it were interrupted (by a restart, say) or
         never dispatched: those answer it now.
@@ -196,6 +198,13 @@ class CoordinatorWorker:
         group = await self.groups.require(group_id)
         names = list(dict.fromkeys([*extract_mentions(text), *(mentions or [])]))
         sel = self._select(group, names, Source.PERSON, None)
+        with self.turns.admission.reserve(group.id, sel.targets):
+            return await self._accept(group, sel, sender, text, client_message_id)
+
+    async def _accept(
+        self, group: Group, sel: Selection, sender: str, text: str, client_message_id: str | None
+    ) -> IngestResult:
+        """Store an admitted message with its turns, then dispatch them."""
         meta: dict[str, object] = {"trigger": str(sel.trigger)}
         if client_message_id:
             meta["clientMessageId"] = client_message_id
@@ -206,7 +215,7 @@ class CoordinatorWorker:
         # The message and the turns that answer it are stored in one write:
         # nothing is acked without its turns, and a repeat records none.
         records = [req.record() for req in reqs]
-        stored, created = await self.store.append_message(group_id, msg, records)
+        stored, created = await self.store.append_message(group.id, msg, records)
         if not created:
             turns = await self._resend(group, stored)
             return IngestResult(stored.id, duplicate=True, trigger=str(sel.trigger), turns=turns)

@@ -40,6 +40,7 @@ from actors.turns import (
 )
 from actors.vp_actor import VPActor, VPStats
 from actors.writer import GroupEvents, error_stop
+from coordinator.admission import Admission
 from coordinator.results import CancelResult, DrainResult, RecoveryReport
 from engine.events import StopReason
 from store.base import Group, Store
@@ -83,6 +84,8 @@ class Dispatcher:
         self._vps: dict[str, ActorHandle[VPActor]] = {}
         self._turns: dict[str, dict[str, _Turn]] = {}
         self._tasks: dict[str, set[asyncio.Task[None]]] = {}
+        # Counts every turn from its dispatch until its task ends.
+        self.admission = Admission.for_shard(config)
 
     def vp(self, vp_id: str) -> ActorHandle[VPActor]:
         """The VP's actor (started on first use, found by name if it exists)."""
@@ -125,9 +128,11 @@ class Dispatcher:
     def _track(self, req: TurnRequest, body: Callable[[_Turn], Awaitable[None]]) -> str:
         turn = _Turn(req, TurnTracker(req.turn_id))
         self._turns.setdefault(req.group_id, {})[req.turn_id] = turn
+        self.admission.hold(req.group_id, req.vp_id)
         task = asyncio.create_task(self._guarded(turn, body))
         self._tasks.setdefault(req.group_id, set()).add(task)
         task.add_done_callback(lambda t: self._done(req.group_id, req.turn_id, t))
+        task.add_done_callback(lambda _: self.admission.release(req.group_id, req.vp_id))
         return req.turn_id
 
     @staticmethod
@@ -281,6 +286,7 @@ class Dispatcher:
 
     def forget(self, group_id: str) -> None:
         self._turns.pop(group_id, None)
+        self.admission.forget(group_id)
 
     # -- restarts and shutdown ------------------------------------------------
     async def recover(

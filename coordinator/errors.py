@@ -25,19 +25,29 @@ class GroupErrorCode(StrEnum):
     """A name resolves to no persona."""
     INVALID_NAME = "invalid_name"
     """A group name is empty or too long."""
+    BUSY = "busy"
+    """Too many turns are waiting in the group or on a VP (``coordinator.admission``)."""
 
 
 class GroupError(Exception):
     """A group operation was refused: ``code`` says why, ``message`` says it to a person.
 
+    ``retry_after`` is set when the refusal passes with time (``BUSY``): an
+    estimate, in seconds, of when the same request would be admitted.
+
     It crosses Ray from the coordinator actor to the caller, so it pickles
-    as its two arguments (``Exception`` would pickle the message alone).
+    as its arguments (``Exception`` would pickle the message alone).
     """
 
-    def __init__(self, code: GroupErrorCode, message: str) -> None:
+    def __init__(
+        self, code: GroupErrorCode, message: str, retry_after: float | None = None
+    ) -> None:
         super().__init__(message)
         self.code = GroupErrorCode(code)
         self.message = message
+        self.retry_after = retry_after
 
-    def __reduce__(self) -> tuple[type[GroupError], tuple[GroupErrorCode, str]]:
-        return (GroupError, (self.code, self.message))
+    def __reduce__(
+        self,
+    ) -> tuple[type[GroupError], tuple[GroupErrorCode, str, float | None]]:
+        return (GroupError, (self.code, self.message, self.retry_after))

@@ -11,7 +11,8 @@ Close codes (the ``code`` of the WebSocket close frame):
 4409  slow consumer: the client's queue overflowed; reconnect and
       ``subscribe`` with ``lastSeq`` to get what was missed
 4429  abuse: more than ``YEAFT_ABUSE_MAX_ERRORS`` error replies within
-      ``YEAFT_ABUSE_WINDOW_S`` seconds (garbage or rate-limit floods)
+      ``YEAFT_ABUSE_WINDOW_S`` seconds (garbage or rate-limit floods; ``busy``
+      and rate limits while the server read late do not count)
 1001  the server is shutting down (also 1012, sent by uvicorn)
 1007  a text message that is not valid UTF-8 (WebSocket layer; logged on
       one line, without a traceback, see ``gateway.server``)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gateway.groups import GroupService
-from gateway.limits import LoginThrottle
+from gateway.limits import LagMeter, LoginThrottle, UserBuckets
 from gateway.metrics import Metrics
 from gateway.settings import GatewaySettings
 from gateway.tail import Hub
@@ -27,3 +27,6 @@ class GatewayContext:
     groups: GroupService
     personas: PersonaLibrary
     logins: LoginThrottle
+    # Shared by the WebSocket connections of this process.
+    user_rates: UserBuckets
+    lag: LagMeter

@@ -12,6 +12,7 @@ first imported.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from coordinator.errors import GroupError, GroupErrorCode
@@ -28,12 +29,14 @@ HTTP_STATUS: dict[ErrorCode, int] = {
     ErrorCode.NOT_FOUND: 404,
     ErrorCode.GAP: 409,
     ErrorCode.CONFLICT: 409,
+    ErrorCode.BUSY: 503,
     ErrorCode.INTERNAL: 500,
 }
 
 GROUP_ERROR_CODES: dict[GroupErrorCode, ErrorCode] = {
     GroupErrorCode.NOT_FOUND: ErrorCode.NOT_FOUND,
     GroupErrorCode.CONFLICT: ErrorCode.CONFLICT,
+    GroupErrorCode.BUSY: ErrorCode.BUSY,
     # The rest refuse what the client asked for: invalid input (HTTP 422).
     GroupErrorCode.DEFAULT_NOT_IN_ROSTER: ErrorCode.INVALID_FRAME,
     GroupErrorCode.NOT_IN_ROSTER: ErrorCode.INVALID_FRAME,
@@ -48,7 +51,10 @@ class IllegalTransition(RuntimeError):
 
 
 class GatewayError(Exception):
-    """A request was refused; ``code`` is the wire code, ``message`` a sentence."""
+    """A request was refused; ``code`` is the wire code, ``message`` a sentence.
+
+    ``retry_after`` (seconds) is set on refusals that pass with time (``busy``).
+    """
 
     def __init__(
         self,
@@ -57,12 +63,14 @@ class GatewayError(Exception):
         *,
         field: str | None = None,
         detail: dict[str, Any] | None = None,
+        retry_after: float | None = None,
     ) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         self.field = field
         self.detail = detail
+        self.retry_after = retry_after
 
     @property
     def status(self) -> int:
@@ -76,6 +84,7 @@ class GatewayError(Exception):
             message=self.message,
             field=self.field,
             request_id=request_id,
+            retry_after=self.retry_after,
             detail=self.detail,
         )
 
@@ -84,9 +93,17 @@ class GatewayError(Exception):
         body: dict[str, Any] = {"code": self.code.value, "message": self.message}
         if self.field is not None:
             body["field"] = self.field
+        if self.retry_after is not None:
+            body["retryAfter"] = self.retry_after
         if self.detail is not None:
             body["detail"] = self.detail
         return {"error": body}
+
+    def headers(self) -> dict[str, str]:
+        """HTTP headers of the answer: ``Retry-After`` in whole seconds, when known."""
+        if self.retry_after is None:
+            return {}
+        return {"Retry-After": str(max(1, math.ceil(self.retry_after)))}
 
 
 def not_found(what: str) -> GatewayError:
@@ -103,5 +120,8 @@ def from_group_error(exc: BaseException) -> GatewayError | None:
     if not isinstance(cause, GroupError):
         return None
     return GatewayError(
-        GROUP_ERROR_CODES[cause.code], cause.message, detail={"reason": cause.code.value}
+        GROUP_ERROR_CODES[cause.code],
+        cause.message,
+        detail={"reason": cause.code.value},
+        retry_after=cause.retry_after,
     )

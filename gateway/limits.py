@@ -1,16 +1,23 @@
-"""Small limiters: a token bucket per connection, an abuse meter, a login throttle.
+"""Small limiters: token buckets per connection and per user, an abuse meter,
+a lag meter, a login throttle.
 
 All take the clock as a parameter (``time.monotonic`` by default) so they are
-exact in tests, and none of them sleeps: they only answer "allowed?".
+exact in tests, and none of them sleeps: they only answer "allowed?". The one
+task here, :func:`probe_loop_lag`, feeds a :class:`LagMeter`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import deque
 from collections.abc import Callable
 
 Clock = Callable[[], float]
+
+# A frame read this much later than it could have been was delayed by the
+# server (a late event loop, a slow handler), not sent in a burst by its client.
+LAG_THRESHOLD_S = 0.1
 
 
 class TokenBucket:
@@ -36,6 +43,74 @@ class TokenBucket:
     def retry_after(self) -> float:
         """Seconds until the next token, for the client's back-off."""
         return max(0.0, (1.0 - self._tokens) / self.rate)
+
+
+class UserBuckets:
+    """One token bucket per user, shared by all of that user's connections.
+
+    A connection takes the bucket when it opens and gives it back when it
+    closes; the bucket is forgotten with the last one, so the table holds only
+    users connected now.
+    """
+
+    def __init__(self, rate: float, burst: int, clock: Clock = time.monotonic) -> None:
+        self.rate = rate
+        self.burst = burst
+        self._clock = clock
+        self._buckets: dict[str, tuple[TokenBucket, int]] = {}
+
+    def acquire(self, username: str) -> TokenBucket:
+        bucket, holders = self._buckets.get(username) or (
+            TokenBucket(self.rate, self.burst, self._clock),
+            0,
+        )
+        self._buckets[username] = (bucket, holders + 1)
+        return bucket
+
+    def release(self, username: str) -> None:
+        entry = self._buckets.get(username)
+        if entry is None:
+            return
+        bucket, holders = entry
+        if holders <= 1:
+            del self._buckets[username]
+        else:
+            self._buckets[username] = (bucket, holders - 1)
+
+    def __len__(self) -> int:
+        return len(self._buckets)
+
+
+class LagMeter:
+    """Remembers when the server last fell behind its clients by more than ``threshold``.
+
+    While the server lags, frames wait unread and then arrive in a burst that
+    a client did not send as one; a rate-limit refusal in that time is not
+    held against the client as abuse.
+    """
+
+    def __init__(self, threshold: float = LAG_THRESHOLD_S, clock: Clock = time.monotonic) -> None:
+        self.threshold = threshold
+        self._clock = clock
+        self._last: float | None = None
+
+    def record(self, lag: float) -> None:
+        """Note a delay of ``lag`` seconds the server caused (a late loop, a slow handler)."""
+        if lag > self.threshold:
+            self._last = self._clock()
+
+    def lagged_within(self, seconds: float) -> bool:
+        """Whether the server lagged during the last ``seconds``."""
+        return self._last is not None and self._clock() - self._last <= seconds
+
+
+async def probe_loop_lag(meter: LagMeter, interval: float = 0.05) -> None:
+    """Measure how late this event loop wakes a sleeper, for ever, into ``meter``."""
+    loop = asyncio.get_running_loop()
+    while True:
+        before = loop.time()
+        await asyncio.sleep(interval)
+        meter.record(loop.time() - before - interval)
 
 
 class AbuseMeter:

@@ -34,7 +34,7 @@ from gateway import http, ws
 from gateway.context import GatewayContext
 from gateway.errors import GatewayError
 from gateway.groups import GroupService
-from gateway.limits import LoginThrottle
+from gateway.limits import LagMeter, LoginThrottle, UserBuckets, probe_loop_lag
 from gateway.metrics import Metrics
 from gateway.settings import GatewaySettings, load_or_create_secret
 from gateway.tail import Hub
@@ -80,6 +80,8 @@ def create_app(
         groups=GroupService(runtime, hub),
         personas=load_personas(Path(personas_dir) if personas_dir else None),
         logins=LoginThrottle(settings.login_max_failures, settings.login_window_s),
+        user_rates=UserBuckets(settings.user_rate_limit_per_s, settings.user_rate_limit_burst),
+        lag=LagMeter(),
     )
 
     @contextlib.asynccontextmanager
@@ -87,8 +89,13 @@ def create_app(
         # Resolve the secret now, so a weak or unreadable one stops the
         # server at start rather than at the first login.
         settings.jwt_key()
-        yield
-        await hub.close()
+        lag_probe = asyncio.create_task(probe_loop_lag(ctx.lag), name="lag-probe")
+        try:
+            yield
+        finally:
+            lag_probe.cancel()
+            await asyncio.gather(lag_probe, return_exceptions=True)
+            await hub.close()
         if on_stop is not None:
             await on_stop()
 
@@ -122,7 +129,7 @@ def _error_response(error: GatewayError) -> JSONResponse:
     if error.code is ErrorCode.INVALID_FRAME:
         # "frame" is the WebSocket's word; over HTTP it is a request.
         body["error"]["code"] = "invalid_request"
-    return JSONResponse(body, status_code=error.status)
+    return JSONResponse(body, status_code=error.status, headers=error.headers())
 
 
 def _install_error_handlers(app: FastAPI) -> None:
@@ -276,6 +283,8 @@ def runtime_config(settings: GatewaySettings, engine: EngineConfig) -> RuntimeCo
         engine=engine,
         personas_dir=str(settings.persona_dir()),
         coordinator_shards=settings.coordinator_shards,
+        max_group_pending_turns=settings.max_group_pending_turns,
+        max_vp_pending_turns=settings.max_vp_pending_turns,
     )
 
 

@@ -117,6 +117,19 @@ class GatewaySettings(StoreSettings):
     # YEAFT_RATE_LIMIT_PER_S / YEAFT_RATE_LIMIT_BURST: per-connection token bucket.
     rate_limit_per_s: float = Field(default=20.0, gt=0)
     rate_limit_burst: int = Field(default=40, ge=1)
+    # YEAFT_USER_RATE_LIMIT_PER_S / YEAFT_USER_RATE_LIMIT_BURST: a token bucket
+    # per user, shared by all of that user's connections to this gateway
+    # process (two connections at the full per-connection rate by default).
+    user_rate_limit_per_s: float = Field(default=40.0, gt=0)
+    user_rate_limit_burst: int = Field(default=80, ge=1)
+    # YEAFT_CHAT_IN_FLIGHT: chat frames of one connection handled at once, off
+    # its receive loop; a chat frame beyond them gets a busy error.
+    chat_in_flight: int = Field(default=8, ge=1)
+    # YEAFT_MAX_GROUP_PENDING_TURNS / YEAFT_MAX_VP_PENDING_TURNS: turns waiting
+    # (dispatched, not finished) per group and per VP actor; a message that
+    # would pass either is refused with busy before it is stored.
+    max_group_pending_turns: int = Field(default=64, ge=1)
+    max_vp_pending_turns: int = Field(default=256, ge=1)
     # YEAFT_ABUSE_MAX_ERRORS within YEAFT_ABUSE_WINDOW_S error replies close
     # the connection with 4429.
     abuse_max_errors: int = Field(default=200, ge=1)

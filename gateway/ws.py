@@ -3,18 +3,28 @@
 Each frame goes through the same steps, and each refusal is an ``error``
 frame while the connection stays open:
 
-1. the per-connection rate limit (``rate_limited``, with ``retryAfterMs``);
+1. the rate limits, per connection and per user (``rate_limited``, with
+   ``retryAfter``), charged as the receive loop reads the frame, which is as
+   it arrives: that loop never waits for a chat;
 2. size and validation by ``protocol.parse_client_frame`` (``frame_too_large``,
    ``bad_json``, ``unknown_type``, ``invalid_frame`` with the field);
-3. authorisation: the user must be a member of the group the frame names
+3. a chat frame leaves the receive loop here: it is handled in a task of its
+   own, a few per connection at once (``gateway.inflight``), and gets
+   ``busy`` when they are all taken; every other frame is handled in the
+   loop, in order, so a ping, a cancel or a subscribe never waits for a chat;
+4. authorisation: the user must be a member of the group the frame names
    (``not_found`` otherwise, the same answer as for a group that does not exist);
-4. the handler for the frame type.
+5. the handler for the frame type.
 
 Too many error replies in a window close the connection with 4429 (see
-``gateway.connection`` for every close code).
+``gateway.connection`` for every close code). Refusals the server causes do
+not count: ``busy``, ``internal``, ``gap``, and a ``rate_limited`` while the
+server lagged (a frame it read late may look like part of a burst).
 
 Replies: ``subscribe`` → ``group_update {action: "subscribed"}`` then the
-replayed and live envelopes; chat → ``ack`` once the message is stored;
+replayed and live envelopes; chat → ``ack`` once the message is stored, or
+``busy`` (with ``retryAfter`` and the ``clientMessageId`` as ``requestId``)
+when the group, one of its VPs or the connection has too much waiting;
 group management → ``group_update {action, group, requestId?}``
 (``list_groups`` → ``{action: "list", group: {}, groups: [...]}``);
 ``ask_user_answer`` for an unknown request → ``error not_found``;
@@ -24,6 +34,7 @@ group management → ``group_update {action, group, requestId?}``
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -33,7 +44,8 @@ from starlette.websockets import WebSocket
 from gateway.auth import AuthError, AuthFailure, check_origin, find_token, verify_token
 from gateway.connection import CloseCode, Connection
 from gateway.errors import GatewayError
-from gateway.limits import AbuseMeter, TokenBucket
+from gateway.inflight import InFlight
+from gateway.limits import AbuseMeter, LagMeter, TokenBucket
 from gateway.views import group_update, group_view
 from protocol import (
     Ack,
@@ -63,9 +75,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Error codes that do not count as abuse: our own failures, and a gap the
-# client could not have avoided.
-_NOT_ABUSE = frozenset({ErrorCode.INTERNAL, ErrorCode.GAP})
+# Error codes that do not count as abuse: our own failures, a gap the
+# client could not have avoided, and the server being too busy.
+_NOT_ABUSE = frozenset({ErrorCode.INTERNAL, ErrorCode.GAP, ErrorCode.BUSY})
 
 
 async def websocket_endpoint(websocket: WebSocket) -> None:
@@ -84,7 +96,12 @@ class ClientSession:
         self.conn = conn
         settings = ctx.settings
         self.bucket = TokenBucket(settings.rate_limit_per_s, settings.rate_limit_burst)
+        # Taken once the user is known; shared with the user's other connections.
+        self.user_bucket: TokenBucket | None = None
         self.abuse = AbuseMeter(settings.abuse_max_errors, settings.abuse_window_s)
+        self.chats = InFlight(settings.chat_in_flight)
+        # When a handler run in the receive loop last held up its reading.
+        self.stalls = LagMeter()
         self._handlers: dict[type[Any], Callable[[Any], Awaitable[None]]] = {
             Subscribe: self._subscribe,
             Unsubscribe: self._unsubscribe,
@@ -119,33 +136,94 @@ class ClientSession:
         except AuthError as exc:
             code = CloseCode.BAD_ORIGIN if exc.reason is AuthFailure.BAD_ORIGIN else None
             return None, code or CloseCode.UNAUTHORIZED, exc.message
+        self.user_bucket = self.ctx.user_rates.acquire(username)
         return username, 0, ""
 
     def on_close(self) -> None:
+        self.chats.cancel()
+        if self.user_bucket is not None:
+            self.ctx.user_rates.release(self.username)
         for sub in list(self.conn.subscriptions.values()):
             self.ctx.hub.drop(sub)
 
     async def on_frame(self, raw: str | bytes) -> None:
-        """Check and handle one frame; every refusal becomes an ``error`` frame."""
+        """Check one frame, then hand it on; every refusal becomes an ``error`` frame.
+
+        A chat frame is handled off this (the receive) loop; the others in it.
+        """
         self.ctx.metrics.frames_received.inc()
-        if not self.bucket.take():
-            retry_ms = int(self.bucket.retry_after() * 1000) + 1
-            self.error(
-                ErrorFrame(
-                    code=ErrorCode.RATE_LIMITED,
-                    message=(
-                        f"more than {self.ctx.settings.rate_limit_per_s:g} frames per second: "
-                        "this frame was dropped"
-                    ),
-                    detail={"retryAfterMs": retry_ms},
-                )
-            )
+        if not self._within_rate():
             return
         try:
             frame = parse_client_frame(raw, max_bytes=self.ctx.settings.frame_max_bytes)
         except ProtocolError as exc:
             self.error(exc.to_error_frame())
             return
+        if isinstance(frame, YeaftSessionChat):
+            if not self.chats.start(frame.group_id, lambda: self.handle(frame)):
+                self._busy(frame)
+            return
+        started = self._loop_time()
+        await self.handle(frame)
+        # A slow handler kept this loop from reading: frames that arrived
+        # meanwhile are read late, together, through no fault of the client.
+        self.stalls.record(self._loop_time() - started)
+
+    def _within_rate(self) -> bool:
+        """Charge the frame to the connection's and the user's buckets, as it arrives."""
+        settings = self.ctx.settings
+        if not self.bucket.take():
+            bucket = self.bucket
+            why = f"more than {settings.rate_limit_per_s:g} frames per second on this connection"
+        elif self.user_bucket is not None and not self.user_bucket.take():
+            bucket = self.user_bucket
+            why = (
+                f"more than {settings.user_rate_limit_per_s:g} frames per second from "
+                f"{self.username} across all connections"
+            )
+        else:
+            return True
+        retry = bucket.retry_after()
+        frame = ErrorFrame(
+            code=ErrorCode.RATE_LIMITED,
+            message=f"{why}: this frame was dropped",
+            retry_after=round(retry, 3),
+            detail={"retryAfterMs": int(retry * 1000) + 1},
+        )
+        self.error(frame, abusive=not self._lagged(bucket))
+        return False
+
+    def _lagged(self, bucket: TokenBucket) -> bool:
+        """Whether the server read this connection late while ``bucket`` was filling.
+
+        Frames read late arrive together, and a bucket refuses the burst the
+        server made; such a refusal is not the client's abuse. The bucket
+        fills up within ``burst / rate`` seconds, so lag before that is moot.
+        """
+        span = max(bucket.burst / bucket.rate, 1.0)
+        return self.ctx.lag.lagged_within(span) or self.stalls.lagged_within(span)
+
+    def _busy(self, frame: YeaftSessionChat) -> None:
+        limit = self.ctx.settings.chat_in_flight
+        retry = self.chats.retry_after()
+        self.error(
+            ErrorFrame(
+                code=ErrorCode.BUSY,
+                message=(
+                    f"{limit} messages from this connection are still being sent: this one "
+                    f"was not sent; send it again in about {retry:g} s"
+                ),
+                request_id=frame.client_message_id,
+                retry_after=retry,
+                detail={"reason": "in_flight", "limit": limit},
+            )
+        )
+
+    def _loop_time(self) -> float:
+        return asyncio.get_running_loop().time()
+
+    async def handle(self, frame: ClientFrame) -> None:
+        """Run the frame's handler; its refusal or failure becomes an ``error`` frame."""
         request_id = _request_id(frame)
         try:
             handler = self._handlers.get(type(frame))
@@ -170,11 +248,14 @@ class ClientSession:
                 )
             )
 
-    def error(self, frame: ErrorFrame) -> None:
-        """Send an error frame, and close the connection when errors pile up."""
+    def error(self, frame: ErrorFrame, *, abusive: bool = True) -> None:
+        """Send an error frame, and close the connection when errors pile up.
+
+        ``abusive=False`` (and the codes in ``_NOT_ABUSE``) do not count.
+        """
         self.ctx.metrics.error_frames.labels(code=frame.code.value).inc()
         self.conn.send(frame)
-        if frame.code not in _NOT_ABUSE and self.abuse.hit():
+        if abusive and frame.code not in _NOT_ABUSE and self.abuse.hit():
             log.warning("closing %s's connection: too many bad frames", self.username)
             self.conn.request_close(CloseCode.ABUSE, "too many bad frames")
 

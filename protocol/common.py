@@ -71,6 +71,8 @@ class ErrorCode(StrEnum):
     NOT_FOUND = "not_found"
     GAP = "gap"
     CONFLICT = "conflict"
+    BUSY = "busy"
+    """Too much work is waiting to take this frame; ``retryAfter`` says when to retry."""
     INTERNAL = "internal"
 
 

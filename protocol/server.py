@@ -105,7 +105,10 @@ class ErrorFrame(ServerModel):
     """Something the client sent, or something the server tried, went wrong.
 
     ``field`` is the dotted path of the offending field of the client's frame;
-    ``requestId`` echoes the request it answers when that is known.
+    ``requestId`` echoes the request it answers when that is known (a chat
+    frame's ``clientMessageId``). ``retryAfter`` is set on refusals that pass
+    with time (``busy``, ``rate_limited``): an estimate, in seconds, of when
+    the same frame would be taken.
     """
 
     type: Literal["error"] = "error"
@@ -113,6 +116,7 @@ class ErrorFrame(ServerModel):
     message: str
     field: str | None = None
     request_id: str | None = None
+    retry_after: float | None = Field(default=None, ge=0)
     detail: dict[str, Any] | None = None
 
 

@@ -175,6 +175,7 @@ def test_every_group_error_code_has_a_wire_code() -> None:
         (GroupErrorCode.NOT_IN_ROSTER, 422),
         (GroupErrorCode.UNKNOWN_VP, 422),
         (GroupErrorCode.INVALID_NAME, 422),
+        (GroupErrorCode.BUSY, 503),
     ],
 )
 def test_group_errors_become_gateway_errors_with_their_reason(

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from protocol import ProtocolError, parse_client_frame, parse_server_frame
+from protocol import ProtocolError, YeaftSessionChat, parse_client_frame, parse_server_frame
 from tests.fixtures.gateway import Gateway, StartGateway, WsClient
 
 pytestmark = pytest.mark.parametrize("store_factory", ["embedded"], indirect=True)
@@ -268,13 +268,32 @@ def _expected(raw: str | bytes, limit: int) -> str | None:
     return None
 
 
-async def _exchange(ws: WsClient, raws: list[str | bytes]) -> list[list[dict[str, Any]]]:
+async def _exchange(
+    ws: WsClient, raws: list[str | bytes], chats: list[bool]
+) -> list[list[dict[str, Any]]]:
     """Send a batch and return the replies to each frame.
 
     Each frame is followed by a sentinel that has a reply of its own, so the
-    replies before a sentinel's belong to one frame while the whole batch is
+    replies before a sentinel's belong to one frame while a run of frames is
     pipelined. (A ping would not do: a fuzzed frame can be a valid ping.)
+    A valid chat frame (``chats``) is handled off the receive loop, so its
+    one reply may overtake or follow later frames' replies: it is sent on
+    its own, once the replies before it are in, and its reply awaited.
     """
+    replies: list[list[dict[str, Any]]] = []
+    start = 0
+    for end in range(len(raws) + 1):
+        if end < len(raws) and not chats[end]:
+            continue
+        replies += await _pipelined(ws, raws[start:end])
+        if end < len(raws):
+            await ws.conn.send(raws[end])
+            replies.append([json.loads(await ws.conn.recv())])
+        start = end + 1
+    return replies
+
+
+async def _pipelined(ws: WsClient, raws: list[str | bytes]) -> list[list[dict[str, Any]]]:
     for raw in raws:
         await ws.conn.send(raw)
         await ws.conn.send(SENTINEL)
@@ -285,6 +304,13 @@ async def _exchange(ws: WsClient, raws: list[str | bytes]) -> list[list[dict[str
             mine.append(reply)
         replies.append(mine)
     return replies
+
+
+def _is_chat(raw: str | bytes, limit: int) -> bool:
+    try:
+        return isinstance(parse_client_frame(raw, max_bytes=limit), YeaftSessionChat)
+    except ProtocolError:
+        return False
 
 
 def _fuzz(gw: Gateway, ws: WsClient, loop: asyncio.AbstractEventLoop) -> int:
@@ -308,7 +334,8 @@ def _fuzz(gw: Gateway, ws: WsClient, loop: asyncio.AbstractEventLoop) -> int:
     def batch(drawn: list[str | bytes]) -> None:
         nonlocal sent
         raws = [variant for raw in drawn for variant in variants(raw)]
-        pending = asyncio.run_coroutine_threadsafe(_exchange(ws, raws), loop)
+        chats = [_is_chat(raw, limit) for raw in raws]
+        pending = asyncio.run_coroutine_threadsafe(_exchange(ws, raws, chats), loop)
         expected = [_expected(raw, limit) for raw in raws]  # while the server works
         for raw, code, replies in zip(raws, expected, pending.result(60), strict=True):
             for reply in replies:
@@ -328,7 +355,12 @@ async def test_ten_thousand_random_and_mutated_frames_get_typed_errors(
     start_gateway: StartGateway,
 ) -> None:
     gw = await start_gateway(
-        rate_limit_per_s=1e9, rate_limit_burst=10**9, abuse_max_errors=10**9, idle_timeout=600
+        rate_limit_per_s=1e9,
+        rate_limit_burst=10**9,
+        user_rate_limit_per_s=1e9,
+        user_rate_limit_burst=10**9,
+        abuse_max_errors=10**9,
+        idle_timeout=600,
     )
     await gw.user("ann")
     await gw.user("bob")

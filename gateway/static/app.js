@@ -441,6 +441,19 @@ function handleError(frame) {
     toast('Sending too fast: retrying in a moment.', 'info');
     return;
   }
+  if (frame.code === 'busy' && frame.requestId) {
+    // Too much is waiting (in the group, on a VP or on this connection): the
+    // message was not stored. It stays pending and goes again, alone, after
+    // the server's estimate; other pending messages are not resent with it.
+    const cmid = frame.requestId;
+    const wait = Math.max(1, Number(frame.retryAfter) || 1) * 1000;
+    setTimeout(() => {
+      const again = connection?.outbox.get(cmid);
+      if (again) connection.send(again);
+    }, wait);
+    toast(`The group is busy: sending again in ${Math.ceil(wait / 1000)} s.`, 'info');
+    return;
+  }
   if (frame.code === 'unauthorized') {
     leaveApp('Your session has expired: log in again.');
     return;
