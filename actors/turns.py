@@ -130,6 +130,9 @@ class TurnRequest:
     origin: TurnOrigin
     coordinator: str | None = None
     can_forward: bool = False
+    # When the coordinator sent it (its wall clock): a cancel of the group
+    # stamped later covers this turn even if the cancel arrives first.
+    sent_at: float = 0.0
 
     @staticmethod
     def new_turn_id(vp_id: str) -> str:

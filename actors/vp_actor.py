@@ -12,6 +12,7 @@ this class only hosts turns and answers the coordinator.
 from __future__ import annotations
 
 import asyncio
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import cast
 
@@ -31,6 +32,10 @@ from engine.providers.registry import ProviderRegistry
 from engine.tools.builtin import builtin_tools
 from engine.tools.registry import ToolRegistry
 from personas.directory import PersonaDirectory
+
+# Groups whose last cancel time a VP actor remembers. A turn is in flight to
+# the actor for milliseconds, so the newest thousands are plenty.
+CANCELS_KEPT = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +98,9 @@ class VPActor:
         self.lanes = Lanes(config.max_concurrent_turns)
         self._running: dict[str, _Running] = {}
         self._hosts: dict[str, ActorHandle[TurnHost]] = {}
+        # When each group was last cancelled (newest last), for turns the
+        # cancel overtook on their way here.
+        self._cancelled: OrderedDict[str, float] = OrderedDict()
 
     @property
     def vp_id(self) -> str:
@@ -106,6 +114,10 @@ class VPActor:
         outcome_of = asyncio.get_running_loop().create_future()
         running = _Running(req.group_id, asyncio.Event(), TurnTracker(req.turn_id), outcome_of)
         self._running[req.turn_id] = running
+        if self._cancelled.get(req.group_id, -1.0) >= req.sent_at:
+            # The group was cancelled after this turn was sent, and the abort
+            # overtook it (Ray does not keep the order of an async actor's calls).
+            running.abort.set()
         outcome: TurnOutcome | None = None
         try:
             async with self.lanes.hold(req.group_id):
@@ -149,8 +161,19 @@ class VPActor:
             host = self._hosts[name] = cast("ActorHandle[TurnHost]", found)
         return host
 
-    async def abort(self, group_id: str, turn_id: str | None = None) -> int:
-        """Abort running and queued turns of a group (or one turn). Returns how many."""
+    async def abort(
+        self, group_id: str, turn_id: str | None = None, at: float | None = None
+    ) -> int:
+        """Abort running and queued turns of a group (or one turn). Returns how many.
+
+        ``at`` is when the coordinator cancelled this VP's turns in the group,
+        on the clock that stamps ``TurnRequest.sent_at``: a turn sent before
+        then that arrives later is aborted on arrival.
+        """
+        if turn_id is None and at is not None:
+            self._cancelled[group_id] = max(at, self._cancelled.pop(group_id, at))
+            while len(self._cancelled) > CANCELS_KEPT:
+                self._cancelled.popitem(last=False)
         hits = [
             r.abort
             for tid, r in self._running.items()

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import cast
@@ -109,7 +110,8 @@ class Dispatcher:
     ) -> TurnRequest:
         """The request of a turn of ``vp`` in ``group`` (a new turn id unless given)."""
         turn_id = turn_id or TurnRequest.new_turn_id(vp)
-        return TurnRequest(group.id, vp, turn_id, origin, self._host, len(group.roster) > 1)
+        forward = len(group.roster) > 1
+        return TurnRequest(group.id, vp, turn_id, origin, self._host, forward, time.time())
 
     async def record(self, group_id: str, reqs: list[TurnRequest]) -> None:
         """Write the turns' durable records: done before they are sent."""
@@ -227,36 +229,20 @@ class Dispatcher:
     async def cancel(self, group_id: str, vp_id: str | None = None) -> CancelResult:
         """Abort the running and queued turns of a group, or of one VP in it.
 
-        A turn whose VP has not acknowledged its start may not have reached
-        the VP yet (Ray does not promise the order of calls to an async
-        actor), where the abort would miss it: the dispatcher ends such a
-        turn itself, and the store then stops the VP from starting it.
+        The cancel is stamped with the time, so a turn sent before it that
+        reaches its VP after the abort is aborted on arrival.
         """
-        turns = [
-            t
-            for t in self._turns.get(group_id, {}).values()
-            if vp_id is None or t.request.vp_id == vp_id
-        ]
-        vps = sorted({t.request.vp_id for t in turns})
+        at = time.time()
+        turns = self._turns.get(group_id, {}).values()
+        vps = sorted({t.request.vp_id for t in turns if vp_id is None or t.request.vp_id == vp_id})
         counts = await asyncio.gather(
-            *(self.vp(v).abort.remote(group_id) for v in vps), return_exceptions=True
+            *(self.vp(v).abort.remote(group_id, None, at) for v in vps), return_exceptions=True
         )
         aborted = 0
         for count in counts:
             if isinstance(count, int):
                 aborted += count
-        ended = 0
-        for turn in turns:
-            if turn.tracker.state is TurnState.QUEUED:
-                ended += await self._end_queued(turn)
-        return CancelResult(max(aborted, ended), tuple(vps))
-
-    async def _end_queued(self, turn: _Turn) -> bool:
-        """End a turn that has not started with an ``aborted`` result; False if it had ended."""
-        req = turn.request
-        writer = GroupEvents(self.store, req.group_id).turn(req.vp_id, req.turn_id)
-        await writer.finish(error_stop(StopReason.ABORTED, "aborted", "aborted"))
-        return writer.ended
+        return CancelResult(aborted, tuple(vps))
 
     async def answer(self, group: Group, request_id: str, answer: str) -> bool:
         """Hand an answer to the VP that asked (its id is in the question's id)."""

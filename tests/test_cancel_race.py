@@ -59,7 +59,8 @@ async def test_a_cancel_right_after_the_message_is_never_missed(
     """Cancelled before its VP holds the turn, the turn still ends aborted, once.
 
     A fresh VP actor is still starting when the cancel comes, so the abort can
-    reach it before the turn does; the coordinator ends such a turn itself.
+    reach it before the turn does; the VP aborts a turn sent before the cancel
+    when it arrives.
     """
     rt = make_runtime(engine={"model": "offline:default?ttft=0.05&tps=20&tokens=100"})
     group = await rt.create_group("team", ["steve", "linus"])
