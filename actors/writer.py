@@ -200,7 +200,6 @@ def message_frame(group_id: str, message: GroupMessage) -> GroupMessageFrame:
         client_message_id=meta.get("clientMessageId"),
         caused_by=meta.get("causedBy"),
         chain_id=chain_id,
-        turn_id=meta.get("turnId"),
         handoff=handoff,
     )
 

@@ -96,7 +96,7 @@ class Handoff(ServerModel):
 
 
 class MessageAttachment(ServerModel):
-    """A file that came with a message, named but not inlined (reserved for attachments)."""
+    """A file that came with a message, named but not inlined (no message has one yet)."""
 
     name: str
     mime: str
@@ -114,7 +114,9 @@ class GroupMessageFrame(ServerModel):
     drew while sending) and a VP's ``route_forward`` hand-off (``role``
     ``assistant``, with ``handoff``). A VP's reply is not repeated here: its
     text streams in its turn's ``yeaft_output`` frames, and the turn's
-    ``result`` names the stored reply (``data.message_id``).
+    ``result`` names the stored reply (``data.message_id``). A reply that
+    names other VPs hands on without a frame of its own: the turns it
+    starts name it as their ``triggerId``.
 
     ``causedBy`` lists the group-log ids that led to this message, the
     person's message first; ``chainId`` is the id of the person's message
@@ -133,7 +135,6 @@ class GroupMessageFrame(ServerModel):
     client_message_id: str | None = None
     caused_by: list[str] | None = None
     chain_id: str | None = None
-    turn_id: str | None = None
     handoff: Handoff | None = None
     attachments: list[MessageAttachment] | None = None
     seq: int | None = Field(default=None, ge=0)
