@@ -124,7 +124,7 @@ class TurnRunner:
         self.tracker = tracker
         self.host = host
         self.writer: TurnWriter = GroupEvents(services.store, req.group_id).turn(
-            services.vp_id, req.turn_id, tracker
+            services.vp_id, req.turn_id, tracker, req.origin.trigger_id
         )
         # How the turn ended, set just before its result is sent.
         self.ended: TurnOutcome | None = None
@@ -173,7 +173,7 @@ class TurnRunner:
         reply, mentioned = await self.store_reply(ctx.group)
         self.tracker.advance(TurnState.STORED)
         self.ended = self.outcome(result, reply, mentioned)
-        await self.writer.finish()
+        await self.writer.finish(message_id=reply.id if reply else None)
         await self.save(ctx.conv)
         return self.ended
 
@@ -245,6 +245,8 @@ class TurnRunner:
 
         Its mentions are chosen by the same rules as a person's message
         (``@all`` is everyone else); the coordinator routes the stored reply on.
+        No ``group_message`` frame announces it: clients have its text from
+        the turn's stream, and the result names its id (see ``actors.writer``).
         """
         stop = self.writer.stop
         if self.writer.skipped or stop is None or not stop.text.strip():

@@ -5,6 +5,17 @@ every frame in it is built here as its ``protocol`` model and handed to the
 store, which serialises it once. :class:`GroupEvents` writes the frames of a
 group; :class:`TurnWriter` turns one VP turn's engine events into them.
 
+A message stored in the group log by someone other than a turn's VP (a
+person's message, a ``route_forward`` hand-off) is announced by its own
+``group_message`` frame (:meth:`GroupEvents.message`), appended before any
+turn it causes. A VP's own reply is not: its text has already streamed in
+the turn's frames, so repeating it would double what every client reads.
+Its id rides on the turn's ``result`` instead (``message_id``): the result
+is the one frame that always ends a turn, written after the reply is
+stored, and it costs no extra append, so a client learns which stored
+message a bubble is, and which later turns answer it, at no cost to the
+stream.
+
 A turn's ``result`` goes out only when the turn's owner calls
 :meth:`TurnWriter.finish`, never on the engine's stop event: whatever must be
 in place before a client learns that a turn ended (the stored reply) is a
@@ -33,6 +44,8 @@ from protocol import (
     AgentState,
     AgentStatus,
     AskUserQuestion,
+    GroupMessageFrame,
+    Handoff,
     ResultData,
     SystemData,
     YeaftOutput,
@@ -85,16 +98,42 @@ class GroupEvents:
         )
         return seq is not None
 
-    async def status(self, vp_id: str, turn_id: str, state: AgentState) -> int:
-        return await self.store.append_event(self.group_id, self._status(vp_id, turn_id, state))
+    async def status(
+        self, vp_id: str, turn_id: str, state: AgentState, trigger_id: str | None = None
+    ) -> int:
+        frame = self._status(vp_id, turn_id, state, trigger_id)
+        return await self.store.append_event(self.group_id, frame)
 
-    def _status(self, vp_id: str, turn_id: str, state: AgentState) -> AgentStatus:
-        return AgentStatus(group_id=self.group_id, vp_id=vp_id, turn_id=turn_id, state=state)
+    def _status(
+        self, vp_id: str, turn_id: str, state: AgentState, trigger_id: str | None
+    ) -> AgentStatus:
+        return AgentStatus(
+            group_id=self.group_id,
+            vp_id=vp_id,
+            turn_id=turn_id,
+            state=state,
+            trigger_id=trigger_id,
+        )
 
-    async def begin(self, vp_id: str, turn_id: str, state: AgentState) -> bool:
+    async def begin(
+        self, vp_id: str, turn_id: str, state: AgentState, trigger_id: str | None = None
+    ) -> bool:
         """Mark the turn started with its first status; False when it has already ended."""
-        frame = self._status(vp_id, turn_id, state)
+        frame = self._status(vp_id, turn_id, state, trigger_id)
         return await self.store.start_turn(self.group_id, turn_id, frame)
+
+    async def message(self, message: GroupMessage) -> int:
+        """Show every member a message just stored in the group log; returns its seq.
+
+        Called after the message is stored and before any turn it causes is
+        dispatched, so the event log always has a message before the replies
+        to it. Retried while the store is unreachable, like a notice: a
+        member who missed it would see replies to a message never shown.
+        """
+        frame = message_frame(self.group_id, message)
+        return await until_stored(
+            lambda: self.store.append_event(self.group_id, frame), f"message {message.id}"
+        )
 
     async def question(
         self,
@@ -132,8 +171,49 @@ class GroupEvents:
             lambda: self.store.append_message(self.group_id, stored), f"a {rule} notice"
         )
 
-    def turn(self, vp_id: str, turn_id: str, tracker: TurnTracker | None = None) -> TurnWriter:
-        return TurnWriter(self, vp_id, turn_id, tracker)
+    def turn(
+        self,
+        vp_id: str,
+        turn_id: str,
+        tracker: TurnTracker | None = None,
+        trigger_id: str | None = None,
+    ) -> TurnWriter:
+        return TurnWriter(self, vp_id, turn_id, tracker, trigger_id)
+
+
+def message_frame(group_id: str, message: GroupMessage) -> GroupMessageFrame:
+    """The ``group_message`` frame of a stored group-log message.
+
+    Its fields come from the message's ``meta`` as the coordinator wrote
+    them: ``clientMessageId`` of a person's message, ``causedBy`` and
+    ``chainId`` of a hand-off, and the ``route_forward`` fields. A person's
+    message starts its own chain, so its chain id is its own id.
+    """
+    meta = message.meta
+    handoff = None
+    if meta.get("injectedBy") == "route_forward":
+        # ``from`` is a Python keyword, so the model is built from wire names.
+        handoff = Handoff.model_validate(
+            {
+                "from": meta.get("senderVpId") or message.author,
+                "to": meta.get("routeForwardTarget") or "",
+                "reason": meta.get("reason"),
+            }
+        )
+    chain_id = meta.get("chainId") or (message.id if message.role == "user" else None)
+    return GroupMessageFrame(
+        group_id=group_id,
+        message_id=message.id,
+        author=message.author,
+        role=message.role,
+        text=message.text,
+        ts=message.ts,
+        mentions=list(message.mentions),
+        client_message_id=meta.get("clientMessageId"),
+        caused_by=meta.get("causedBy"),
+        chain_id=chain_id,
+        handoff=handoff,
+    )
 
 
 class TurnWriter:
@@ -143,15 +223,22 @@ class TurnWriter:
     that chooses silence shows nothing at all (``skipped``). The engine's
     stop event is kept, not sent: :meth:`finish` sends the ``result``, once.
     ``tracker`` is the turn's state (a fresh one when the writer is the
-    turn's only record, as for a turn lost with its VP actor).
+    turn's only record, as for a turn lost with its VP actor). ``trigger_id``
+    is the group-log message the turn answers; every status names it.
     """
 
     def __init__(
-        self, events: GroupEvents, vp_id: str, turn_id: str, tracker: TurnTracker | None = None
+        self,
+        events: GroupEvents,
+        vp_id: str,
+        turn_id: str,
+        tracker: TurnTracker | None = None,
+        trigger_id: str | None = None,
     ) -> None:
         self.events = events
         self.vp_id = vp_id
         self.turn_id = turn_id
+        self.trigger_id = trigger_id
         self.tracker = tracker or TurnTracker(turn_id)
         # The result once it is in the event log (finish can fail after it).
         self.sent: StopEvent | None = None
@@ -165,11 +252,15 @@ class TurnWriter:
         self.ended = False
         self._result_sent = False
         self._end = TurnEnd.ANSWERED
+        # The id of the reply stored in the group log, named by the result.
+        self._message_id: str | None = None
         self._held: list[TextDelta] = []
         self._released = False
 
     async def _send(self, data: Payload) -> None:
         if isinstance(data, ResultData):
+            if self._message_id is not None:
+                data = data.model_copy(update={"message_id": self._message_id})
             self._result_sent = True
             self.ended = await self.events.result(self.vp_id, self.turn_id, data, self._end)
             return
@@ -179,7 +270,7 @@ class TurnWriter:
         if state is self.state:
             return
         self.state = state
-        await self.events.status(self.vp_id, self.turn_id, state)
+        await self.events.status(self.vp_id, self.turn_id, state, self.trigger_id)
 
     async def begin(self) -> bool:
         """The turn's first visible write: ``thinking``, and its record marked started.
@@ -188,7 +279,9 @@ class TurnWriter:
         ends this turn instead of running it again. False when the turn was
         ended elsewhere first (a shutdown, a recovery): it must not run.
         """
-        started = await self.events.begin(self.vp_id, self.turn_id, AgentState.THINKING)
+        started = await self.events.begin(
+            self.vp_id, self.turn_id, AgentState.THINKING, self.trigger_id
+        )
         if started:
             self.state = AgentState.THINKING
         return started
@@ -228,9 +321,15 @@ class TurnWriter:
         self._held.clear()
 
     async def finish(
-        self, stop: StopEvent | None = None, end: TurnEnd = TurnEnd.ANSWERED
+        self,
+        stop: StopEvent | None = None,
+        end: TurnEnd = TurnEnd.ANSWERED,
+        message_id: str | None = None,
     ) -> StopEvent:
         """Send the turn's ``result`` (``stop``, else the engine's) and its last status.
+
+        ``message_id`` is the reply the turn stored in the group log, if any;
+        the result names it.
 
         The turn is ``FINISHED`` from the first line on, before any await: a
         second call, whenever it comes, raises
@@ -244,6 +343,7 @@ class TurnWriter:
         if final is None:
             final = error_stop(StopReason.ERROR, "the turn ended without a result", "internal")
         self._end = end
+        self._message_id = message_id
         try:
             await self.bridge.feed(final)
             await self.bridge.close()

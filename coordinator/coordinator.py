@@ -220,6 +220,8 @@ class CoordinatorWorker:
             turns = await self._resend(group, stored)
             return IngestResult(stored.id, duplicate=True, trigger=str(sel.trigger), turns=turns)
         events = GroupEvents(self.store, group.id)
+        # Every member sees the message before anything that answers it.
+        await events.message(stored)
         if sel.unknown:
             await self._unknown_names(events, group, sel.unknown, stored.id)
         elif not sel.targets:
@@ -293,6 +295,8 @@ class CoordinatorWorker:
                 },
             )
             stored, _ = await self.store.append_message(group.id, msg)
+            # The hand-off is shown before the turn it starts writes anything.
+            await GroupEvents(self.store, group.id).message(stored)
             await self.turns.start(group, target, request.origin.next_hop(stored.id))
             dispatched.append(target)
         return ForwardResult(True, tuple(dispatched))

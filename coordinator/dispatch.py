@@ -221,7 +221,9 @@ class Dispatcher:
         message gets a new answer from this VP.
         """
         req = turn.request
-        writer = GroupEvents(self.store, req.group_id).turn(req.vp_id, req.turn_id)
+        writer = GroupEvents(self.store, req.group_id).turn(
+            req.vp_id, req.turn_id, trigger_id=req.origin.trigger_id
+        )
         await writer.finish(error_stop(StopReason.ERROR, message, kind), TurnEnd.INTERRUPTED)
         if not turn.tracker.finished:
             turn.tracker.advance(TurnState.FINISHED)

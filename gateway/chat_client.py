@@ -2,9 +2,12 @@
 
 Each VP's reply streams under its own coloured label; when output switches
 from one VP to another the new VP's label starts a fresh line, so parallel
-replies stay readable. Lines typed are sent as chat messages (``@mentions``
-work as in the web UI); ``/cancel [vp]`` stops one VP or everyone, ``/quit``
-leaves. The client reconnects with ``lastSeq`` and so never misses output.
+replies stay readable. What other people write (and what this person writes
+elsewhere, in a browser say) appears as it is sent, and so does a VP's
+``route_forward`` hand-off; a line typed here is not printed again. Lines
+typed are sent as chat messages (``@mentions`` work as in the web UI);
+``/cancel [vp]`` stops one VP or everyone, ``/quit`` leaves. The client
+reconnects with ``lastSeq`` and so never misses output.
 """
 
 from __future__ import annotations
@@ -60,10 +63,21 @@ class Screen:
         self.out.flush()
 
 
+def said_line(screen: Screen, author: str, text: str, handoff: dict[str, Any] | None) -> str:
+    """How a message of the group reads: ``ann: text``, or a hand-off between two VPs."""
+    if handoff:
+        route = f"  {handoff.get('from', author)} → {handoff.get('to', '?')}"
+        return screen.paint(f"{route}: {text}", "2")
+    return f"{author}: {text}"
+
+
 def render(screen: Screen, frame: dict[str, Any]) -> None:
     """Show one server frame."""
     kind = frame.get("type")
-    if kind == "yeaft_output":
+    if kind == "group_message":
+        author, text = str(frame.get("author", "?")), str(frame.get("text", ""))
+        screen.line(said_line(screen, author, text, frame.get("handoff")))
+    elif kind == "yeaft_output":
         vp, turn, data = frame.get("vpId", "?"), frame.get("turnId", ""), frame.get("data", {})
         dtype = data.get("type")
         if dtype == "assistant":
@@ -107,6 +121,10 @@ class ChatClient:
         self.group_id = ""
         self.last_seq = 0
         self.pending_question: str | None = None
+        # Messages already on screen: the ones typed here (by clientMessageId)
+        # and the history (by message id), which a replay may repeat.
+        self.sent: set[str] = set()
+        self.shown: set[str] = set()
         self.screen = Screen(out, out.isatty())
         self._ws: Any = None
 
@@ -155,11 +173,13 @@ class ChatClient:
                 "requestId": request_id,
                 "answer": answer,
             }
+        client_message_id = uuid.uuid4().hex
+        self.sent.add(client_message_id)
         return {
             "type": "yeaft_session_chat",
             "groupId": self.group_id,
             "text": line,
-            "clientMessageId": uuid.uuid4().hex,
+            "clientMessageId": client_message_id,
         }
 
     def on_frame(self, frame: dict[str, Any]) -> None:
@@ -170,18 +190,33 @@ class ChatClient:
             self.last_seq = seq
         if frame.get("type") == "ask_user_question":
             self.pending_question = frame.get("requestId")
+        if frame.get("type") == "group_message":
+            if frame.get("clientMessageId") in self.sent or frame.get("messageId") in self.shown:
+                return
+            self.shown.add(str(frame.get("messageId")))
         render(self.screen, frame)
+
+    def show_history(self, messages: list[dict[str, Any]]) -> None:
+        """Print stored messages the way they read live."""
+        for msg in messages:
+            self.shown.add(str(msg.get("id")))
+            who, text, meta = msg.get("author", "?"), msg.get("text", ""), msg.get("meta") or {}
+            if meta.get("injectedBy") == "route_forward":
+                handoff = {
+                    "from": meta.get("senderVpId", who),
+                    "to": meta.get("routeForwardTarget"),
+                }
+                self.screen.line(said_line(self.screen, who, text, handoff))
+            elif msg.get("role") == "assistant":
+                self.screen.stream(who, msg.get("id", ""), text)
+                self.screen.line("")
+            else:
+                self.screen.line(f"{who}: {text}")
 
     async def run(self, read_line: Callable[[], str] | None = None) -> int:
         import websockets
 
-        for msg in await self.resolve_group():
-            who = msg.get("author", "?")
-            if msg.get("role") == "assistant":
-                self.screen.stream(who, msg.get("id", ""), msg.get("text", ""))
-                self.screen.line("")
-            else:
-                self.screen.line(f"{who}: {msg.get('text', '')}")
+        self.show_history(await self.resolve_group())
         ws_url = self.url.replace("http", "ws", 1) + "/ws"
         # One reader for the whole session: a reader per connection would
         # leave a thread blocked on stdin that swallows the next line.

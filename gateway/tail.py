@@ -46,6 +46,9 @@ log = logging.getLogger(__name__)
 
 # Envelopes a vpIds filter never hides: what the whole group must know.
 _ALWAYS_SHOWN_DATA = frozenset({"result", "system"})
+# Frame types no vpIds filter hides: a VP's question to the people, and the
+# group's messages (a person's message, a hand-off), whoever wrote them.
+_ALWAYS_SHOWN_TYPES = frozenset({"ask_user_question", "group_message"})
 _SYSTEM_VP = "system"
 
 
@@ -154,10 +157,11 @@ class Subscription:
     def wants(self, event: StoredEvent) -> bool:
         """Whether the VP filter lets ``event`` through (read from its header).
 
-        Notices, results and questions always pass: a client watching one VP
-        must still see the group's notices and know when every turn ended.
+        Messages, notices, results and questions always pass: a client
+        watching one VP must still see what people say, the group's notices,
+        and know when every turn ended.
         """
-        if self.vp_ids is None or event.type == "ask_user_question":
+        if self.vp_ids is None or event.type in _ALWAYS_SHOWN_TYPES:
             return True
         vp = event.vp_id
         if vp is None or vp == _SYSTEM_VP or vp.casefold() in self.vp_ids:

@@ -102,6 +102,10 @@ class ResultData(DataModel):
 
     ``session_id`` names the conversation the turn belongs to. ``attempts``
     records every model call of a turn that needed retries or fallbacks.
+    ``message_id`` (a group turn only) is the id of the reply the turn
+    stored in the group log, absent when it stored none (a silent or empty
+    turn): a client links the streamed bubble to that message with it, and
+    so knows which later turns answer this one (their ``triggerId``).
     """
 
     type: Literal["result"] = "result"
@@ -117,6 +121,7 @@ class ResultData(DataModel):
     result: str | None = None
     model: str | None = None
     attempts: list[dict[str, Any]] | None = None
+    message_id: str | None = None
 
 
 class SystemData(DataModel):

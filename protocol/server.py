@@ -66,7 +66,11 @@ class SessionReady(ServerModel):
 class AgentStatus(ServerModel):
     """What a VP is doing right now, for typing indicators and status dots.
 
-    ``seq`` is set when the frame comes from a group's event log.
+    ``triggerId`` is the group-log message the turn answers (a person's
+    message, a hand-off, or another VP's reply that mentioned this one), so
+    a client can show the turn under it; every status of a turn carries it,
+    so a client that joins in the middle of a turn learns it too. ``seq``
+    is set when the frame comes from a group's event log.
     """
 
     type: Literal["agent_status"] = "agent_status"
@@ -74,6 +78,65 @@ class AgentStatus(ServerModel):
     vp_id: str | None = None
     state: AgentState
     turn_id: str | None = None
+    trigger_id: str | None = None
+    seq: int | None = Field(default=None, ge=0)
+
+
+class Handoff(ServerModel):
+    """Who handed work to whom: the part of a ``group_message`` that one VP sent another.
+
+    ``from`` is the sending VP and ``to`` the VP the work went to; ``via`` is
+    how (only ``route_forward`` produces a message of its own today).
+    """
+
+    from_vp: str = Field(alias="from")
+    to: str
+    reason: str | None = None
+    via: Literal["route_forward"] = "route_forward"
+
+
+class MessageAttachment(ServerModel):
+    """A file that came with a message, named but not inlined (no message has one yet)."""
+
+    name: str
+    mime: str
+    size: int | None = Field(default=None, ge=0)
+    id: str | None = None
+
+
+class GroupMessageFrame(ServerModel):
+    """A message was stored in the group log: every member sees it live, in order.
+
+    Appended to the event log right after the message is stored and before
+    any turn it causes is dispatched, so a message always precedes the
+    replies to it. It covers a person's message (``role`` ``user``; its
+    ``clientMessageId`` lets the sender's client match it to the bubble it
+    drew while sending) and a VP's ``route_forward`` hand-off (``role``
+    ``assistant``, with ``handoff``). A VP's reply is not repeated here: its
+    text streams in its turn's ``yeaft_output`` frames, and the turn's
+    ``result`` names the stored reply (``data.message_id``). A reply that
+    names other VPs hands on without a frame of its own: the turns it
+    starts name it as their ``triggerId``.
+
+    ``causedBy`` lists the group-log ids that led to this message, the
+    person's message first; ``chainId`` is the id of the person's message
+    that started the chain (a person's message is its own). ``ts`` is the
+    time it was stored, in Unix seconds.
+    """
+
+    type: Literal["group_message"] = "group_message"
+    group_id: str
+    message_id: str
+    author: str
+    role: str
+    text: str
+    ts: float
+    mentions: list[str] = Field(default_factory=list)
+    client_message_id: str | None = None
+    caused_by: list[str] | None = None
+    chain_id: str | None = None
+    handoff: Handoff | None = None
+    attachments: list[MessageAttachment] | None = None
     seq: int | None = Field(default=None, ge=0)
 
 
@@ -97,7 +160,7 @@ class AskUserQuestion(ServerModel):
     seq: int | None = Field(default=None, ge=0)
 
 
-EventFrame = YeaftOutput | AgentStatus | AskUserQuestion
+EventFrame = YeaftOutput | AgentStatus | AskUserQuestion | GroupMessageFrame
 """The frames a group's event log holds; the log assigns their ``seq``."""
 
 
@@ -152,6 +215,7 @@ ServerFrame = Annotated[
     | SessionReady
     | AgentStatus
     | AskUserQuestion
+    | GroupMessageFrame
     | ErrorFrame
     | Ack
     | GroupUpdate

@@ -20,6 +20,7 @@ from protocol import (
     AskUserQuestion,
     ErrorCode,
     EventFrame,
+    GroupMessageFrame,
     ProtocolError,
     YeaftOutput,
     dumps,
@@ -33,6 +34,8 @@ class EventHeader:
 
     ``vp_id`` is the frame's ``vpId`` (None when it has none); ``data_type``
     is ``data.type`` of a ``yeaft_output`` frame and None for other frames.
+    A ``group_message`` has no ``vpId`` (its author may be a person): it is
+    the group's, like a notice, and no VP filter hides it.
     """
 
     type: str
@@ -41,6 +44,8 @@ class EventHeader:
 
     @classmethod
     def of(cls, frame: EventFrame) -> EventHeader:
+        if isinstance(frame, GroupMessageFrame):
+            return cls(type=frame.type)
         data_type = frame.data.type if isinstance(frame, YeaftOutput) else None
         return cls(type=frame.type, vp_id=frame.vp_id, data_type=data_type)
 
@@ -113,7 +118,7 @@ class StoredEvent:
     def frame(self) -> EventFrame:
         """The stored JSON parsed into its protocol model; ProtocolError when it is not one."""
         frame = parse_server_frame(self.text)
-        if not isinstance(frame, YeaftOutput | AgentStatus | AskUserQuestion):
+        if not isinstance(frame, YeaftOutput | AgentStatus | AskUserQuestion | GroupMessageFrame):
             raise ProtocolError(
                 ErrorCode.INVALID_FRAME, f"a {frame.type} frame does not belong in an event log"
             )

@@ -13,7 +13,7 @@ import pytest
 from gateway.auth import verify_token
 from gateway.chat_client import ChatClient, ChatError
 from gateway.settings import GatewaySettings
-from tests.fixtures.gateway import StartGateway
+from tests.fixtures.gateway import StartGateway, WsClient
 from tests.test_cli import yeaft
 
 
@@ -93,3 +93,39 @@ async def test_chat_client_reports_an_unknown_group(start_gateway: StartGateway)
         await ChatClient(gw.base_url, token, "nope", out=io.StringIO()).resolve_group()
     with pytest.raises(ChatError, match="token"):
         await ChatClient(gw.base_url, "bad.token", "team", out=io.StringIO()).resolve_group()
+
+
+async def test_chat_client_shows_other_peoples_messages_once(start_gateway: StartGateway) -> None:
+    gw = await start_gateway()
+    token = await gw.user("ann")
+    await gw.user("bob")
+    made = await gw.http.post(
+        "/api/groups", json={"name": "team", "roster": ["linus"]}, headers=gw.auth("ann")
+    )
+    gid = made.json()["id"]
+    await gw.http.post(
+        f"/api/groups/{gid}/members", json={"username": "bob"}, headers=gw.auth("ann")
+    )
+    lines: queue.Queue[str] = queue.Queue()
+    out = io.StringIO()
+    client = ChatClient(gw.base_url, token, "team", out=out)
+    task = asyncio.create_task(client.run(read_line=lines.get))
+    lines.put("@linus what is a page cache?\n")
+    bob = await WsClient.open(gw, "bob")
+    await bob.send(
+        {
+            "type": "yeaft_session_chat",
+            "groupId": gid,
+            "text": "@linus and a slab?",
+            "clientMessageId": "b1",
+        }
+    )
+    # Whether it comes with the history or live, bob's message is shown once,
+    # as bob's; ann's own line, typed here, is not printed back to her.
+    await eventually(lambda: out.getvalue().count("— Linus") >= 2)
+    lines.put("/quit\n")
+    assert await asyncio.wait_for(task, 20) == 0
+    text = out.getvalue()
+    assert text.count("bob: @linus and a slab?") == 1
+    assert "ann: " not in text
+    await bob.close()

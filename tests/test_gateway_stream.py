@@ -106,10 +106,16 @@ async def test_reconnect_with_last_seq_ends_exactly_like_an_uninterrupted_client
     head = await (await gw.store()).head(gid)
     for client in (steady, again):
         await client.until_seq(head)
-    # The VP filter keeps steve's envelopes and everything the group must see.
+    # The VP filter keeps steve's envelopes and everything the group must see:
+    # the person's message, notices and every turn's end.
     wanted = [
-        e for e in steady.envelopes() if e.get("vpId") in ("steve", "system") or _is_result(e)
+        e
+        for e in steady.envelopes()
+        if e.get("vpId") in ("steve", "system") or _is_result(e) or e["type"] == "group_message"
     ]
+    assert (
+        wanted[0]["type"] == "group_message" and wanted[0]["text"] == "@steve @linus tell me more"
+    )
     await steve_only.until_seq(wanted[-1]["seq"])
     assert steve_only.envelopes() == wanted
     assert any(e.get("vpId") == "linus" and _is_result(e) for e in wanted)

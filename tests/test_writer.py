@@ -11,8 +11,8 @@ from actors.writer import GroupEvents, error_stop
 from engine.events import StopEvent, StopReason, TextDelta, ToolCallEvent
 from engine.messages import Usage
 from personas.prompts import SKIP_TOKEN
-from protocol import parse_server_frame
-from store.base import Store
+from protocol import AgentState, parse_server_frame
+from store.base import GroupMessage, Store
 
 
 def stop(text: str, reason: StopReason = StopReason.END_TURN) -> StopEvent:
@@ -107,3 +107,73 @@ async def test_a_notice_is_in_the_event_log_and_the_group_log(store: Store) -> N
     assert env["data"]["detail"] == {"rule": "ping_pong", "limit": 4}
     (msg,) = await store.read_messages("g5")
     assert msg.role == "system" and msg.meta["notice"] == {"rule": "ping_pong", "limit": 4}
+
+
+async def test_a_stored_message_becomes_one_group_message_frame(store: Store) -> None:
+    events = GroupEvents(store, "g7")
+    said = GroupMessage(
+        author="ann",
+        role="user",
+        text="@linus hi",
+        mentions=["linus"],
+        meta={"clientMessageId": "c1"},
+    )
+    forward = GroupMessage(
+        author="linus",
+        role="assistant",
+        text="please take it",
+        meta={
+            "injectedBy": "route_forward",
+            "routeForwardTarget": "steve",
+            "senderVpId": "linus",
+            "reason": "design",
+            "causedBy": [said.id],
+            "chainId": said.id,
+        },
+    )
+    assert await events.message(said) == 1
+    assert await events.message(forward) == 2
+    person, handoff = await frames(store, "g7")
+    assert person == {
+        "seq": 1,
+        "type": "group_message",
+        "groupId": "g7",
+        "messageId": said.id,
+        "author": "ann",
+        "role": "user",
+        "text": "@linus hi",
+        "ts": said.ts,
+        "mentions": ["linus"],
+        "clientMessageId": "c1",
+        "chainId": said.id,
+    }
+    assert handoff["handoff"] == {
+        "from": "linus",
+        "to": "steve",
+        "reason": "design",
+        "via": "route_forward",
+    }
+    assert (handoff["causedBy"], handoff["chainId"]) == ([said.id], said.id)
+    # No VP filter can hide a message: its header names no VP.
+    (first, _) = (await store.read_events("g7", 0)).events
+    assert (first.type, first.vp_id, first.data_type) == ("group_message", None, None)
+
+
+async def test_statuses_name_the_trigger_and_the_result_names_the_stored_reply(
+    store: Store,
+) -> None:
+    writer = GroupEvents(store, "g8").turn("linus", "t1", trigger_id="msg_a")
+    await writer.status(AgentState.THINKING)
+    await writer.feed(TextDelta("fine"))
+    await writer.feed(stop("fine"))
+    await writer.finish(message_id="msg_b")
+    envs = await frames(store, "g8")
+    assert kinds(envs) == [
+        "status:thinking",
+        "status:streaming",
+        "assistant",
+        "result",
+        "status:idle",
+    ]
+    assert {env["triggerId"] for env in envs if env["type"] == "agent_status"} == {"msg_a"}
+    assert envs[3]["data"]["message_id"] == "msg_b"

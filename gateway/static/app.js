@@ -3,7 +3,8 @@
 // Data flow: the HTTP API gives the user, the personas, the groups and a
 // group's stored history (with the event-log position it reflects,
 // `lastSeq`). The WebSocket then streams everything after that position:
-// VP output, status changes, questions. This module wires the views
+// people's messages and hand-offs, VP output, status changes, questions.
+// This module wires the views
 // together; each concept lives in its own module.
 
 import { api } from './api.js';
@@ -373,6 +374,10 @@ function updateStopAll() {
 // -- frames from the server ---------------------------------------------------
 function handleFrame(frame) {
   switch (frame.type) {
+    case 'group_message':
+      if (frame.groupId !== state.groupId || state.loading) return;
+      timeline.message(frame);
+      break;
     case 'yeaft_output':
       if (frame.groupId !== state.groupId || state.loading) return;
       timeline.output(frame);

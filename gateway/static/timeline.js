@@ -1,11 +1,16 @@
-// The chat timeline of one group: user messages, VP bubbles, hand-offs
+// The chat timeline of one group: people's messages, VP bubbles, hand-offs
 // and notices, in order.
 //
-// Replies that follow one user message sit together in a "replies" row,
-// which lays the bubbles side by side when the window is wide enough, so
-// VPs answering at the same time are read at the same time.
+// Every message arrives the same way whoever wrote it: a `group_message`
+// frame from the group's event log (the sender's own pending bubble is
+// matched to it by clientMessageId, so it is never shown twice). Replies to
+// one message sit together in its thread row, right under it, which lays
+// the bubbles side by side when the window is wide enough, so VPs answering
+// at the same time are read at the same time; see thread.js for where a
+// row goes.
 
 import { avatar, el, formatTime } from './dom.js';
+import { Threads } from './thread.js';
 import { TurnBubble } from './turn.js';
 
 const NEAR_BOTTOM_PX = 80;
@@ -24,12 +29,14 @@ export class Timeline {
     this.onChange = onChange || (() => {});
     this.onTurnEnd = onTurnEnd || (() => {});
     this.me = '';
+    this.threads = new Threads();
     this.reset();
   }
 
   reset() {
     this.turns = new Map();
     this.userMessages = new Map();
+    this.threads.reset();
     this.list.replaceChildren();
   }
 
@@ -53,13 +60,23 @@ export class Timeline {
   }
 
   // -- placing items -------------------------------------------------------
-  /** The replies row at the end of `container`, made if the last item is not one. */
-  repliesIn(container) {
+  /** Put a bubble in the row of the message it answers (see thread.js). */
+  place(bubble, triggerId, container = this.list) {
+    if (triggerId && bubble.triggerId === triggerId) return;
+    if (triggerId) bubble.triggerId = triggerId;
+    const before = bubble.root.closest('.thread');
+    const row = triggerId ? this.threads.rowFor(triggerId, container) : this.lastRow(container);
+    Threads.repliesOf(row).append(bubble.root);
+    this.threads.joined(row, bubble.vpId);
+    // A row left with no bubble (the one a moved bubble sat in) goes.
+    if (before && before !== row && !before.querySelector('.bubble')) before.remove();
+  }
+
+  /** The row at the end of `container`, for a turn whose trigger is not known yet. */
+  lastRow(container) {
     const last = container.lastElementChild;
-    if (last && last.classList.contains('replies')) return last;
-    const row = el('div', { class: 'replies' });
-    container.append(row);
-    return row;
+    if (last && last.classList.contains('thread')) return last;
+    return this.threads.rowFor(null, container);
   }
 
   // -- history -------------------------------------------------------------
@@ -80,19 +97,21 @@ export class Timeline {
 
   renderStored(container, message) {
     const meta = message.meta || {};
+    if (this.threads.has(message.id)) return;
     if (message.role === 'user') {
       const cmid = meta.clientMessageId;
-      if (cmid && this.userMessages.has(cmid)) {
-        this.markSent(this.userMessages.get(cmid), message.id);
-        return;
-      }
-      container.append(this.userNode({ ...message, clientMessageId: cmid, state: 'sent' }));
+      const pending = cmid ? this.userMessages.get(cmid) : null;
+      const node = pending || this.userNode({ ...message, clientMessageId: cmid, state: 'sent' });
+      if (pending) this.markSent(pending, message.id);
+      else container.append(node);
+      this.rememberPerson(message.id, node, message);
     } else if (message.role === 'system') {
       container.append(this.noticeNode(message.text, meta.notice || {}, message.ts));
     } else if (meta.injectedBy === 'route_forward') {
-      container.append(
-        this.handoffNode(meta.senderVpId || message.author, meta.routeForwardTarget, message.text),
-      );
+      const from = meta.senderVpId || message.author;
+      const node = this.handoffNode(from, meta.routeForwardTarget, message.text, meta.reason);
+      container.append(node);
+      this.rememberHandoff(message.id, node, from, message.text, meta);
     } else {
       const turnId = meta.turnId || message.id;
       if (this.turns.has(turnId)) return;
@@ -102,8 +121,48 @@ export class Timeline {
       else if (meta.stop === 'error') bubble.end('error');
       else bubble.end('complete');
       bubble.footer.textContent = formatTime(message.ts);
-      this.repliesIn(container).append(bubble.root);
+      const causes = meta.causedBy || [];
+      this.place(bubble, causes[causes.length - 1] || null, container);
+      this.threads.rememberReply(message.id, bubble);
     }
+  }
+
+  rememberPerson(id, node, { author, text }) {
+    this.threads.remember(id, { node, kind: 'person', chain: id, author, text });
+  }
+
+  rememberHandoff(id, node, from, text, { chainId, causedBy }) {
+    const depth = (causedBy || []).length;
+    node.style.setProperty('--depth', String(Math.min(depth, 4)));
+    this.threads.remember(id, { node, kind: 'handoff', chain: chainId || '', author: from, text, depth });
+  }
+
+  /**
+   * A `group_message` frame: a message stored in the group log, live. The
+   * sender's pending bubble becomes it (and moves after whatever the log
+   * put before it); anyone else's is added. Hand-offs show who handed to whom.
+   */
+  message(frame) {
+    if (this.threads.has(frame.messageId)) return; // in the history already
+    this.mutate(() => {
+      if (frame.handoff) {
+        const { from, to, reason } = frame.handoff;
+        const node = this.handoffNode(from, to, frame.text, reason);
+        this.list.append(node);
+        this.rememberHandoff(frame.messageId, node, from, frame.text, frame);
+        return;
+      }
+      if (frame.role !== 'user') return;
+      const cmid = frame.clientMessageId;
+      let node = cmid ? this.userMessages.get(cmid) : null;
+      if (node) {
+        this.markSent(node, frame.messageId);
+      } else {
+        node = this.userNode({ ...frame, id: frame.messageId, state: 'sent' });
+      }
+      this.list.append(node);
+      this.rememberPerson(frame.messageId, node, frame);
+    });
   }
 
   // -- user messages -------------------------------------------------------
@@ -184,10 +243,15 @@ export class Timeline {
     this.mutate(() => this.list.append(this.noticeNode(text, detail, Date.now() / 1000)));
   }
 
-  handoffNode(from, to, text) {
+  handoffNode(from, to, text, reason) {
     return el(
       'div',
-      { class: 'handoff', testid: 'handoff', dataset: { from: from || '', to: to || '' } },
+      {
+        class: 'handoff',
+        testid: 'handoff',
+        dataset: { from: from || '', to: to || '', via: 'route_forward' },
+        title: reason ? `why: ${reason}` : null,
+      },
       el('span', { class: 'handoff-route', text: `@${from} → @${to || '?'}` }),
       el('span', { class: 'handoff-text', text: `: ${text}` }),
     );
@@ -216,7 +280,7 @@ export class Timeline {
     if (!bubble) {
       const fromStart = firstFrame.type === 'agent_status' && firstFrame.state === 'thinking';
       bubble = this.newBubble(vpId, turnId, !fromStart);
-      this.repliesIn(this.list).append(bubble.root);
+      this.place(bubble, firstFrame.triggerId || null);
     }
     return bubble;
   }
@@ -239,6 +303,8 @@ export class Timeline {
       target.apply(data);
       return target;
     });
+    // The result names the reply the turn stored: turns it starts thread under it.
+    if (data.type === 'result' && data.message_id) this.threads.rememberReply(data.message_id, bubble);
     if (bubble.final) this.onTurnEnd(bubble);
   }
 
@@ -246,6 +312,8 @@ export class Timeline {
   status(frame) {
     const bubble = this.turns.get(frame.turnId);
     if (bubble) {
+      // A bubble made before its trigger was known (joined mid-turn) moves under it.
+      if (frame.triggerId && !bubble.triggerId) this.mutate(() => this.place(bubble, frame.triggerId));
       if (!bubble.final) this.mutate(() => bubble.setStatus(frame.state));
     } else if (frame.turnId && BUSY_STATES.has(frame.state) && frame.vpId !== 'system') {
       this.mutate(() => this.bubbleFor(frame.vpId, frame.turnId, frame).setStatus(frame.state));
