@@ -61,20 +61,31 @@ return {1, ARGV[2]}
 """
 )
 
-# KEYS: eseq, events. ARGV: frame JSON without seq (a non-empty object),
-# retention, then the header's field names and values.
+# Appends one event: KEYS[k] is eseq, KEYS[k + 1] events; ARGV[i] is the
+# frame JSON without seq (a non-empty object), ARGV[i + 1] the retention, and
+# the header's field names and values follow. Returns the new seq.
 # The seq is spliced into the JSON text rather than decoded and re-encoded with
 # cjson, which would turn empty lists into objects and reformat numbers; it is
 # the same splice as store.events.with_seq.
-APPEND_EVENT = """
-local seq = redis.call('INCR', KEYS[1])
-local entry = {'d', '{"seq":' .. seq .. ',' .. string.sub(ARGV[1], 2)}
-for i = 3, #ARGV do
-  entry[#entry + 1] = ARGV[i]
+APPEND_ENTRY = """
+local function append_entry(k, i)
+  local seq = redis.call('INCR', KEYS[k])
+  local entry = {'d', '{"seq":' .. seq .. ',' .. string.sub(ARGV[i], 2)}
+  for j = i + 2, #ARGV do
+    entry[#entry + 1] = ARGV[j]
+  end
+  redis.call('XADD', KEYS[k + 1], 'MAXLEN', ARGV[i + 1], seq .. '-0', unpack(entry))
+  return seq
 end
-redis.call('XADD', KEYS[2], 'MAXLEN', ARGV[2], seq .. '-0', unpack(entry))
-return seq
 """
+
+# KEYS: eseq, events. ARGV: frame JSON without seq, retention, header fields.
+APPEND_EVENT = (
+    APPEND_ENTRY
+    + """
+return append_entry(1, 1)
+"""
+)
 
 # KEYS: turns, tphase, topen, ttrig. ARGV: (turn id, trigger id, record JSON) repeated.
 ADD_TURNS = (
@@ -88,40 +99,32 @@ return 1
 # KEYS: tphase, eseq, events. ARGV: turn id, frame JSON without seq (or '' for
 # none), retention, then the header's field names and values.
 # 0 when the turn is finished (nothing appended), else 1.
-START_TURN = """
+START_TURN = (
+    APPEND_ENTRY
+    + """
 local phase = redis.call('HGET', KEYS[1], ARGV[1])
 if phase and string.sub(phase, 1, 8) == 'finished' then return 0 end
 if phase then redis.call('HSET', KEYS[1], ARGV[1], 'started') end
-if ARGV[2] ~= '' then
-  local seq = redis.call('INCR', KEYS[2])
-  local entry = {'d', '{"seq":' .. seq .. ',' .. string.sub(ARGV[2], 2)}
-  for i = 4, #ARGV do
-    entry[#entry + 1] = ARGV[i]
-  end
-  redis.call('XADD', KEYS[3], 'MAXLEN', ARGV[3], seq .. '-0', unpack(entry))
-end
+if ARGV[2] ~= '' then append_entry(2, 2) end
 return 1
 """
+)
 
 # KEYS: tphase, topen, eseq, events. ARGV: turn id, end, frame JSON without seq
 # (or '' for none), retention, then the header's field names and values.
 # Returns -1 when the turn was already finished, else the seq (0 without a frame).
-FINISH_TURN = """
+FINISH_TURN = (
+    APPEND_ENTRY
+    + """
 local phase = redis.call('HGET', KEYS[1], ARGV[1])
 if phase and string.sub(phase, 1, 8) == 'finished' then return -1 end
 local seq = 0
-if ARGV[3] ~= '' then
-  seq = redis.call('INCR', KEYS[3])
-  local entry = {'d', '{"seq":' .. seq .. ',' .. string.sub(ARGV[3], 2)}
-  for i = 5, #ARGV do
-    entry[#entry + 1] = ARGV[i]
-  end
-  redis.call('XADD', KEYS[4], 'MAXLEN', ARGV[4], seq .. '-0', unpack(entry))
-end
+if ARGV[3] ~= '' then seq = append_entry(3, 3) end
 redis.call('HSET', KEYS[1], ARGV[1], 'finished:' .. ARGV[2])
 redis.call('SREM', KEYS[2], ARGV[1])
 return seq
 """
+)
 
 # KEYS: eseq, events. ARGV: first wanted id, count.
 # Returns {last_seq, first_seq, entries}, all from one consistent moment.
