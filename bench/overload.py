@@ -54,6 +54,8 @@ import websockets
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.latency import free_port, pct  # noqa: E402  (after the path is set)
+
 ROSTER = ["linus", "steve", "martin", "dieter", "kent"]
 PING_EVERY_S = 2.0
 
@@ -145,14 +147,6 @@ class Watch:
 
 
 # -- the server ---------------------------------------------------------------------
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 class Server:
     """``yeaft serve`` in a subprocess with ``users`` created beforehand; stopped by its pid."""
 
@@ -391,11 +385,6 @@ def _refusal(frame: dict[str, Any]) -> str:
 
 
 # -- the run ------------------------------------------------------------------------
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
-
-
 def gb(n: int) -> str:
     return f"{n / 2**30:.2f} GB"
 
