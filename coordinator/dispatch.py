@@ -163,13 +163,13 @@ class Dispatcher:
                 started = turn.tracker.state is not TurnState.QUEUED
                 if attempt < RESTART_RETRIES and not started and await self._wait_alive(req.vp_id):
                     continue
-                await self._lost(turn, exc)
+                await self._lost(turn, exc, "Ray is restarting it: send the message again.")
                 return
             except RayError as exc:
-                await self._lost(turn, exc)
+                await self._lost(turn, exc, "It could not be restarted; an operator must look.")
                 return
         if outcome is None:
-            await self._lost(turn, RuntimeError("no outcome"))
+            await self._lost(turn, RuntimeError("no outcome"), "Send the message again.")
             return
         try:
             await self._on_outcome(req, outcome)
@@ -205,12 +205,12 @@ class Dispatcher:
                 return False
         return False
 
-    async def _lost(self, turn: _Turn, exc: BaseException) -> None:
+    async def _lost(self, turn: _Turn, exc: BaseException, advice: str) -> None:
         """The VP actor died with the turn: end it with an error result."""
         log.warning("turn %s lost: %s", turn.request.turn_id, exc)
         message = (
             f"@{turn.request.vp_id} stopped unexpectedly and this turn was lost "
-            f"({type(exc).__name__}). It has been restarted: send the message again."
+            f"({type(exc).__name__}). {advice}"
         )
         await self._interrupt(turn, message, "actor_died")
 
