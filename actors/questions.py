@@ -25,6 +25,9 @@ class QuestionBox:
         self.timeout_s = timeout_s
         self._clock = clock
         self._open: dict[str, asyncio.Future[str]] = {}
+        # The group (or conversation) each open question was asked in, so an
+        # answer that names only the question can be checked and routed.
+        self._groups: dict[str, str] = {}
 
     def asker(self, writer: TurnWriter) -> AskUser:
         """The ``ask_user`` callback of one turn: asks through that turn's writer."""
@@ -33,6 +36,7 @@ class QuestionBox:
             request_id = new_question_id(self.vp_id)
             fut: asyncio.Future[str] = asyncio.get_running_loop().create_future()
             self._open[request_id] = fut
+            self._groups[request_id] = writer.events.group_id
             try:
                 await writer.events.question(
                     writer.vp_id,
@@ -51,13 +55,23 @@ class QuestionBox:
                 raise
             finally:
                 self._open.pop(request_id, None)
+                self._groups.pop(request_id, None)
 
         return ask
 
-    def answer(self, request_id: str, answer: str) -> bool:
-        """Deliver an answer; False when the question is unknown, answered or expired."""
+    def group_of(self, request_id: str) -> str | None:
+        """The group an open question was asked in; None when it is not open."""
+        return self._groups.get(request_id)
+
+    def answer(self, request_id: str, answer: str, group_id: str | None = None) -> bool:
+        """Deliver an answer; False when the question is unknown, answered or expired.
+
+        With ``group_id``, also False when the question was asked in another group.
+        """
         fut = self._open.get(request_id)
         if fut is None or fut.done():
+            return False
+        if group_id is not None and self._groups.get(request_id) != group_id:
             return False
         fut.set_result(answer)
         return True

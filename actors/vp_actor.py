@@ -183,9 +183,13 @@ class VPActor:
             event.set()
         return len(hits)
 
-    async def answer(self, request_id: str, answer: str) -> bool:
-        """Deliver a person's answer to a question this VP asked."""
-        return self.services.questions.answer(request_id, answer)
+    async def answer(self, request_id: str, answer: str, group_id: str | None = None) -> bool:
+        """Deliver a person's answer to a question this VP asked (in ``group_id``, if given)."""
+        return self.services.questions.answer(request_id, answer, group_id)
+
+    async def question_group(self, request_id: str) -> str | None:
+        """The group an open question of this VP was asked in, or None."""
+        return self.services.questions.group_of(request_id)
 
     async def dream(self, group_id: str) -> DreamReport:
         """Run memory maintenance for one group now."""

@@ -15,6 +15,7 @@ from coordinator.coordinator import CoordinatorWorker
 from coordinator.results import CancelResult, IngestResult
 from protocol.settings import GroupSettingsPatch
 from store.base import Group
+from store.conversation import ConversationInfo
 
 
 class CoordinatorClient:
@@ -36,6 +37,10 @@ class CoordinatorClient:
         group: Group = await self._handle.create_group.remote(
             self.group_id, name, roster, default_vp, members, settings
         )
+        return group
+
+    async def create_conversation(self, name: str, info: ConversationInfo) -> Group:
+        group: Group = await self._handle.create_conversation.remote(self.group_id, name, info)
         return group
 
     async def get_group(self) -> Group | None:

@@ -38,6 +38,7 @@ from personas.mentions import extract_mentions
 from personas.routing import Selection, Source, select_targets
 from protocol.settings import GroupSettingsPatch
 from store.base import Group, GroupMessage, Store
+from store.conversation import ConversationInfo, GroupKind
 from store.turns import TurnRecord
 
 log = logging.getLogger(__name__)
@@ -97,6 +98,10 @@ class CoordinatorWorker:
         return await self.groups.create(
             group_id, name, roster, default_vp, list(members or []), settings
         )
+
+    async def create_conversation(self, group_id: str, name: str, info: ConversationInfo) -> Group:
+        """Create a one-to-one conversation: a private group of one VP and its owner."""
+        return await self.groups.create_conversation(group_id, name, info)
 
     async def get_group(self, group_id: str) -> Group | None:
         return await self.groups.get(group_id)
@@ -197,6 +202,8 @@ class CoordinatorWorker:
         await self.recover()
         group = await self.groups.require(group_id)
         names = list(dict.fromkeys([*extract_mentions(text), *(mentions or [])]))
+        if group.kind is GroupKind.CONVERSATION:
+            names = []  # its one VP answers everything; an "@word" is just text
         sel = self._select(group, names, Source.PERSON, None)
         with self.turns.admission.reserve(group.id, sel.targets):
             return await self._accept(group, sel, sender, text, client_message_id)
@@ -316,6 +323,10 @@ class CoordinatorWorker:
     async def answer(self, group_id: str, request_id: str, answer: str) -> bool:
         """Deliver an ``ask_user_answer`` to the VP that asked."""
         return await self.turns.answer(await self.groups.require(group_id), request_id, answer)
+
+    async def question_group(self, request_id: str) -> str | None:
+        """The group an open question was asked in (any shard may be asked)."""
+        return await self.turns.question_group(request_id)
 
     async def wait_idle(self, group_id: str, timeout_s: float = 60.0) -> bool:
         """Wait until no turn of the group is running or about to be dispatched."""

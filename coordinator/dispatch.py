@@ -252,10 +252,21 @@ class Dispatcher:
         if vp is None or vp not in group.roster:
             return False
         try:
-            delivered: bool = await self.vp(vp).answer.remote(request_id, answer)
+            delivered: bool = await self.vp(vp).answer.remote(request_id, answer, group.id)
         except RayError:
             return False
         return delivered
+
+    async def question_group(self, request_id: str) -> str | None:
+        """The group an open question was asked in, asked of the VP its id names."""
+        vp = question_vp(request_id)
+        if vp is None:
+            return None
+        try:
+            group_id: str | None = await self.vp(vp).question_group.remote(request_id)
+        except RayError:
+            return None
+        return group_id
 
     async def wait_idle(self, group_id: str, timeout_s: float) -> bool:
         """Wait until no turn of the group is running or about to be dispatched."""

@@ -12,6 +12,7 @@ from coordinator.errors import GroupError, GroupErrorCode
 from personas.directory import PersonaDirectory
 from protocol.settings import GroupSettings, GroupSettingsPatch
 from store.base import Group, GroupStore, StoreError
+from store.conversation import ConversationInfo, GroupKind
 
 MAX_NAME = 120
 
@@ -61,6 +62,29 @@ class GroupBook:
             default_vp=default_vp or (ids[0] if ids else None),
             members=list(dict.fromkeys(members)),
             settings=GroupSettings().apply(settings),
+        )
+        try:
+            created = await self.store.create_group(group)
+        except StoreError as exc:
+            raise GroupError(GroupErrorCode.CONFLICT, str(exc)) from exc
+        self._groups[group_id] = created
+        return created
+
+    async def create_conversation(self, group_id: str, name: str, info: ConversationInfo) -> Group:
+        """Create a conversation: its VP alone in the roster, its owner alone a member.
+
+        VPs' ``@mentions`` do not dispatch in it: nobody else is there to answer.
+        """
+        (vp,) = self.roster_ids([info.vp_id])
+        group = Group(
+            id=group_id,
+            name=_valid_name(name),
+            roster=[vp],
+            default_vp=vp,
+            members=[info.owner],
+            settings=GroupSettings(vp_mentions_dispatch=False),
+            kind=GroupKind.CONVERSATION,
+            conversation=info.model_copy(update={"vp_id": vp}),
         )
         try:
             created = await self.store.create_group(group)

@@ -22,6 +22,7 @@ from coordinator.results import DrainResult, RecoveryReport
 from coordinator.shards import shard_of
 from protocol.settings import GroupSettingsPatch
 from store.base import Group, Store, new_id
+from store.conversation import ConversationInfo
 
 CoordinatorActor = ray.remote(CoordinatorWorker)
 
@@ -107,6 +108,20 @@ class Runtime:
         """Create a group under a new id (or ``group_id``)."""
         client = self.group(group_id or new_id("grp"))
         return await client.create_group(name, roster, default_vp, members, settings)
+
+    async def create_conversation(self, name: str, info: ConversationInfo) -> Group:
+        """Create a one-to-one conversation under a new id (``conv_...``)."""
+        return await self.group(new_id("conv")).create_conversation(name, info)
+
+    async def question_group(self, request_id: str) -> str | None:
+        """The group or conversation an open question was asked in, or None.
+
+        The question's id names the VP that asked; any coordinator can ask that
+        VP, so the shard is picked by the question's id.
+        """
+        handle = self._shard(shard_of(request_id, self.config.coordinator_shards))
+        group_id: str | None = await handle.question_group.remote(request_id)
+        return group_id
 
     def shutdown(self) -> None:
         """Kill every actor of this deployment (its name prefix), by handle."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from gateway.conversations import ConversationService
 from gateway.groups import GroupService
 from gateway.limits import LagMeter, LoginThrottle, UserBuckets
 from gateway.metrics import Metrics
@@ -30,3 +31,4 @@ class GatewayContext:
     # Shared by the WebSocket connections of this process.
     user_rates: UserBuckets
     lag: LagMeter
+    conversations: ConversationService

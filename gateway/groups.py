@@ -18,6 +18,7 @@ from gateway.errors import GatewayError, from_group_error, not_found
 from gateway.views import message_view
 from protocol import MAX_ID_LENGTH, ErrorCode, GroupSettingsPatch
 from store.base import Group, Store
+from store.conversation import GroupKind
 
 if TYPE_CHECKING:
     from coordinator.client import CoordinatorClient
@@ -48,12 +49,14 @@ class GroupService:
         if not _ID.fullmatch(group_id):
             raise not_found("group")
         group = await (await self.store()).get_group(group_id)
-        if group is None or username not in group.members:
+        if group is None or username not in group.members or group.kind is not GroupKind.GROUP:
             raise not_found("group")
         return group
 
     async def list_for(self, username: str) -> list[Group]:
-        return await (await self.store()).list_groups(member=username)
+        """The user's groups; conversations are listed by ``gateway.conversations``."""
+        groups = await (await self.store()).list_groups(member=username)
+        return [g for g in groups if g.kind is GroupKind.GROUP]
 
     async def head_seq(self, group_id: str) -> int:
         """The newest sequence number of the group's event log (0 when empty)."""

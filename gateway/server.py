@@ -30,8 +30,9 @@ from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from gateway import http, ws
+from gateway import conversations_http, http, ws
 from gateway.context import GatewayContext
+from gateway.conversations import ConversationService
 from gateway.errors import GatewayError
 from gateway.groups import GroupService
 from gateway.limits import LagMeter, LoginThrottle, UserBuckets, probe_loop_lag
@@ -72,16 +73,19 @@ def create_app(
     metrics = Metrics()
     hub = Hub(runtime.store, settings, metrics)
     personas_dir = runtime.config.personas_dir
+    groups = GroupService(runtime, hub)
+    personas = load_personas(Path(personas_dir) if personas_dir else None)
     ctx = GatewayContext(
         settings=settings,
         runtime=runtime,
         metrics=metrics,
         hub=hub,
-        groups=GroupService(runtime, hub),
-        personas=load_personas(Path(personas_dir) if personas_dir else None),
+        groups=groups,
+        personas=personas,
         logins=LoginThrottle(settings.login_max_failures, settings.login_window_s),
         user_rates=UserBuckets(settings.user_rate_limit_per_s, settings.user_rate_limit_burst),
         lag=LagMeter(),
+        conversations=ConversationService(runtime, groups, personas, settings.data_dir),
     )
 
     @contextlib.asynccontextmanager
@@ -109,6 +113,7 @@ def create_app(
     app.state.gateway = ctx
     _install_error_handlers(app)
     app.include_router(http.router)
+    app.include_router(conversations_http.router)
     app.add_api_websocket_route("/ws", ws.websocket_endpoint)
     # The UI's files are written separately and may not exist yet; the mount
     # is made anyway and answers 404 until they do.

@@ -43,6 +43,7 @@ from starlette.websockets import WebSocket
 
 from gateway.auth import AuthError, AuthFailure, check_origin, find_token, verify_token
 from gateway.connection import CloseCode, Connection
+from gateway.conversation_ws import ConversationFrames
 from gateway.errors import GatewayError
 from gateway.inflight import InFlight
 from gateway.limits import AbuseMeter, LagMeter, TokenBucket
@@ -63,6 +64,7 @@ from protocol import (
     ProtocolError,
     RemoveVp,
     RenameGroup,
+    SendMessage,
     SetDefaultVp,
     Subscribe,
     Unsubscribe,
@@ -117,6 +119,8 @@ class ClientSession:
             ListGroups: self._list_groups,
             Ping: self._ping,
         }
+        # The seed's chat mode: create, resume, send, delete, list (gateway.conversation_ws).
+        self._handlers.update(ConversationFrames(ctx, conn).handlers())
 
     @property
     def username(self) -> str:
@@ -159,8 +163,9 @@ class ClientSession:
         except ProtocolError as exc:
             self.error(exc.to_error_frame())
             return
-        if isinstance(frame, YeaftSessionChat):
-            if not self.chats.start(frame.group_id, lambda: self.handle(frame)):
+        if isinstance(frame, YeaftSessionChat | SendMessage):
+            key = frame.group_id if isinstance(frame, YeaftSessionChat) else frame.conversation_id
+            if not self.chats.start(key, lambda: self.handle(frame)):
                 self._busy(frame)
             return
         started = self._loop_time()
@@ -203,7 +208,7 @@ class ClientSession:
         span = max(bucket.burst / bucket.rate, 1.0)
         return self.ctx.lag.lagged_within(span) or self.stalls.lagged_within(span)
 
-    def _busy(self, frame: YeaftSessionChat) -> None:
+    def _busy(self, frame: YeaftSessionChat | SendMessage) -> None:
         limit = self.ctx.settings.chat_in_flight
         retry = self.chats.retry_after()
         self.error(
@@ -305,29 +310,15 @@ class ClientSession:
         )
 
     async def _cancel(self, frame: CancelExecution) -> None:
-        if frame.group_id is None:
-            raise GatewayError(
-                ErrorCode.INVALID_FRAME,
-                "this server cancels group turns: groupId is required",
-                field="groupId",
-            )
-        await self.ctx.groups.cancel(self.username, frame.group_id, frame.vp_id)
+        # A group's conversationId is its id, so either field names the target.
+        target = frame.group_id or frame.conversation_id or ""
+        await self.ctx.conversations.cancel(self.username, target, frame.vp_id)
 
     async def _answer(self, frame: AskUserAnswer) -> None:
-        if frame.group_id is None:
-            raise GatewayError(
-                ErrorCode.INVALID_FRAME, "groupId is required to answer a question", field="groupId"
-            )
         answer = frame.answer if isinstance(frame.answer, str) else ", ".join(frame.answer)
-        delivered = await self.ctx.groups.answer(
-            self.username, frame.group_id, frame.request_id, answer
-        )
-        if not delivered:
-            raise GatewayError(
-                ErrorCode.NOT_FOUND,
-                f"no open question {frame.request_id}: it was answered, expired or never asked",
-                field="requestId",
-            )
+        # Without a group or conversation the server finds the question's own.
+        target = frame.group_id or frame.conversation_id
+        await self.ctx.conversations.answer(self.username, target, frame.request_id, answer)
 
     # -- group management --------------------------------------------------------
     async def _create_group(self, frame: CreateGroup) -> None:

@@ -60,6 +60,8 @@ class SendMessage(ClientModel):
     conversation_id: Id
     text: Text
     attachments: list[Attachment] | None = Field(default=None, max_length=MAX_ATTACHMENTS)
+    # Echoed in the ack and the message's group_message; a resend is harmless.
+    client_message_id: Id | None = None
 
 
 class YeaftSessionChat(ClientModel):
@@ -131,6 +133,8 @@ class ResumeConversation(ClientModel):
     type: Literal["resume_conversation"] = "resume_conversation"
     conversation_id: Id
     session_id: Id | None = None
+    # Replay only what came after this seq (a client that has the start).
+    last_seq: int | None = Field(default=None, ge=0)
 
 
 class DeleteConversation(ClientModel):

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from protocol.common import ErrorCode, ServerModel
+from protocol.conversations import ConversationDeleted, FoldersList, HistorySessions
 from protocol.data import DataPayload
 
 
@@ -28,11 +29,20 @@ class AgentState(StrEnum):
 
 
 class ClaudeOutput(ServerModel):
-    """Output of a one-to-one conversation, one stream-json payload per frame."""
+    """Output of a one-to-one conversation, one stream-json payload per frame.
+
+    ``vpId``, ``turnId`` and ``seq`` are this server's additions: the VP
+    that answers, the turn, and the conversation's event-log sequence number
+    (send it back as ``lastSeq`` in ``resume_conversation`` to get only what
+    came after it).
+    """
 
     type: Literal["claude_output"] = "claude_output"
     conversation_id: str
     data: DataPayload
+    vp_id: str | None = None
+    turn_id: str | None = None
+    seq: int | None = Field(default=None, ge=0)
 
 
 class YeaftOutput(ServerModel):
@@ -61,6 +71,10 @@ class SessionReady(ServerModel):
     session_id: str | None = None
     model: str | None = None
     capabilities: dict[str, Any] | None = None
+    # The VP and model that answer: {vpId, name, role, model, provider}.
+    model_info: dict[str, Any] | None = None
+    # The newest seq of the conversation's event log when it became ready.
+    last_seq: int | None = Field(default=None, ge=0)
 
 
 class AgentStatus(ServerModel):
@@ -219,7 +233,10 @@ ServerFrame = Annotated[
     | ErrorFrame
     | Ack
     | GroupUpdate
-    | Pong,
+    | Pong
+    | HistorySessions
+    | FoldersList
+    | ConversationDeleted,
     Field(discriminator="type"),
 ]
 """Every frame the server may send, told apart by ``type``."""

@@ -22,6 +22,7 @@ from protocol import EventFrame
 # The settings model lives in the protocol, the layer every other one sees;
 # it is re-exported here because a group record is a store type.
 from protocol.settings import GroupSettings as GroupSettings
+from store.conversation import ConversationInfo, GroupKind
 from store.events import EventBatch
 from store.turns import TurnEnd, TurnRecord
 
@@ -39,6 +40,9 @@ class Group(BaseModel):
     members: list[str] = Field(default_factory=list)
     settings: GroupSettings = Field(default_factory=GroupSettings)
     created_at: float = Field(default_factory=time.time)
+    # A one-to-one conversation is a group of this kind (store.conversation).
+    kind: GroupKind = GroupKind.GROUP
+    conversation: ConversationInfo | None = None
 
 
 class GroupMessage(BaseModel):

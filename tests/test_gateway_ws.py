@@ -48,14 +48,14 @@ async def test_protocol_errors_are_typed_and_the_connection_stays_open(
     assert wrong["field"] == "groupId"
     binary = await ws.request(b"\xff\xfe\x00garbage")
     _error(binary, "bad_json")
-    unsupported = await ws.request(
-        {"type": "send_message", "conversationId": "c1", "text": "hello"}
-    )
-    _error(unsupported, "invalid_frame")
-    assert "not supported by this server yet" in unsupported["message"]
-    assert unsupported["detail"] == {"unsupported": "send_message"}
+    # The seed's chat mode about a conversation that does not exist: not_found.
+    nowhere = await ws.request({"type": "send_message", "conversationId": "c1", "text": "hello"})
+    _error(nowhere, "not_found")
     cancel = await ws.request({"type": "cancel_execution", "conversationId": "c1"})
-    assert cancel["field"] == "groupId"
+    _error(cancel, "not_found")
+    neither = await ws.request({"type": "cancel_execution", "vpId": "linus"})
+    _error(neither, "invalid_frame")
+    assert neither["field"] == "groupId"
     # A valid frame about a group that does not exist: not_found, request id echoed.
     chat = await ws.request(
         {"type": "unify_group_chat", "groupId": "grp_nope", "text": "hi", "clientMessageId": "m1"}

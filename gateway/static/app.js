@@ -11,6 +11,7 @@ import { api } from './api.js';
 import { AskDialog } from './ask.js';
 import { Composer } from './composer.js';
 import { Connection } from './connection.js';
+import { Conversations } from './conversations.js';
 import { el, newId } from './dom.js';
 import { GroupDialog } from './groupdialog.js';
 import { Sidebar } from './sidebar.js';
@@ -44,7 +45,8 @@ function persona(id) {
 }
 
 function currentGroup() {
-  return state.groups.find((g) => g.id === state.groupId) || null;
+  const group = state.groups.find((g) => g.id === state.groupId);
+  return group || conversations.asGroup(state.groupId);
 }
 
 // -- views ------------------------------------------------------------------
@@ -76,6 +78,20 @@ const sidebar = new Sidebar({
     selectGroup(id);
   },
   onCreate: createGroup,
+});
+
+// One-to-one conversations: a sidebar section of their own, shown in the same timeline.
+const conversations = new Conversations({
+  list: $('conversation-list'),
+  form: $('new-conversation-form'),
+  persona,
+  toast: (message) => toast(message),
+  onSelect: (id) => {
+    closeSidebar();
+    openConversation(id);
+  },
+  onGone: () => selectGroup(state.groups[0]?.id || null),
+  onChange: () => renderGroupChrome(),
 });
 
 const askDialog = new AskDialog({
@@ -177,7 +193,13 @@ async function enterApp(username) {
   state.personaById = new Map(state.personas.map((p) => [p.id, p]));
   state.groups = groups || [];
   sidebar.setPersonas(state.personas);
+  conversations.setPersonas(state.personas);
   startConnection();
+  await conversations.refresh();
+  if (conversations.fromHash()) {
+    openConversation(conversations.fromHash());
+    return;
+  }
   const wanted = groupFromHash() || localStorage.getItem(LAST_GROUP_KEY);
   const first = state.groups.find((g) => g.id === wanted) || state.groups[0];
   if (!first) $('new-group').open = true;
@@ -206,6 +228,7 @@ function showConnection(connState, info = {}) {
     closed: 'offline',
   };
   node.dataset.state = connState;
+  if (connection) conversations.connectionState(connState, connection);
   node.querySelector('.connection-text').textContent = labels[connState] || connState;
   if (connState === 'live') state.hadDisconnect = false;
 }
@@ -264,6 +287,7 @@ function renderGroupChrome() {
 /** Open a group: its stored history first, then the live stream after it. */
 async function selectGroup(groupId) {
   if (state.groupId && connection) connection.unsubscribe(state.groupId);
+  conversations.close(connection);
   state.groupId = groupId;
   state.presence = new Map();
   state.oldestId = null;
@@ -307,6 +331,29 @@ async function selectGroup(groupId) {
   composer.focus();
 }
 
+/** Open a one-to-one conversation in the chat view (see conversations.js). */
+function openConversation(id) {
+  if (state.groupId && connection) connection.unsubscribe(state.groupId);
+  conversations.close(connection);
+  state.groupId = id;
+  state.presence = new Map();
+  const token = ++state.loadToken;
+  timeline.reset();
+  askDialog.reset();
+  $('older').hidden = true;
+  composer.setEnabled(true);
+  conversations.open(id, {
+    timeline,
+    connection,
+    isCurrent: () => token === state.loadToken,
+    setLoading: (loading) => {
+      state.loading = loading;
+    },
+  });
+  renderGroupChrome();
+  composer.focus();
+}
+
 /**
  * A reply the page joined in the middle is stored whole once it ends (just
  * after its result frame); fetch it and show it in full.
@@ -347,6 +394,7 @@ $('load-older').addEventListener('click', async () => {
 });
 
 $('group-menu-button').addEventListener('click', () => {
+  if (conversations.active) return conversations.remove(state.groupId);
   const group = currentGroup();
   if (group) groupDialog.open(group);
 });
@@ -354,6 +402,7 @@ $('group-menu-button').addEventListener('click', () => {
 // -- sending ----------------------------------------------------------------
 function sendMessage(text, mentions) {
   if (!state.groupId || !connection) return false;
+  if (conversations.active) return conversations.send(text, connection, timeline);
   const clientMessageId = newId('m');
   timeline.addPending({ text, clientMessageId });
   connection.sendChat(state.groupId, text, mentions, clientMessageId);
@@ -377,6 +426,15 @@ function handleFrame(frame) {
     case 'group_message':
       if (frame.groupId !== state.groupId || state.loading) return;
       timeline.message(frame);
+      break;
+    case 'claude_output': {
+      const output = conversations.toGroupFrame(frame, connection);
+      if (output) handleFrame(output);
+      break;
+    }
+    case 'session_ready':
+    case 'conversation_deleted':
+      conversations.frame(frame);
       break;
     case 'yeaft_output':
       if (frame.groupId !== state.groupId || state.loading) return;

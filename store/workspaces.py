@@ -1,0 +1,83 @@
+"""Workspaces: named folders under ``<data dir>/workspaces`` that conversations work in.
+
+A client names a workspace (the seed's ``workDir``); it never gives a path.
+Every path to a workspace is made here, from a name checked here, so a name
+can never reach outside the workspaces folder: no separators, no ``..``, no
+leading dot, nothing but letters, digits, ``.``, ``_`` and ``-``. Code that
+gives VPs file tools in a workspace takes its folder from
+:func:`workspace_path` and nowhere else.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_WORKSPACE = "default"
+"""The workspace of a conversation created without a ``workDir``."""
+
+MAX_NAME_LENGTH = 64
+_NAME = re.compile(r"[^\W_][\w.-]*")
+
+
+class WorkspaceNameError(ValueError):
+    """A workspace name that is not allowed; the message says why."""
+
+
+@dataclass(frozen=True, slots=True)
+class Workspace:
+    """A workspace folder that exists on disk."""
+
+    name: str
+    path: Path
+    modified: float
+
+
+def check_name(name: str) -> str:
+    """``name`` if it is a valid workspace name; else WorkspaceNameError saying why."""
+    if not name or len(name) > MAX_NAME_LENGTH:
+        raise WorkspaceNameError(f"a workspace name has 1 to {MAX_NAME_LENGTH} characters")
+    if "/" in name or "\\" in name:
+        raise WorkspaceNameError("a workspace name is a name, not a path: no slashes")
+    if ".." in name:
+        raise WorkspaceNameError("a workspace name may not contain '..'")
+    if not _NAME.fullmatch(name):
+        raise WorkspaceNameError(
+            "a workspace name starts with a letter or digit and has only letters, "
+            "digits, '.', '_' and '-'"
+        )
+    return name
+
+
+def workspaces_root(data_dir: Path) -> Path:
+    """The folder every workspace lives in."""
+    return data_dir / "workspaces"
+
+
+def workspace_path(data_dir: Path, name: str) -> Path:
+    """The folder of workspace ``name`` (checked; it may not exist yet)."""
+    return workspaces_root(data_dir) / check_name(name)
+
+
+def ensure_workspace(data_dir: Path, name: str) -> Path:
+    """The folder of workspace ``name``, created (with its parents) when missing."""
+    path = workspace_path(data_dir, name)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def list_workspaces(data_dir: Path) -> list[Workspace]:
+    """The workspace folders that exist, by name; entries with invalid names are skipped."""
+    root = workspaces_root(data_dir)
+    if not root.is_dir():
+        return []
+    found: list[Workspace] = []
+    for entry in root.iterdir():
+        try:
+            check_name(entry.name)
+        except WorkspaceNameError:
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            found.append(Workspace(entry.name, entry, entry.stat().st_mtime))
+    return sorted(found, key=lambda w: w.name)
