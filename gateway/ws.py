@@ -29,7 +29,8 @@ group management → ``group_update {action, group, requestId?}``
 (``list_groups`` → ``{action: "list", group: {}, groups: [...]}``);
 ``ask_user_answer`` for an unknown request → ``error not_found``;
 ``ping`` → ``pong``; ``unsubscribe`` and ``cancel_execution`` → no reply
-(the cancelled turns end with their ``result`` envelopes).
+(the cancelled turns end with their ``result`` envelopes). The chat mode's
+frames (conversations) are handled in ``gateway.conversation_ws``.
 """
 
 from __future__ import annotations
