@@ -245,8 +245,13 @@ class ConversationService:
         info = group.conversation
         persona = self.personas.get(info.vp_id) if info is not None else None
         untitled = persona is not None and group.name == default_title(persona.name)
-        if info is not None and info.auto_title and untitled and not result.duplicate:
-            await self._call(conversation_id, lambda c: c.rename_group(title_from(text)))
+        title = title_from(text)
+        if info is not None and info.auto_title and untitled and title and not result.duplicate:
+            try:
+                await self._call(conversation_id, lambda c: c.rename_group(title))
+            except GatewayError as exc:
+                # The message is stored and answered: a title is not worth failing it.
+                log.warning("conversation %s kept its title: %s", conversation_id, exc.message)
         return result
 
     # -- turns in a group or a conversation ------------------------------------

@@ -84,10 +84,11 @@ async def test_a_conversation_streams_stops_and_survives_a_reload(
         await expect(current).to_have_count(1)
         await expect(page.get_by_test_id("group-title")).to_have_text("Chat with Linus")
         await expect(page.get_by_test_id("group-list")).to_contain_text("No groups yet")
+        box = page.get_by_test_id("message-input")
+        await expect(box).to_have_attribute("placeholder", "Message Linus")
 
         # -- a streamed reply ---------------------------------------------------
         await page.evaluate(RECORD_BUBBLES)
-        box = page.get_by_test_id("message-input")
         await box.fill("where should the cache live?")
         await box.press("Enter")
         reply = bubble(page, "linus")

@@ -72,13 +72,7 @@ from protocol import (
     parse_data,
     parse_server_frame,
 )
-from protocol.conversations import (
-    ConversationDeleted,
-    ConversationSummary,
-    Folder,
-    FoldersList,
-    HistorySessions,
-)
+from tests.test_protocol_conversations import CONVERSATION_SAMPLES
 
 ATTACHMENT = Attachment(name="notes.txt", mime="text/plain", base64="aGVsbG8=")
 
@@ -180,25 +174,7 @@ SERVER_SAMPLES: list[BaseModel] = [
         data=DATA_SAMPLES[0],  # type: ignore[arg-type]
     ),
     SessionReady(conversation_id="c1", session_id="s1", model="m", capabilities={"tools": True}),
-    HistorySessions(
-        provider="yeaft",
-        sessions=[
-            ConversationSummary(
-                conversation_id="c1",
-                session_id="c1",
-                title="t",
-                vp_id="linus",
-                provider="yeaft",
-                work_dir="default",
-                created_at=1.0,
-                last_activity=2.0,
-                last_message="hi",
-                last_author="linus",
-            )
-        ],
-    ),
-    FoldersList(provider="yeaft", folders=[Folder(name="default", conversations=1)]),
-    ConversationDeleted(conversation_id="c1"),
+    *CONVERSATION_SAMPLES,
     AgentStatus(group_id="g1", vp_id="alice", state="streaming", turn_id="t1"),
     AgentStatus(group_id="g1", vp_id="alice", state="thinking", turn_id="t2", trigger_id="msg_1"),
     AgentStatus(state="idle"),

@@ -194,8 +194,9 @@ async function enterApp(username) {
   state.groups = groups || [];
   sidebar.setPersonas(state.personas);
   conversations.setPersonas(state.personas);
-  startConnection();
+  // Before the connection: once it is live, the page is ready for use.
   await conversations.refresh();
+  startConnection();
   if (conversations.fromHash()) {
     openConversation(conversations.fromHash());
     return;

@@ -63,6 +63,12 @@ export class Conversations {
     this.current = null;
     this.info = null;
     this.needsResume = false;
+    this.input = document.getElementById('message-input');
+    this.menuButton = document.getElementById('group-menu-button');
+    this.defaults = {
+      placeholder: this.input?.placeholder,
+      label: this.menuButton?.getAttribute('aria-label'),
+    };
     this.picker = form.querySelector('[data-testid="new-conversation-vp"]');
     this.titleInput = form.querySelector('[data-testid="new-conversation-title"]');
     this.error = form.querySelector('[data-testid="new-conversation-error"]');
@@ -158,6 +164,8 @@ export class Conversations {
     this.current = id;
     this.info = null;
     this.render();
+    const vp = this.persona(this.items.find((c) => c.conversationId === id)?.vpId || '');
+    this.dress(`Message ${vp.name || 'the VP'}`, 'Delete this conversation');
     if (window.location.hash !== `#c=${id}`) history.replaceState(null, '', `#c=${id}`);
     setLoading(true);
     let page;
@@ -182,7 +190,14 @@ export class Conversations {
     if (this.current && connection) connection.lastSeq.delete(this.current);
     this.current = null;
     this.info = null;
+    this.dress(this.defaults.placeholder, this.defaults.label);
     this.render();
+  }
+
+  /** The composer's placeholder and the menu button's label, for a conversation or a group. */
+  dress(placeholder, label) {
+    if (this.input && placeholder) this.input.placeholder = placeholder;
+    if (this.menuButton && label) this.menuButton.setAttribute('aria-label', label);
   }
 
   /** After a reconnect, ask for what the open conversation missed. */
