@@ -238,6 +238,8 @@ class TurnRunner:
             allowed_tools=ctx.allowed,
             abort=self.abort,
             options={"persona": self.s.persona.hint(), "memory": memory},
+            # The group's model, when its owner chose one, for every VP in it.
+            model=ctx.group.settings.model or None,
         )
 
     async def store_reply(self, group: Group) -> tuple[GroupMessage | None, Selection]:

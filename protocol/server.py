@@ -15,6 +15,7 @@ from pydantic import Field
 
 from protocol.common import ErrorCode, ServerModel
 from protocol.data import DataPayload
+from protocol.members import DirectoryEvent, PresenceFrame, RemovedFrame
 
 
 class AgentState(StrEnum):
@@ -160,8 +161,26 @@ class AskUserQuestion(ServerModel):
     seq: int | None = Field(default=None, ge=0)
 
 
-EventFrame = YeaftOutput | AgentStatus | AskUserQuestion | GroupMessageFrame
-"""The frames a group's event log holds; the log assigns their ``seq``."""
+class GroupUpdate(ServerModel):
+    """The current state of a group after it was created or changed.
+
+    ``seq`` is set when it comes from the group's event log (a change of
+    members or settings, which every subscriber sees in order).
+    """
+
+    type: Literal["group_update"] = "group_update"
+    group: dict[str, Any]
+    seq: int | None = Field(default=None, ge=0)
+
+
+EventFrame = (
+    YeaftOutput | AgentStatus | AskUserQuestion | GroupMessageFrame | GroupUpdate | DirectoryEvent
+)
+"""The frames a group's event log holds; the log assigns their ``seq``.
+
+A ``group_update`` there announces a change of members or settings to every
+subscriber; ``directory`` frames live only in the store's directory log.
+"""
 
 
 class ErrorFrame(ServerModel):
@@ -196,13 +215,6 @@ class Ack(ServerModel):
     duplicate: bool = False
 
 
-class GroupUpdate(ServerModel):
-    """The current state of a group after it was created or changed."""
-
-    type: Literal["group_update"] = "group_update"
-    group: dict[str, Any]
-
-
 class Pong(ServerModel):
     """The answer to ``ping``."""
 
@@ -219,7 +231,9 @@ ServerFrame = Annotated[
     | ErrorFrame
     | Ack
     | GroupUpdate
-    | Pong,
+    | Pong
+    | PresenceFrame
+    | RemovedFrame,
     Field(discriminator="type"),
 ]
 """Every frame the server may send, told apart by ``type``."""

@@ -23,6 +23,7 @@ from protocol import EventFrame
 # it is re-exported here because a group record is a store type.
 from protocol.settings import GroupSettings as GroupSettings
 from store.events import EventBatch
+from store.members import MemberStore, PresenceStore
 from store.turns import TurnEnd, TurnRecord
 
 
@@ -37,6 +38,9 @@ class Group(BaseModel):
     roster: list[str] = Field(default_factory=list)
     default_vp: str | None = None
     members: list[str] = Field(default_factory=list)
+    # Who may change members and settings (store.members); None in records
+    # made before owners existed: their first member owns them.
+    owner: str | None = None
     settings: GroupSettings = Field(default_factory=GroupSettings)
     created_at: float = Field(default_factory=time.time)
 
@@ -245,7 +249,17 @@ class UserStore(Protocol):
         """Every user record, sorted by username."""
 
 
-class Store(GroupStore, GroupLog, EventLog, TurnLog, TranscriptStore, UserStore, Protocol):
+class Store(
+    GroupStore,
+    GroupLog,
+    EventLog,
+    TurnLog,
+    TranscriptStore,
+    UserStore,
+    MemberStore,
+    PresenceStore,
+    Protocol,
+):
     """Every role at once: what a backend implements and a process opens.
 
     Code that needs one role takes that role's protocol, so a test can hand

@@ -57,6 +57,7 @@ from store.base import (
     encode_user,
     user_record_key,
 )
+from store.embedded_members import EmbeddedMembers
 from store.embedded_schema import event_counter, setup_schema
 from store.events import (
     EncodedEvent,
@@ -91,7 +92,7 @@ def _resolve(fut: asyncio.Future[None]) -> None:
         fut.set_result(None)
 
 
-class EmbeddedStore(Store):
+class EmbeddedStore(EmbeddedMembers, Store):
     """A Store on one SQLite file under ``data_dir``; safe across processes."""
 
     def __init__(

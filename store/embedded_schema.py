@@ -66,6 +66,13 @@ CREATE TABLE IF NOT EXISTS users (
     username TEXT PRIMARY KEY,
     data TEXT NOT NULL
 ) WITHOUT ROWID;
+-- Who each gateway process serves, until expires_at (store.members).
+CREATE TABLE IF NOT EXISTS presence (
+    username TEXT NOT NULL,
+    node TEXT NOT NULL,
+    expires_at REAL NOT NULL,
+    PRIMARY KEY (username, node)
+) WITHOUT ROWID;
 """
 
 # The event header columns (see store.events.EventHeader), added to databases

@@ -21,11 +21,13 @@ from protocol import (
     ErrorCode,
     EventFrame,
     GroupMessageFrame,
+    GroupUpdate,
     ProtocolError,
     YeaftOutput,
     dumps,
     parse_server_frame,
 )
+from protocol.members import DirectoryEvent
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +46,7 @@ class EventHeader:
 
     @classmethod
     def of(cls, frame: EventFrame) -> EventHeader:
-        if isinstance(frame, GroupMessageFrame):
+        if isinstance(frame, GroupMessageFrame | GroupUpdate | DirectoryEvent):
             return cls(type=frame.type)
         data_type = frame.data.type if isinstance(frame, YeaftOutput) else None
         return cls(type=frame.type, vp_id=frame.vp_id, data_type=data_type)
@@ -118,7 +120,9 @@ class StoredEvent:
     def frame(self) -> EventFrame:
         """The stored JSON parsed into its protocol model; ProtocolError when it is not one."""
         frame = parse_server_frame(self.text)
-        if not isinstance(frame, YeaftOutput | AgentStatus | AskUserQuestion | GroupMessageFrame):
+        if not isinstance(
+            frame, YeaftOutput | AgentStatus | AskUserQuestion | GroupMessageFrame | GroupUpdate
+        ):
             raise ProtocolError(
                 ErrorCode.INVALID_FRAME, f"a {frame.type} frame does not belong in an event log"
             )
