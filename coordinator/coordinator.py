@@ -24,6 +24,7 @@ from actors.writer import GroupEvents
 from coordinator.dispatch import Dispatcher
 from coordinator.groups import GroupBook
 from coordinator.loop_guard import Chain, LoopGuard, Verdict
+from coordinator.membership import GroupEdit, MemberOp, Membership, require_owner
 from coordinator.results import (
     CancelResult,
     DrainResult,
@@ -63,6 +64,7 @@ class CoordinatorWorker:
         self.store: Store = config.open_store()
         self.personas = PersonaDirectory.open(config.personas_dir)
         self.groups = GroupBook(self.store, self.personas)
+        self.membership = Membership(self.groups, self.store)
         name = config.actor_name("coordinator", shard)
         self.turns = Dispatcher(config, self.store, name, self._after_turn)
         self._guards: dict[str, LoopGuard] = {}
@@ -104,12 +106,18 @@ class CoordinatorWorker:
     async def rename_group(self, group_id: str, name: str) -> Group:
         return await self.groups.rename(group_id, name)
 
-    async def delete_group(self, group_id: str) -> bool:
-        if await self.groups.get(group_id) is not None:
+    async def delete_group(self, group_id: str, actor: str | None = None) -> bool:
+        group = await self.groups.get(group_id)
+        if group is not None:
+            if actor is not None:
+                require_owner(group, actor, "delete the group")
             await self.cancel(group_id)
         self._guards.pop(group_id, None)
         self.turns.forget(group_id)
-        return await self.groups.forget(group_id)
+        deleted = await self.groups.forget(group_id)
+        if group is not None and deleted:
+            await self.membership.deleted(group, actor)
+        return deleted
 
     async def add_vp(self, group_id: str, vp_id: str) -> Group:
         return await self.groups.add_vp(group_id, vp_id)
@@ -127,6 +135,12 @@ class CoordinatorWorker:
 
     async def set_members(self, group_id: str, members: list[str]) -> Group:
         return await self.groups.set_members(group_id, members)
+
+    async def change_members(self, group_id: str, actor: str, op: MemberOp) -> Group:
+        return await self.membership.change(group_id, actor, op)
+
+    async def edit_group(self, group_id: str, actor: str, edit: GroupEdit) -> Group:
+        return await self.membership.edit(group_id, actor, edit)
 
     # -- restarts -----------------------------------------------------------
     async def recover(self) -> RecoveryReport:

@@ -12,7 +12,7 @@ import json
 import time
 import uuid
 from abc import abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
@@ -23,7 +23,7 @@ from protocol import EventFrame
 # it is re-exported here because a group record is a store type.
 from protocol.settings import GroupSettings as GroupSettings
 from store.events import EventBatch
-from store.members import MemberStore, PresenceStore
+from store.members import MemberChange
 from store.turns import TurnEnd, TurnRecord
 
 
@@ -247,6 +247,34 @@ class UserStore(Protocol):
     @abstractmethod
     async def list_users(self) -> list[dict[str, Any]]:
         """Every user record, sorted by username."""
+
+
+class MemberStore(Protocol):
+    """Atomic member changes of a group record."""
+
+    @abstractmethod
+    async def change_members(self, group_id: str, change: MemberChange) -> Group:
+        """Apply ``change`` to the stored record in one atomic step; returns the new record.
+
+        Raises NotFound when the group does not exist and MemberError when the
+        change breaks a rule (then nothing is written).
+        """
+
+
+class PresenceStore(Protocol):
+    """Who is connected, per gateway process, with an expiry."""
+
+    @abstractmethod
+    async def mark_online(self, users: Iterable[str], node: str, ttl_s: float) -> None:
+        """Record (or renew) that ``node`` serves ``users`` for the next ``ttl_s`` seconds."""
+
+    @abstractmethod
+    async def mark_offline(self, user: str, node: str) -> None:
+        """``node`` no longer serves ``user``."""
+
+    @abstractmethod
+    async def online(self, users: Iterable[str]) -> set[str]:
+        """Those of ``users`` some node serves now (entries not yet expired)."""
 
 
 class Store(

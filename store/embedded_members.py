@@ -15,7 +15,8 @@ from collections.abc import Callable, Iterable
 from typing import TypeVar
 
 from store.base import Group, NotFound
-from store.members import MemberChange, apply_change
+from store.members import MemberChange
+from store.membership import apply_change
 from store.sqlite import write_txn
 
 T = TypeVar("T")

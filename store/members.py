@@ -21,14 +21,14 @@ process that dies stops counting once its entries expire.
 
 from __future__ import annotations
 
-from abc import abstractmethod
-from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Protocol
 
-if TYPE_CHECKING:
-    from store.base import Group
+DIRECTORY_LOG = "~directory"
+"""The event log gateway processes share for changes beyond one group's own log.
+
+Not a group id (``~`` is not allowed in one), so no client can name it.
+"""
 
 
 class MemberErrorCode(StrEnum):
@@ -61,83 +61,3 @@ class MemberChange:
     add: tuple[str, ...] = ()
     remove: tuple[str, ...] = ()
     owner: str | None = None
-
-
-def owner_of(group: Group) -> str | None:
-    """The group's owner: the recorded one, else its first member (older records)."""
-    if group.owner is not None:
-        return group.owner
-    return group.members[0] if group.members else None
-
-
-def apply_change(group: Group, change: MemberChange) -> Group:
-    """``group`` with ``change`` applied, or MemberError; ``group`` itself is left as is."""
-    members = list(group.members)
-    owner = owner_of(group)
-    for user in change.add:
-        if user not in members:
-            members.append(user)
-    for user in change.remove:
-        if user not in members:
-            raise MemberError(MemberErrorCode.NOT_MEMBER, f"{user} is not a member of this group")
-        members.remove(user)
-    if change.owner is not None:
-        if change.owner not in members:
-            raise MemberError(
-                MemberErrorCode.NOT_MEMBER,
-                f"{change.owner} is not a member of this group: invite them first",
-            )
-        owner = change.owner
-    if not members:
-        raise MemberError(
-            MemberErrorCode.LAST_MEMBER,
-            "the last member cannot leave a group: delete the group instead",
-        )
-    if owner is not None and owner not in members:
-        raise MemberError(
-            MemberErrorCode.OWNER_LEAVING,
-            f"{owner} owns this group: transfer ownership to another member before leaving",
-        )
-    return group.model_copy(update={"members": members, "owner": owner})
-
-
-def group_view(group: Group) -> dict[str, Any]:
-    """A group as clients see it (camelCase, like every wire name)."""
-    return {
-        "id": group.id,
-        "name": group.name,
-        "roster": list(group.roster),
-        "defaultVpId": group.default_vp,
-        "members": list(group.members),
-        "owner": owner_of(group),
-        "settings": group.settings.model_dump(mode="json", by_alias=True),
-        "createdAt": group.created_at,
-    }
-
-
-class MemberStore(Protocol):
-    """Atomic member changes of a group record."""
-
-    @abstractmethod
-    async def change_members(self, group_id: str, change: MemberChange) -> Group:
-        """Apply ``change`` to the stored record in one atomic step; returns the new record.
-
-        Raises NotFound when the group does not exist and MemberError when the
-        change breaks a rule (then nothing is written).
-        """
-
-
-class PresenceStore(Protocol):
-    """Who is connected, per gateway process, with an expiry."""
-
-    @abstractmethod
-    async def mark_online(self, users: Iterable[str], node: str, ttl_s: float) -> None:
-        """Record (or renew) that ``node`` serves ``users`` for the next ``ttl_s`` seconds."""
-
-    @abstractmethod
-    async def mark_offline(self, user: str, node: str) -> None:
-        """``node`` no longer serves ``user``."""
-
-    @abstractmethod
-    async def online(self, users: Iterable[str]) -> set[str]:
-        """Those of ``users`` some node serves now (entries not yet expired)."""

@@ -21,7 +21,8 @@ import redis.asyncio as aioredis
 from redis.exceptions import WatchError
 
 from store.base import Group, NotFound, StoreError
-from store.members import MemberChange, apply_change
+from store.members import MemberChange
+from store.membership import apply_change
 from store.redis_errors import redis_errors
 
 # A change that loses the race this many times in a row gives up (it never

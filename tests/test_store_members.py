@@ -13,7 +13,8 @@ import asyncio
 import pytest
 
 from store import NotFound, Store
-from store.members import MemberChange, MemberError, MemberErrorCode, owner_of
+from store.members import MemberChange, MemberError, MemberErrorCode
+from store.membership import owner_of
 from tests.fixtures.store_samples import sample_group
 from tests.fixtures.stores import StoreFactory
 
