@@ -204,6 +204,7 @@ class Membership:
                     added=added,
                     removed=removed,
                     user=op.user,
+                    by=actor,
                 )
             )
         return changed

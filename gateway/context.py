@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from gateway.groups import GroupService
 from gateway.limits import LagMeter, LoginThrottle, UserBuckets
 from gateway.metrics import Metrics
+from gateway.people import People
 from gateway.settings import GatewaySettings
 from gateway.tail import Hub
 from personas.loader import PersonaLibrary
@@ -30,3 +31,5 @@ class GatewayContext:
     # Shared by the WebSocket connections of this process.
     user_rates: UserBuckets
     lag: LagMeter
+    # Connections by user, presence, and the directory log (gateway.people).
+    people: People

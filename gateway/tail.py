@@ -378,6 +378,10 @@ class Hub:
                 sub.sink.offer(text, envelope=False)
                 self.drop(sub)
 
+    def group_subscriptions(self, group_id: str) -> list[Subscription]:
+        """This process's subscriptions to a group (``gateway.people`` ends some)."""
+        return self._subscriptions(group_id)
+
     def _subscriptions(self, group_id: str) -> list[Subscription]:
         tail = self.tails.get(group_id)
         return list(tail.subscriptions) if tail is not None else []

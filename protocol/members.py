@@ -115,5 +115,6 @@ class DirectoryEvent(ServerModel):
     added: list[str] = Field(default_factory=list)
     removed: list[str] = Field(default_factory=list)
     user: str | None = None
+    by: str | None = None
     online: bool | None = None
     seq: int | None = Field(default=None, ge=0)
