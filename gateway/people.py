@@ -118,9 +118,7 @@ class People:
     async def _refresh(self, group_id: str, user: str | None = None, online: bool = True) -> None:
         members = self.members.get(group_id)
         if members is None or group_id not in self.hub.tails:
-            self.members.pop(group_id, None)
-            self.shown.pop(group_id, None)
-            return
+            return  # not watched here (yet: a subscribe registers before its tail starts)
         now = frozenset(await (await self.store()).online(members))
         if now == self.shown.get(group_id) and user is None:
             return
@@ -208,11 +206,12 @@ class People:
                 await self._refresh(gid)
         elif event.action == "deleted" and gid is not None:
             text = dumps(group_update({"id": gid}, "deleted"))
-            watchers = {sub.sink.username for sub in self.hub.group_subscriptions(gid)}
+            watchers = {id(sub.sink) for sub in self.hub.group_subscriptions(gid)}
             self.hub.group_deleted(gid)
             for user in event.members:
-                if user not in watchers:
-                    self._to_user(user, text)
+                for conn in list(self.connections.get(user, ())):
+                    if id(conn) not in watchers:  # the watchers were told just now
+                        conn.offer(text, envelope=False)
             self.members.pop(gid, None)
             self.shown.pop(gid, None)
 
@@ -242,7 +241,11 @@ class People:
                     store = await self.store()
                     await store.mark_online(list(self.connections), self.node, self.ttl)
                 for group_id in list(self.members):
-                    await self._refresh(group_id)
+                    if group_id in self.hub.tails:
+                        await self._refresh(group_id)
+                    else:  # nobody here watches it any more
+                        self.members.pop(group_id, None)
+                        self.shown.pop(group_id, None)
             except Exception:
                 log.warning("presence renewal failed", exc_info=True)
 
