@@ -13,6 +13,8 @@ import { Composer } from './composer.js';
 import { Connection } from './connection.js';
 import { el, newId } from './dom.js';
 import { GroupDialog } from './groupdialog.js';
+import { MembersPanel } from './members.js';
+import { SettingsPanel } from './settings.js';
 import { Sidebar } from './sidebar.js';
 import { presenceChip, Timeline } from './timeline.js';
 
@@ -106,6 +108,29 @@ const groupDialog = new GroupDialog({
     if (state.groupId === id) selectGroup(state.groups[0]?.id || null);
   },
 });
+
+const membersPanel = new MembersPanel({
+  dialog: $('members-dialog'),
+  button: $('members-button'),
+  me: () => state.me,
+  onLeft: (id) => dropGroup(id),
+});
+
+const settingsPanel = new SettingsPanel({
+  dialog: $('settings-dialog'),
+  button: $('settings-button'),
+  me: () => state.me,
+  persona,
+  onSaved: (group) => replaceGroup(group),
+});
+
+/** A group the user lost (left, removed, deleted): out of the list, and out of view. */
+function dropGroup(id) {
+  state.groups = state.groups.filter((g) => g.id !== id);
+  if (localStorage.getItem(LAST_GROUP_KEY) === id) localStorage.removeItem(LAST_GROUP_KEY);
+  if (state.groupId === id) selectGroup(state.groups[0]?.id || null);
+  else renderGroupChrome();
+}
 
 // -- toasts -----------------------------------------------------------------
 function toast(message, kind = 'error') {
@@ -250,6 +275,8 @@ function renderGroupChrome() {
   $('group-menu-button').disabled = !group;
   $('empty-state').hidden = Boolean(group);
   $('chat').classList.toggle('has-group', Boolean(group));
+  membersPanel.update(group);
+  settingsPanel.update(group);
   const roster = group?.roster || [];
   $('presence-bar').replaceChildren(
     ...roster.map((id) => {
@@ -402,6 +429,13 @@ function handleFrame(frame) {
     case 'group_update':
       handleGroupUpdate(frame);
       break;
+    case 'presence':
+      membersPanel.presence(frame.groupId, frame.online);
+      break;
+    case 'removed':
+      toast(frame.message, 'info');
+      dropGroup(frame.groupId);
+      break;
     case 'error':
       handleError(frame);
       break;
@@ -419,10 +453,11 @@ function handleGroupUpdate(frame) {
   }
   const group = frame.group;
   if (!group || !group.id) return;
-  if (frame.action === 'deleted') {
-    state.groups = state.groups.filter((g) => g.id !== group.id);
-    if (state.groupId === group.id) selectGroup(state.groups[0]?.id || null);
-    else renderGroupChrome();
+  if (frame.action === 'subscribed' && Array.isArray(frame.online)) {
+    membersPanel.presence(group.id, frame.online);
+  }
+  if (['deleted', 'removed', 'left'].includes(frame.action)) {
+    dropGroup(group.id);
     return;
   }
   if (group.name) replaceGroup(group);
