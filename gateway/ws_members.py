@@ -12,7 +12,7 @@ group's own event log, like everything else that happens in it.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from coordinator.membership import GroupEdit
 from gateway.views import group_view
@@ -25,10 +25,21 @@ from protocol.members import (
 )
 
 if TYPE_CHECKING:
-    from gateway.ws import ClientSession
+    from gateway.context import GatewayContext
 
 
-def member_handlers(session: ClientSession) -> dict[type[Any], Callable[[Any], Awaitable[None]]]:
+class Session(Protocol):
+    """What the handlers need of a ``gateway.ws.ClientSession``."""
+
+    ctx: GatewayContext
+
+    @property
+    def username(self) -> str: ...
+
+    def reply(self, group: dict[str, Any], action: str, request_id: str | None = None) -> None: ...
+
+
+def member_handlers(session: Session) -> dict[type[Any], Callable[[Any], Awaitable[None]]]:
     """The handlers of the member and settings frames, for ``session``'s table."""
     groups = session.ctx.groups
 
