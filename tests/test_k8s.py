@@ -234,6 +234,12 @@ def test_gateway_probes_service_budget_and_ingress_fit_together(variant: str) ->
         assert container[probe]["httpGet"] == {"path": "/healthz", "port": "http"}, probe
     assert env_of(container)["YEAFT_PORT"]["value"] == str(port)
     assert env_of(container)["YEAFT_HOST"]["value"] == "0.0.0.0"
+    # The pod joins the cluster through KubeRay's head Service and, like
+    # KubeRay's own workers, outlasts a head restart (GCS fault tolerance).
+    cluster = one(rendered_docs, "RayCluster", "yeaft")["metadata"]["name"]
+    assert f"ray start --address={cluster}-head-svc:6379 --num-cpus=0" in container["args"][0]
+    assert "yeaft serve --ray-address auto" in container["args"][0]
+    assert env_of(container)["RAY_gcs_rpc_server_reconnect_timeout_s"]["value"] == "600"
     labels = deployment["spec"]["template"]["metadata"]["labels"]
     assert deployment["spec"]["selector"]["matchLabels"].items() <= labels.items()
     service = one(rendered_docs, "Service", "yeaft-gateway")
