@@ -44,6 +44,7 @@ async def _ensure_first_user(settings: Any) -> tuple[str, str] | None:
 def cmd_serve(args: argparse.Namespace) -> int:
     from engine.settings import EngineSettings
     from gateway.server import run_server
+    from store import redact_url
 
     settings = _settings(args)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
@@ -58,7 +59,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     model = engine.default_model()
     print(f"Yeaft is starting on http://{host}:{settings.port}")
     print(
-        f"  data: {settings.data_dir}   store: {settings.redis_url or 'embedded'}   model: {model}"
+        f"  data: {settings.data_dir}   store: {redact_url(settings.redis_url) or 'embedded'}"
+        f"   model: {model}"
     )
     if created:
         print(f"  first start: log in as '{created[0]}' with password '{created[1]}'")
