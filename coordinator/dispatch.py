@@ -163,13 +163,13 @@ class Dispatcher:
                 started = turn.tracker.state is not TurnState.QUEUED
                 if attempt < RESTART_RETRIES and not started and await self._wait_alive(req.vp_id):
                     continue
-                await self._lost(turn, exc, "Ray is restarting it: send the message again.")
+                await self._lost(turn, exc)
                 return
             except RayError as exc:
-                await self._lost(turn, exc, "It could not be restarted; an operator must look.")
+                await self._lost(turn, exc)
                 return
         if outcome is None:
-            await self._lost(turn, RuntimeError("no outcome"), "Send the message again.")
+            await self._lost(turn, RuntimeError("no outcome"))
             return
         try:
             await self._on_outcome(req, outcome)
@@ -205,9 +205,20 @@ class Dispatcher:
                 return False
         return False
 
-    async def _lost(self, turn: _Turn, exc: BaseException, advice: str) -> None:
-        """The VP actor died with the turn: end it with an error result."""
+    async def _lost(self, turn: _Turn, exc: BaseException) -> None:
+        """The VP actor died with the turn: end it with an error result.
+
+        The message says what happens next: Ray restarts an actor that is
+        unavailable; one that died for good (killed, out of restarts) stays
+        gone until an operator acts.
+        """
         log.warning("turn %s lost: %s", turn.request.turn_id, exc)
+        if isinstance(exc, ActorUnavailableError):
+            advice = "Ray is restarting it: send the message again."
+        elif isinstance(exc, RayError):
+            advice = "It could not be restarted; an operator must look at the cluster."
+        else:
+            advice = "Send the message again."
         message = (
             f"@{turn.request.vp_id} stopped unexpectedly and this turn was lost "
             f"({type(exc).__name__}). {advice}"
