@@ -138,7 +138,8 @@ def containers(docs: list[Doc] | tuple[Doc, ...]) -> Iterator[tuple[str, Doc]]:
     """Every container the rendered objects would start, the RayCluster's autoscaler included."""
     for doc in docs:
         for where, template in pod_templates(doc):
-            for container in template["spec"].get("containers", []):
+            spec = template["spec"]
+            for container in spec.get("initContainers", []) + spec.get("containers", []):
                 yield f"{where} {container['name']}", container
         if doc["kind"] == "RayCluster" and doc["spec"].get("enableInTreeAutoscaling"):
             # KubeRay adds this sidecar to the head pod; autoscalerOptions is its spec.

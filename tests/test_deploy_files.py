@@ -54,7 +54,8 @@ def test_ray_token_auth_is_on_everywhere_ray_runs(variant: str) -> None:
         "RayCluster/yeaft",
         "RayCluster",
     }
-    assert len(ray_containers) == 4  # gateway, head, workers, autoscaler
+    # the gateway and its wait for the head, the head, the workers, the autoscaler
+    assert len(ray_containers) == 5
     for where, container in ray_containers:
         env = env_of(container)
         assert env.get("RAY_AUTH_MODE", {}).get("value") == "token", where

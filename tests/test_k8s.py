@@ -202,8 +202,9 @@ def test_every_container_has_requests_and_limits(variant: str) -> None:
         resources = container.get("resources", {})
         for kind in ("requests", "limits"):
             assert {"cpu", "memory"} <= set(resources.get(kind, {})), f"{where}: {kind}"
-    # gateway, head, workers, autoscaler, and redis unless it is managed elsewhere
-    assert seen == (4 if variant == MANAGED else 5)
+    # the gateway and its init container, head, workers, autoscaler, and redis
+    # unless it is managed elsewhere
+    assert seen == (5 if variant == MANAGED else 6)
 
 
 @pytest.mark.parametrize("variant", OVERLAYS)
@@ -239,11 +240,15 @@ def test_gateway_probes_service_budget_and_ingress_fit_together(variant: str) ->
     cluster = one(rendered_docs, "RayCluster", "yeaft")["metadata"]["name"]
     assert f"ray start --address={cluster}-head-svc:6379 --num-cpus=0" in container["args"][0]
     assert "yeaft serve --ray-address auto" in container["args"][0]
+    (wait,) = deployment["spec"]["template"]["spec"]["initContainers"]
+    assert f"ray health-check --address {cluster}-head-svc:6379" in wait["args"][0]
     assert env_of(container)["RAY_gcs_rpc_server_reconnect_timeout_s"]["value"] == "600"
     labels = deployment["spec"]["template"]["metadata"]["labels"]
     assert deployment["spec"]["selector"]["matchLabels"].items() <= labels.items()
     service = one(rendered_docs, "Service", "yeaft-gateway")
     assert service["spec"]["selector"].items() <= labels.items()
+    (spread,) = deployment["spec"]["template"]["spec"]["topologySpreadConstraints"]
+    assert spread["labelSelector"]["matchLabels"].items() <= labels.items()
     pdb = one(rendered_docs, "PodDisruptionBudget", "yeaft-gateway")
     assert pdb["spec"]["selector"]["matchLabels"].items() <= labels.items()
     assert pdb["spec"]["maxUnavailable"] == 1
