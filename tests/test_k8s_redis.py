@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 import shutil
 import signal
 import socket
@@ -26,6 +27,15 @@ import pytest
 import redis
 
 from tests.k8s_render import SECRET, env_of, one, rendered
+
+
+def quantity(text: str) -> int:
+    """A Kubernetes memory quantity (``256Mi``, ``1Gi``, ``500M``, ``1024``) in bytes."""
+    match = re.fullmatch(r"(\d+)([KMGT]i?)?", text)
+    assert match is not None, text
+    unit = match[2] or ""
+    base = 1024 if unit.endswith("i") else 1000
+    return int(match[1]) * base ** (" KMGT".index(unit[:1] or " "))
 
 
 def _free_port() -> int:
@@ -42,6 +52,7 @@ class RenderedRedis:
     config: str
     probe: str
     password: str
+    memory_limit: int
     gateway_url: str
     data: Path
     conf: Path
@@ -49,7 +60,12 @@ class RenderedRedis:
     proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> subprocess.Popen[bytes]:
-        env = {"PATH": os.environ.get("PATH", ""), "REDIS_PASSWORD": self.password}
+        # As the kubelet would set them: the secret, and the memory limit in bytes.
+        env = {
+            "PATH": os.environ.get("PATH", ""),
+            "REDIS_PASSWORD": self.password,
+            "REDIS_MEMORY_LIMIT": str(self.memory_limit),
+        }
         self.proc = subprocess.Popen(
             ["/bin/sh", "-c", self.args.replace("/etc/redis/redis.conf", str(self.conf))],
             env=env,
@@ -87,9 +103,12 @@ def local_redis(tmp_path: Path) -> Iterator[RenderedRedis]:
     docs = list(rendered("local"))
     statefulset = one(docs, "StatefulSet", "redis")
     (container,) = statefulset["spec"]["template"]["spec"]["containers"]
-    assert env_of(container)["REDIS_PASSWORD"]["valueFrom"]["secretKeyRef"]["key"] == (
-        "redis-password"
-    )
+    env = env_of(container)
+    assert env["REDIS_PASSWORD"]["valueFrom"]["secretKeyRef"]["key"] == "redis-password"
+    assert env["REDIS_MEMORY_LIMIT"]["valueFrom"]["resourceFieldRef"] == {
+        "containerName": container["name"],
+        "resource": "limits.memory",
+    }
     secret = {
         k: base64.b64decode(v).decode() for k, v in one(docs, "Secret", SECRET)["data"].items()
     }
@@ -107,6 +126,7 @@ def local_redis(tmp_path: Path) -> Iterator[RenderedRedis]:
         config=config,
         probe=container["readinessProbe"]["exec"]["command"][2],
         password=secret["redis-password"],
+        memory_limit=quantity(container["resources"]["limits"]["memory"]),
         gateway_url=secret["redis-url"].replace("@redis:6379/", f"@127.0.0.1:{port}/"),
         data=data,
         conf=conf,
@@ -131,6 +151,7 @@ def test_rendered_redis_needs_the_password_and_accepts_the_gateway_url(
     assert client.ping()
     assert client.config_get("appendonly") == {"appendonly": "yes"}
     assert client.config_get("maxmemory-policy") == {"maxmemory-policy": "noeviction"}
+    assert int(client.config_get("maxmemory")["maxmemory"]) == local_redis.memory_limit // 4 * 3
     client.close()
 
 
