@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import re
 from functools import cache
 from typing import Any
@@ -404,3 +405,62 @@ def test_ray_pods_are_scraped_on_their_metrics_port(variant: str) -> None:
         (container,) = template["spec"]["containers"]
         ports = {p["name"]: p["containerPort"] for p in container["ports"]}
         assert str(ports["metrics"]) == port, where
+
+
+# -- the gateway's environment -------------------------------------------------
+def settings_variables() -> set[str]:
+    """Every YEAFT_* variable the gateway's and the engine's settings read."""
+    from pydantic import AliasChoices
+
+    from engine.settings import EngineSettings
+    from gateway.settings import GatewaySettings
+
+    names: set[str] = set()
+    for settings in (GatewaySettings, EngineSettings):
+        for field, info in settings.model_fields.items():
+            names.add(f"YEAFT_{field.upper()}")
+            alias = info.validation_alias
+            if isinstance(alias, AliasChoices):
+                names |= {c for c in alias.choices if isinstance(c, str)}
+            elif isinstance(alias, str):
+                names.add(alias)
+    return names
+
+
+# Read by a part of the project that arrives separately (the MCP servers
+# file, engine/mcp); listed so that its name is still checked for typos.
+NOT_YET_READ = {"YEAFT_MCP_CONFIG"}
+
+
+def test_the_gateway_sets_only_variables_the_project_reads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import base64
+
+    from gateway.settings import GatewaySettings
+
+    rendered_docs = docs("local")
+    _, container = gateway(rendered_docs)
+    env = env_of(container)
+    yeaft = {name for name in env if name.startswith("YEAFT_")}
+    assert yeaft - settings_variables() <= NOT_YET_READ
+    # The settings the gateway starts with, from that environment and the secret.
+    secret = {
+        k: base64.b64decode(v).decode()
+        for k, v in one(rendered_docs, "Secret", SECRET)["data"].items()
+    }
+    for name in [n for n in os.environ if n.startswith("YEAFT_")]:
+        monkeypatch.delenv(name)
+    for name, var in env.items():
+        if "value" in var:
+            monkeypatch.setenv(name, var["value"])
+        elif ref := var["valueFrom"].get("secretKeyRef"):
+            if ref["key"] in secret:
+                monkeypatch.setenv(name, secret[ref["key"]])
+    settings = GatewaySettings()
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    assert str(settings.persona_dir()) == mounts["personas"]
+    assert str(settings.data_dir) == mounts["data"]
+    assert (settings.host, settings.port) == ("0.0.0.0", 8765)
+    assert settings.redis_url == secret["redis-url"]
+    assert settings.jwt_key() == secret["jwt-secret"]
