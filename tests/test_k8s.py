@@ -249,6 +249,7 @@ def test_gateway_probes_service_budget_and_ingress_fit_together(variant: str) ->
     service = one(rendered_docs, "Service", "yeaft-gateway")
     assert service["spec"]["selector"].items() <= labels.items()
     (spread,) = deployment["spec"]["template"]["spec"]["topologySpreadConstraints"]
+    assert deployment["spec"]["template"]["spec"]["automountServiceAccountToken"] is False
     assert spread["labelSelector"]["matchLabels"].items() <= labels.items()
     pdb = one(rendered_docs, "PodDisruptionBudget", "yeaft-gateway")
     assert pdb["spec"]["selector"]["matchLabels"].items() <= labels.items()
