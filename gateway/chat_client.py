@@ -5,9 +5,12 @@ from one VP to another the new VP's label starts a fresh line, so parallel
 replies stay readable. What other people write (and what this person writes
 elsewhere, in a browser say) appears as it is sent, and so does a VP's
 ``route_forward`` hand-off; a line typed here is not printed again. Lines
-typed are sent as chat messages (``@mentions`` work as in the web UI);
-``/cancel [vp]`` stops one VP or everyone, ``/quit`` leaves. The client
-reconnects with ``lastSeq`` and so never misses output.
+typed are sent as chat messages (``@mentions`` work as in the web UI).
+Commands are handled here: ``/help`` lists them, ``/cancel [vp]`` stops one
+VP or everyone and says which turns it stopped, ``/answer`` replies to a
+VP's question, ``/quit`` leaves. The client reconnects with ``lastSeq`` and
+so never misses output; a server it cannot reach, or a token it refuses, is
+a :class:`ChatError` (one line for the person, no traceback).
 """
 
 from __future__ import annotations
@@ -25,6 +28,13 @@ import httpx
 
 PING_INTERVAL_S = 20.0
 QUIT = ("/quit", "/exit")
+HELP = """commands:
+  /help            this list
+  /cancel [VP]     stop every running turn of the group, or only VP's
+  /answer TEXT     answer the question a VP asked you
+  /quit            leave (Ctrl-D too)
+anything else is sent to the group; @name addresses a VP, @all everyone;
+start a line with // to send text that begins with /"""
 COLOURS = ["36", "35", "33", "32", "34", "31", "96", "95", "93", "92"]
 
 
@@ -33,13 +43,34 @@ class ChatError(Exception):
 
 
 class Screen:
-    """Writes interleaved streams, one label per change of speaker."""
+    """Writes interleaved streams, one label per change of speaker.
 
-    def __init__(self, out: TextIO, colour: bool) -> None:
+    With a ``prompt``, the prompt is shown whenever nothing is streaming and
+    wiped (from the start of its line) before anything else is written.
+    """
+
+    def __init__(self, out: TextIO, colour: bool, prompt: str | None = None) -> None:
         self.out = out
         self.colour = colour
+        self.prompt = prompt
+        self.prompt_shown = False
         self.owner: tuple[str, str] | None = None
         self.palette: dict[str, str] = {}
+
+    def show_prompt(self) -> None:
+        if self.prompt and not self.prompt_shown and self.owner is None:
+            self.out.write(self.paint(self.prompt, "1"))
+            self.out.flush()
+            self.prompt_shown = True
+
+    def typed(self) -> None:
+        """The person pressed Enter: the terminal has moved past the prompt's line."""
+        self.prompt_shown = False
+
+    def _wipe_prompt(self) -> None:
+        if self.prompt_shown:
+            self.out.write("\r\033[K" if self.colour else "\n")
+            self.prompt_shown = False
 
     def paint(self, text: str, code: str) -> str:
         return f"\033[{code}m{text}\033[0m" if self.colour else text
@@ -49,6 +80,7 @@ class Screen:
         return self.paint(f"{vp}›", f"1;{code}")
 
     def stream(self, vp: str, turn: str, text: str) -> None:
+        self._wipe_prompt()
         if self.owner != (vp, turn):
             self.out.write(("\n" if self.owner else "") + self.label(vp) + " ")
             self.owner = (vp, turn)
@@ -56,6 +88,7 @@ class Screen:
         self.out.flush()
 
     def line(self, text: str) -> None:
+        self._wipe_prompt()
         if self.owner:
             self.out.write("\n")
             self.owner = None
@@ -114,7 +147,17 @@ def render(screen: Screen, frame: dict[str, Any]) -> None:
 
 
 class ChatClient:
-    def __init__(self, url: str, token: str, group: str, out: TextIO = sys.stdout) -> None:
+    """One person in one group, from a terminal; ``prompt`` shows ``GROUP> `` when idle."""
+
+    def __init__(
+        self,
+        url: str,
+        token: str,
+        group: str,
+        out: TextIO = sys.stdout,
+        *,
+        prompt: bool = False,
+    ) -> None:
         self.url = url.rstrip("/")
         self.token = token
         self.group_ref = group
@@ -126,17 +169,44 @@ class ChatClient:
         self.sent: set[str] = set()
         self.shown: set[str] = set()
         self.screen = Screen(out, out.isatty())
+        self.want_prompt = prompt
         self._ws: Any = None
 
     def _headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token}"}
 
+    def _http(self) -> httpx.AsyncClient:
+        return httpx.AsyncClient(base_url=self.url, headers=self._headers(), timeout=10.0)
+
+    def _unreachable(self, exc: Exception) -> ChatError:
+        reason = str(exc).strip() or type(exc).__name__
+        return ChatError(
+            f"cannot reach the Yeaft server at {self.url} ({reason}); is `yeaft serve` "
+            "running there? Set YEAFT_URL (or YEAFT_PORT) or pass --url"
+        )
+
     async def resolve_group(self) -> list[dict[str, Any]]:
         """Find the group by id or name and return its recent history."""
-        async with httpx.AsyncClient(base_url=self.url, headers=self._headers()) as http:
+        try:
+            return await self._resolve_group()
+        except httpx.HTTPStatusError as exc:
+            status = exc.response.status_code
+            raise ChatError(
+                f"the server at {self.url} answered {status} to {exc.request.url.path}"
+            ) from exc
+        except (httpx.TransportError, httpx.InvalidURL) as exc:
+            raise self._unreachable(exc) from exc
+        except ValueError as exc:  # a body that is not JSON: not a Yeaft server
+            raise ChatError(f"{self.url} does not look like a Yeaft server ({exc})") from exc
+
+    async def _resolve_group(self) -> list[dict[str, Any]]:
+        async with self._http() as http:
             listed = await http.get("/api/groups")
             if listed.status_code == 401:
-                raise ChatError("the token was refused; get one with `yeaft token NAME`")
+                raise ChatError(
+                    "the server refused the token (bad or expired); get a new one with "
+                    "`yeaft token NAME` and put it in YEAFT_TOKEN"
+                )
             listed.raise_for_status()
             groups = listed.json()
             groups = groups.get("groups", groups) if isinstance(groups, dict) else groups
@@ -145,6 +215,8 @@ class ChatClient:
                 names = ", ".join(g["name"] for g in groups) or "none"
                 raise ChatError(f"no group {self.group_ref!r} (yours: {names})")
             self.group_id = match[0]["id"]
+            if self.want_prompt:
+                self.screen.prompt = f"{match[0]['name']}> "
             hist = await http.get(
                 f"/api/groups/{quote(self.group_id)}/messages", params={"limit": 30}
             )
@@ -153,18 +225,50 @@ class ChatClient:
             self.last_seq = int(body.get("lastSeq", 0))
             return list(body.get("messages", []))
 
+    async def local(self, line: str) -> bool:
+        """Handle a command that needs no frame; True when ``line`` was one."""
+        word, _, rest = line.strip().partition(" ")
+        if not word.startswith("/") or word.startswith("//"):
+            return False
+        if word == "/help":
+            self.screen.line(HELP)
+        elif word == "/cancel":
+            self.screen.line(await self.cancel(rest.strip().lstrip("@") or None))
+        elif word == "/answer" and not self.pending_question:
+            self.screen.line("  no question is waiting for an answer")
+        elif word != "/answer":
+            self.screen.line(f"  unknown command {word}: /help lists the commands")
+        else:
+            return False
+        return True
+
+    async def cancel(self, vp: str | None) -> str:
+        """Stop the group's running turns (or one VP's); what was stopped, as a line."""
+        path = f"/api/groups/{quote(self.group_id)}/cancel"
+        try:
+            async with self._http() as http:
+                reply = await http.post(path, json={"vpId": vp} if vp else {})
+        except httpx.TransportError as exc:
+            return f"  cancel failed: {self._unreachable(exc)}"
+        if reply.status_code != 200:
+            error = reply.json().get("error", {}) if reply.content else {}
+            return f"  cancel refused: {error.get('message') or reply.status_code}"
+        body = reply.json()
+        count, vps = int(body.get("cancelled", 0)), [str(v) for v in body.get("vps", [])]
+        if not count:
+            who = f"{vp} is not" if vp else "no VP is"
+            return f"  nothing to cancel: {who} answering right now"
+        turns = "turn" if count == 1 else "turns"
+        return f"  cancelled {count} {turns}: {', '.join(vps) or vp or 'all'}"
+
     def command(self, line: str) -> dict[str, Any] | None:
         """The frame a typed line stands for (None: nothing to send)."""
         line = line.strip()
         if not line:
             return None
-        if line.startswith("/cancel"):
-            vp = line.removeprefix("/cancel").strip().lstrip("@") or None
-            frame: dict[str, Any] = {"type": "cancel_execution", "groupId": self.group_id}
-            if vp:
-                frame["vpId"] = vp
-            return frame
-        if line.startswith("/answer") and self.pending_question:
+        if line.startswith("//"):
+            line = line[1:]
+        elif line.startswith("/answer") and self.pending_question:
             answer = line.removeprefix("/answer").strip()
             request_id, self.pending_question = self.pending_question, None
             return {
@@ -195,6 +299,7 @@ class ChatClient:
                 return
             self.shown.add(str(frame.get("messageId")))
         render(self.screen, frame)
+        self.screen.show_prompt()
 
     def show_history(self, messages: list[dict[str, Any]]) -> None:
         """Print stored messages the way they read live."""
@@ -281,9 +386,13 @@ class ChatClient:
 
         async def send() -> bool:
             while True:
+                self.screen.show_prompt()
                 line = await lines.get()
+                self.screen.typed()
                 if line == "" or line.strip() in QUIT:
                     return True
+                if await self.local(line):
+                    continue
                 frame = self.command(line)
                 if frame is not None:
                     await ws.send(json.dumps(frame))
