@@ -1,8 +1,8 @@
 """``yeaft chat GROUP``: a terminal client for one group.
 
-Each VP's reply streams under its own coloured label; when output switches
-from one VP to another the new VP's label starts a fresh line, so parallel
-replies stay readable. What other people write (and what this person writes
+Each VP's reply streams under its own coloured label, one reply live at a
+time while the others wait their turn (:mod:`gateway.chat_screen`), so
+parallel replies stay readable. What other people write (and what this person writes
 elsewhere, in a browser say) appears as it is sent, and so does a VP's
 ``route_forward`` hand-off; a line typed here is not printed again. Lines
 typed are sent as chat messages (``@mentions`` work as in the web UI).
@@ -26,6 +26,8 @@ from urllib.parse import quote
 
 import httpx
 
+from gateway.chat_screen import Screen, render, said_line
+
 PING_INTERVAL_S = 20.0
 QUIT = ("/quit", "/exit")
 HELP = """commands:
@@ -35,115 +37,10 @@ HELP = """commands:
   /quit            leave (Ctrl-D too)
 anything else is sent to the group; @name addresses a VP, @all everyone;
 start a line with // to send text that begins with /"""
-COLOURS = ["36", "35", "33", "32", "34", "31", "96", "95", "93", "92"]
 
 
 class ChatError(Exception):
     """A problem the user must fix (bad token, unknown group, server down)."""
-
-
-class Screen:
-    """Writes interleaved streams, one label per change of speaker.
-
-    With a ``prompt``, the prompt is shown whenever nothing is streaming and
-    wiped (from the start of its line) before anything else is written.
-    """
-
-    def __init__(self, out: TextIO, colour: bool, prompt: str | None = None) -> None:
-        self.out = out
-        self.colour = colour
-        self.prompt = prompt
-        self.prompt_shown = False
-        self.owner: tuple[str, str] | None = None
-        self.palette: dict[str, str] = {}
-
-    def show_prompt(self) -> None:
-        if self.prompt and not self.prompt_shown and self.owner is None:
-            self.out.write(self.paint(self.prompt, "1"))
-            self.out.flush()
-            self.prompt_shown = True
-
-    def typed(self) -> None:
-        """The person pressed Enter: the terminal has moved past the prompt's line."""
-        self.prompt_shown = False
-
-    def _wipe_prompt(self) -> None:
-        if self.prompt_shown:
-            self.out.write("\r\033[K" if self.colour else "\n")
-            self.prompt_shown = False
-
-    def paint(self, text: str, code: str) -> str:
-        return f"\033[{code}m{text}\033[0m" if self.colour else text
-
-    def label(self, vp: str) -> str:
-        code = self.palette.setdefault(vp, COLOURS[len(self.palette) % len(COLOURS)])
-        return self.paint(f"{vp}›", f"1;{code}")
-
-    def stream(self, vp: str, turn: str, text: str) -> None:
-        self._wipe_prompt()
-        if self.owner != (vp, turn):
-            self.out.write(("\n" if self.owner else "") + self.label(vp) + " ")
-            self.owner = (vp, turn)
-        self.out.write(text)
-        self.out.flush()
-
-    def line(self, text: str) -> None:
-        self._wipe_prompt()
-        if self.owner:
-            self.out.write("\n")
-            self.owner = None
-        self.out.write(text + "\n")
-        self.out.flush()
-
-
-def said_line(screen: Screen, author: str, text: str, handoff: dict[str, Any] | None) -> str:
-    """How a message of the group reads: ``ann: text``, or a hand-off between two VPs."""
-    if handoff:
-        route = f"  {handoff.get('from', author)} → {handoff.get('to', '?')}"
-        return screen.paint(f"{route}: {text}", "2")
-    return f"{author}: {text}"
-
-
-def render(screen: Screen, frame: dict[str, Any]) -> None:
-    """Show one server frame."""
-    kind = frame.get("type")
-    if kind == "group_message":
-        author, text = str(frame.get("author", "?")), str(frame.get("text", ""))
-        screen.line(said_line(screen, author, text, frame.get("handoff")))
-    elif kind == "yeaft_output":
-        vp, turn, data = frame.get("vpId", "?"), frame.get("turnId", ""), frame.get("data", {})
-        dtype = data.get("type")
-        if dtype == "assistant":
-            for block in data.get("message", {}).get("content", []):
-                if block.get("type") == "text":
-                    screen.stream(vp, turn, block.get("text", ""))
-                elif block.get("type") == "tool_use":
-                    args = json.dumps(block.get("input", {}), ensure_ascii=False)[:120]
-                    screen.line(screen.paint(f"  {vp} ⚙ {block.get('name')} {args}", "2"))
-        elif dtype == "user":
-            for block in data.get("message", {}).get("content", []):
-                body = str(block.get("content", "")).replace("\n", " ")[:120]
-                screen.line(screen.paint(f"  → {body}", "31" if block.get("is_error") else "2"))
-        elif dtype == "result":
-            if data.get("is_error"):
-                why = data.get("error") or data.get("stop_reason") or data.get("subtype")
-                screen.line(screen.paint(f"  {vp}: {why}", "31"))
-            elif screen.owner and screen.owner[0] == vp:
-                screen.line("")
-        elif dtype == "system":
-            screen.line(screen.paint(f"  ! {data.get('message', '')}", "33"))
-    elif kind == "ask_user_question":
-        choices = frame.get("choices") or []
-        hint = f" [{'/'.join(choices)}]" if choices else ""
-        screen.line(
-            screen.paint(
-                f"? {frame.get('vpId')} asks: {frame.get('prompt')}{hint}"
-                f" — answer with /answer <text>",
-                "1;33",
-            )
-        )
-    elif kind == "error":
-        screen.line(screen.paint(f"  error {frame.get('code')}: {frame.get('message')}", "31"))
 
 
 class ChatClient:
@@ -255,11 +152,13 @@ class ChatClient:
             return f"  cancel refused: {error.get('message') or reply.status_code}"
         body = reply.json()
         count, vps = int(body.get("cancelled", 0)), [str(v) for v in body.get("vps", [])]
-        if not count:
+        if not vps:
             who = f"{vp} is not" if vp else "no VP is"
             return f"  nothing to cancel: {who} answering right now"
-        turns = "turn" if count == 1 else "turns"
-        return f"  cancelled {count} {turns}: {', '.join(vps) or vp or 'all'}"
+        # ``cancelled`` counts the turns the VPs had begun; one still on its
+        # way to its VP is stopped when it arrives, so the VPs are the news.
+        running = f" ({count} running {'turn' if count == 1 else 'turns'} stopped)" if count else ""
+        return f"  cancelled the replies of {', '.join(vps)}{running}"
 
     def command(self, line: str) -> dict[str, Any] | None:
         """The frame a typed line stands for (None: nothing to send)."""
@@ -313,8 +212,8 @@ class ChatClient:
                 }
                 self.screen.line(said_line(self.screen, who, text, handoff))
             elif msg.get("role") == "assistant":
-                self.screen.stream(who, msg.get("id", ""), text)
-                self.screen.line("")
+                self.screen.stream(who, str(msg.get("id", "")), text)
+                self.screen.end(who, str(msg.get("id", "")))
             else:
                 self.screen.line(f"{who}: {text}")
 

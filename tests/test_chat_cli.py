@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from gateway.chat_client import ChatClient
+from gateway.chat_screen import Screen
 from gateway.cli_server import chat_url
 from tests.fixtures.gateway import StartGateway
 from tests.fixtures.ray_cluster import MakeRuntime
@@ -107,6 +108,40 @@ async def test_chat_follows_yeaft_url_and_handles_commands_itself(
     assert "refused the token" in bad.stderr and "Traceback" not in bad.stderr
 
 
+def streaming(client: ChatClient) -> set[str]:
+    """The VPs whose replies are on their way to the screen (live or waiting)."""
+    keys = [client.screen.owner, *client.screen.waiting]
+    return {key[0] for key in keys if key is not None}
+
+
+def test_parallel_replies_are_shown_one_at_a_time() -> None:
+    out = io.StringIO()
+    screen = Screen(out, colour=False, prompt="team> ")
+    screen.show_prompt()
+    screen.stream("linus", "t1", "Cache")
+    screen.stream("steve", "t2", "Cut")
+    screen.turn_line("steve", "t2", "  steve ⚙ recall {}")
+    screen.stream("linus", "t1", " at the edge.")
+    screen.stream("steve", "t2", " the wizard.")
+    screen.line("bob: what about search?")  # a person's message is shown at once
+    screen.stream("linus", "t1", " Measure.")
+    screen.show_prompt()  # not while replies are on their way
+    screen.end("steve", "t2")  # steve ends first, but waits for linus
+    assert "Cut" not in out.getvalue()
+    screen.end("linus", "t1")
+    screen.show_prompt()
+    assert out.getvalue() == (
+        "team> \n"
+        "linus› Cache at the edge.\n"
+        "bob: what about search?\n"
+        "linus› Measure.\n"
+        "steve› Cut\n"
+        "  steve ⚙ recall {}\n"
+        "steve› the wizard.\n"
+        "team> "
+    )
+
+
 async def test_cancel_says_which_turns_it_stopped(
     start_gateway: StartGateway, make_runtime: MakeRuntime
 ) -> None:
@@ -122,11 +157,13 @@ async def test_cancel_says_which_turns_it_stopped(
     task = asyncio.create_task(client.run(read_line=lines.get))
     await eventually(lambda: "team> " in out.getvalue())  # the prompt, once connected
     lines.put("@linus @steve tell me everything about page caches\n")
-    await eventually(lambda: "linus›" in out.getvalue() and "steve›" in out.getvalue())
+    # One reply streams live; the other waits its turn on screen, but both run.
+    await eventually(lambda: "linus›" in out.getvalue() or "steve›" in out.getvalue())
+    await eventually(lambda: streaming(client) == {"linus", "steve"})
     lines.put("/cancel steve\n")
-    await eventually(lambda: "cancelled 1 turn: steve" in out.getvalue())
+    await eventually(lambda: "cancelled the replies of steve (1 running turn" in out.getvalue())
     lines.put("/cancel\n")
-    await eventually(lambda: "cancelled 1 turn: linus" in out.getvalue())
+    await eventually(lambda: "cancelled the replies of linus (1 running turn" in out.getvalue())
     lines.put("/cancel\n")
     await eventually(lambda: "nothing to cancel" in out.getvalue())
     lines.put("/quit\n")

@@ -160,7 +160,9 @@ def persona_reply(request: ModelRequest) -> str:
     role = str(persona.get("role") or "generalist")
     topic, via = _question(request.messages)
     zh = wants_chinese(request, topic)
-    seed = f"{name}|{topic}"
+    # The turn number varies the wording when a question comes back.
+    turns = sum(1 for m in request.messages if m.role == "assistant")
+    seed = f"{name}|{topic}|{turns}"
     memory = memory_clause(request.options.get("memory") or [], zh)
     if zh:
         words = _ZH
