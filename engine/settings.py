@@ -70,6 +70,11 @@ class _EngineFields(BaseModel):
         gt=0,
         description="Longest silence, in seconds, between two pieces of a streamed reply.",
     )
+    model_total_timeout: float = Field(
+        default=600.0,
+        gt=0,
+        description="Longest a single model call may take, however steadily it streams.",
+    )
     offline_tps: float = Field(
         default=0.0,
         ge=0,
@@ -124,6 +129,7 @@ class EngineConfig(_EngineFields):
             connect=self.model_connect_timeout,
             first_token=self.model_first_token_timeout,
             stall=self.model_stall_timeout,
+            total=self.model_total_timeout,
         )
 
     def replace(self, **changes: object) -> EngineConfig:
