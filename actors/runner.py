@@ -237,7 +237,11 @@ class TurnRunner:
             ctx=ctx.tools,
             allowed_tools=ctx.allowed,
             abort=self.abort,
-            options={"persona": self.s.persona.hint(), "memory": memory},
+            options={
+                "persona": self.s.persona.hint(),
+                "memory": memory,
+                "language": "zh" if ctx.group.settings.language == "zh" else "en",
+            },
             # The group's model, when its owner chose one, for every VP in it.
             model=ctx.group.settings.model or None,
         )

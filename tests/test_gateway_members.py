@@ -9,9 +9,11 @@ reaches the other's clients through the store.
 from __future__ import annotations
 
 import asyncio
+import io
 from typing import Any
 
 from gateway.auth import issue_token
+from gateway.chat_screen import Screen, render
 from tests.fixtures.gateway import Gateway, StartGateway, WsClient
 
 
@@ -360,3 +362,12 @@ async def test_a_second_gateway_process_sees_removals_deletions_and_presence(
     assert gid not in second.ctx.hub.tails
     for client in (ann, bob, cat, cat_lobby):
         await client.close()
+
+
+def test_the_terminal_client_says_when_a_group_is_no_longer_yours() -> None:
+    out = io.StringIO()
+    screen = Screen(out, colour=False)
+    render(screen, {"type": "removed", "groupId": "g", "reason": "removed", "message": "bye"})
+    render(screen, {"type": "group_update", "action": "deleted", "group": {"id": "g"}})
+    render(screen, {"type": "presence", "groupId": "g", "online": ["ann"]})
+    assert out.getvalue().splitlines() == ["  bye", "  this group was deleted"]
