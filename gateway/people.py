@@ -76,7 +76,12 @@ class People:
         first = username not in self.connections
         self.connections.setdefault(username, set()).add(conn)
         if first:
-            await self._announce(username, online=True)
+            try:
+                await self._announce(username, online=True)
+            except Exception:
+                # Presence is a courtesy: a store hiccup must not refuse the
+                # connection. The next renewal records the user again.
+                log.warning("could not announce %s online", username, exc_info=True)
 
     def disconnected(self, conn: Connection, username: str) -> None:
         """A connection ended (synchronous: called from the connection's close)."""
