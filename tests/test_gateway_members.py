@@ -300,7 +300,7 @@ async def test_members_and_settings_over_http(start_gateway: StartGateway) -> No
     assert group is not None and group.members == ["bob"] and group.owner == "bob"
 
 
-async def test_concurrent_invitations_through_the_gateway_all_land(
+async def test_concurrent_invitations_and_settings_changes_all_land(
     start_gateway: StartGateway,
 ) -> None:
     gw = await start_gateway()
@@ -309,17 +309,24 @@ async def test_concurrent_invitations_through_the_gateway_all_land(
     for name in names:
         await gw.user(name)
     gid = await _group(gw, "ann")
-    replies = await asyncio.gather(
-        *(
-            gw.http.post(
-                f"/api/groups/{gid}/members", json={"username": name}, headers=gw.auth("ann")
-            )
-            for name in names
+    invitations = [
+        gw.http.post(f"/api/groups/{gid}/members", json={"username": name}, headers=gw.auth("ann"))
+        for name in names
+    ]
+    # Settings changes at the same time must not write an older member list back.
+    edits = [
+        gw.http.patch(
+            f"/api/groups/{gid}/settings",
+            json={"settings": {"maxChainDepth": depth}},
+            headers=gw.auth("ann"),
         )
-    )
-    assert all(r.status_code == 200 for r in replies)
+        for depth in (2, 3, 4)
+    ]
+    replies = await asyncio.gather(*invitations, *edits)
+    assert all(r.status_code == 200 for r in replies), [r.text for r in replies]
     group = await (await gw.store()).get_group(gid)
     assert group is not None and sorted(group.members) == sorted(["ann", *names])
+    assert group.settings.max_chain_depth in (2, 3, 4)
 
 
 async def test_a_second_gateway_process_sees_removals_deletions_and_presence(
