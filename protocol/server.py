@@ -15,6 +15,7 @@ from pydantic import Field
 
 from protocol.common import ErrorCode, ServerModel
 from protocol.data import DataPayload
+from protocol.message_changes import MessageChanged
 
 
 class AgentState(StrEnum):
@@ -160,7 +161,7 @@ class AskUserQuestion(ServerModel):
     seq: int | None = Field(default=None, ge=0)
 
 
-EventFrame = YeaftOutput | AgentStatus | AskUserQuestion | GroupMessageFrame
+EventFrame = YeaftOutput | AgentStatus | AskUserQuestion | GroupMessageFrame | MessageChanged
 """The frames a group's event log holds; the log assigns their ``seq``."""
 
 
@@ -216,6 +217,7 @@ ServerFrame = Annotated[
     | AgentStatus
     | AskUserQuestion
     | GroupMessageFrame
+    | MessageChanged
     | ErrorFrame
     | Ack
     | GroupUpdate

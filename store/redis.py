@@ -44,16 +44,12 @@ well below the blocking pool's socket timeout (20 s unless the URL sets
 
 from __future__ import annotations
 
-import contextlib
 import json
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import redis.asyncio as aioredis
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from protocol import EventFrame
 from store import redis_scripts as scripts
@@ -64,7 +60,6 @@ from store.base import (
     NotFound,
     Store,
     StoreError,
-    StoreUnavailable,
     decode_user,
     encode_user,
     user_record_key,
@@ -77,6 +72,8 @@ from store.events import (
     encode_event,
     make_batch,
 )
+from store.redis_chat import CHAT_KINDS, RedisChatViews
+from store.redis_errors import redis_errors as _redis_errors
 from store.turns import TurnEnd, TurnRecord
 
 # The longest single XREAD BLOCK, and the socket timeout of the blocking
@@ -98,21 +95,10 @@ _GROUP_KINDS = (
     "tphase",
     "topen",
     "ttrig",
+    *CHAT_KINDS,
 )
 _TURN_KINDS = ("turns", "tphase", "topen", "ttrig")
 _FINISHED = "finished"
-
-
-@contextlib.contextmanager
-def _redis_errors() -> Iterator[None]:
-    try:
-        yield
-    except (RedisConnectionError, RedisTimeoutError) as exc:
-        # Refused, dropped or timed out, or a server still loading its data
-        # (BusyLoadingError is a ConnectionError): worth retrying later.
-        raise StoreUnavailable(f"redis store unavailable: {exc}") from exc
-    except RedisError as exc:
-        raise StoreError(f"redis store: {exc}") from exc
 
 
 def _longest_block(socket_timeout: object) -> float:
@@ -126,7 +112,7 @@ def _seq_of(entry_id: str) -> int:
     return int(entry_id.split("-", 1)[0])
 
 
-class RedisStore(Store):
+class RedisStore(RedisChatViews, Store):
     """A Store on a Redis server; all keys live under ``prefix``.
 
     ``max_block_s`` is the longest single XREAD BLOCK: at most half the
@@ -254,6 +240,7 @@ class RedisStore(Store):
                 keys=keys + self._turn_keys(group_id), args=args + _turn_args(turns)
             )
         if int(stored):
+            await self._index_message(group_id, message)
             return message, True
         return GroupMessage.model_validate_json(data), False
 

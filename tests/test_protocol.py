@@ -41,6 +41,8 @@ from protocol import (
     ListGroups,
     ListHistorySessions,
     MessageAttachment,
+    MessageChange,
+    MessageChanged,
     Ping,
     Pong,
     ProtocolError,
@@ -187,6 +189,17 @@ SERVER_SAMPLES: list[BaseModel] = [
         chain_id="msg_1",
         handoff=Handoff.model_validate({"from": "alice", "to": "bob", "reason": "tests"}),
         attachments=[MessageAttachment(name="plan.md", mime="text/markdown", size=12)],
+    ),
+    MessageChanged(
+        group_id="g1", message_id="msg_3", change=MessageChange.DELETED, by="ada", ts=1.5
+    ),
+    MessageChanged(
+        group_id="g1",
+        message_id="msg_4",
+        change=MessageChange.SUPERSEDED,
+        by="ada",
+        ts=2.5,
+        turn_id="t9",
     ),
     AskUserQuestion(
         request_id="q-1",
