@@ -46,6 +46,7 @@ from protocol import (
     AskUserQuestion,
     GroupMessageFrame,
     Handoff,
+    MessageChanged,
     ResultData,
     SystemData,
     YeaftOutput,
@@ -133,6 +134,12 @@ class GroupEvents:
         frame = message_frame(self.group_id, message)
         return await until_stored(
             lambda: self.store.append_event(self.group_id, frame), f"message {message.id}"
+        )
+
+    async def changed(self, frame: MessageChanged) -> int:
+        """Tell every member a stored message changed (deleted, superseded); returns its seq."""
+        return await until_stored(
+            lambda: self.store.append_event(self.group_id, frame), f"change of {frame.message_id}"
         )
 
     async def question(

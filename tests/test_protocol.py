@@ -190,17 +190,7 @@ SERVER_SAMPLES: list[BaseModel] = [
         handoff=Handoff.model_validate({"from": "alice", "to": "bob", "reason": "tests"}),
         attachments=[MessageAttachment(name="plan.md", mime="text/markdown", size=12)],
     ),
-    MessageChanged(
-        group_id="g1", message_id="msg_3", change=MessageChange.DELETED, by="ada", ts=1.5
-    ),
-    MessageChanged(
-        group_id="g1",
-        message_id="msg_4",
-        change=MessageChange.SUPERSEDED,
-        by="ada",
-        ts=2.5,
-        turn_id="t9",
-    ),
+    MessageChanged(group_id="g", message_id="m", change=MessageChange.DELETED, by="a", ts=1.5),
     AskUserQuestion(
         request_id="q-1",
         prompt="Run it?",
