@@ -65,6 +65,15 @@ export const api = {
   deleteGroup: (id) => request('DELETE', `/api/groups/${enc(id)}`),
   addVp: (id, vpId) => request('POST', `/api/groups/${enc(id)}/vps`, { vpId }),
   removeVp: (id, vpId) => request('DELETE', `/api/groups/${enc(id)}/vps/${enc(vpId)}`),
+  inbox: () => request('GET', '/api/inbox'),
+  markRead: (id, messageId) => request('POST', `/api/groups/${enc(id)}/read`, { messageId }),
+  search: (q) => request('GET', `/api/search?q=${enc(q)}&limit=50`),
+  usage: (id) => request('GET', `/api/groups/${enc(id)}/usage`),
+  limits: () => request('GET', '/api/limits'),
+  deleteMessage: (id, messageId) => request('DELETE', `/api/groups/${enc(id)}/messages/${enc(messageId)}`),
+  regenerate: (id, messageId) =>
+    request('POST', `/api/groups/${enc(id)}/messages/${enc(messageId)}/regenerate`),
+  exportUrl: (id, format) => `/api/groups/${enc(id)}/export?format=${enc(format)}`,
   messages: (id, { before, limit } = {}) => {
     const query = new URLSearchParams();
     if (before) query.set('before', before);

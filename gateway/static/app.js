@@ -9,10 +9,12 @@
 
 import { api } from './api.js';
 import { AskDialog } from './ask.js';
-import { Composer } from './composer.js';
+import { Composer, frameBytes } from './composer.js';
 import { Connection } from './connection.js';
 import { el, newId } from './dom.js';
 import { GroupDialog } from './groupdialog.js';
+import { Inbox } from './inbox.js';
+import { SearchBox } from './search.js';
 import { Sidebar } from './sidebar.js';
 import { presenceChip, Timeline } from './timeline.js';
 
@@ -56,6 +58,22 @@ const timeline = new Timeline({
   onChange: () => updateStopAll(),
   onTurnEnd: (bubble) => {
     if (bubble.joinedLate && state.groupId) fetchWholeReply(state.groupId, bubble);
+    if (bubble.messageId) inbox.read(state.groupId, bubble.messageId);
+    refreshUsage();
+  },
+  onDelete: (messageId, failed) => deleteMessage(messageId, failed),
+  onRegenerate: (bubble) => regenerate(bubble),
+});
+
+const inbox = new Inbox({ onChange: () => renderGroupChrome() });
+
+const search = new SearchBox({
+  input: $('search-input'),
+  results: $('search-results'),
+  label: (author, role) => (role === 'assistant' ? persona(author).name : author),
+  onOpen: (groupId, messageId) => {
+    closeSidebar();
+    openAt(groupId, messageId);
   },
 });
 
@@ -129,6 +147,8 @@ function leaveApp(message) {
   state.groupId = null;
   askDialog.reset();
   timeline.reset();
+  inbox.stop();
+  search.clear();
   showLogin(message);
 }
 
@@ -172,12 +192,20 @@ async function enterApp(username) {
   $('login-view').hidden = true;
   $('app-view').hidden = false;
   $('app-view').querySelector('[data-testid="me"]').textContent = username;
-  const [personas, groups] = await Promise.all([api.personas(), api.groups()]);
-  state.personas = personas || [];
+  const [personas, groups, limits] = await Promise.all([
+    api.personas(),
+    api.groups(),
+    api.limits().catch(() => null),
+  ]);
+  // Sorted by name, so every picker lists them the same way.
+  state.personas = (personas || []).sort((a, b) => a.name.localeCompare(b.name));
+  composer.setLimits(limits);
   state.personaById = new Map(state.personas.map((p) => [p.id, p]));
   state.groups = groups || [];
   sidebar.setPersonas(state.personas);
   startConnection();
+  dropOversized(limits?.frameMaxBytes);
+  inbox.start();
   const wanted = groupFromHash() || localStorage.getItem(LAST_GROUP_KEY);
   const first = state.groups.find((g) => g.id === wanted) || state.groups[0];
   if (!first) $('new-group').open = true;
@@ -243,11 +271,16 @@ async function createGroup(name, roster) {
 
 /** The sidebar, the title and the presence bar of the current group. */
 function renderGroupChrome() {
-  sidebar.render(state.groups, state.groupId, (id) => persona(id).name);
+  sidebar.render(state.groups, state.groupId, (id) => persona(id).name, inbox.summaries);
   const group = currentGroup();
   $('group-title').textContent = group ? group.name : 'No group selected';
   document.title = group ? `${group.name} · Yeaft` : 'Yeaft';
   $('group-menu-button').disabled = !group;
+  $('export-menu').hidden = !group;
+  if (group) {
+    $('export-markdown').href = api.exportUrl(group.id, 'markdown');
+    $('export-json').href = api.exportUrl(group.id, 'json');
+  }
   $('empty-state').hidden = Boolean(group);
   $('chat').classList.toggle('has-group', Boolean(group));
   const roster = group?.roster || [];
@@ -305,6 +338,9 @@ async function selectGroup(groupId) {
   }
   connection.subscribe(groupId, typeof page?.lastSeq === 'number' ? page.lastSeq : undefined);
   composer.focus();
+  refreshUsage();
+  const newest = messages[messages.length - 1];
+  if (newest) inbox.read(groupId, newest.id);
 }
 
 /**
@@ -331,7 +367,9 @@ async function fetchWholeReply(groupId, bubble) {
   bubble.lateFetchFailed();
 }
 
-$('load-older').addEventListener('click', async () => {
+$('load-older').addEventListener('click', () => loadOlder());
+
+async function loadOlder() {
   const groupId = state.groupId;
   if (!groupId || !state.oldestId) return;
   try {
@@ -344,7 +382,7 @@ $('load-older').addEventListener('click', async () => {
   } catch (err) {
     toast(`Could not load earlier messages: ${err.message}`);
   }
-});
+}
 
 $('group-menu-button').addEventListener('click', () => {
   const group = currentGroup();
@@ -371,12 +409,100 @@ function updateStopAll() {
   $('stop-all').hidden = !busy;
 }
 
+// -- message actions, usage, search hits ----------------------------------------
+async function deleteMessage(messageId, failed) {
+  const groupId = state.groupId;
+  if (!groupId) return;
+  try {
+    await api.deleteMessage(groupId, messageId);
+    // The message_changed frame takes it off every screen, this one included.
+    timeline.removeMessage(messageId);
+  } catch (err) {
+    failed();
+    toast(`Could not delete the message: ${err.message}`);
+  }
+}
+
+async function regenerate(bubble) {
+  const groupId = state.groupId;
+  if (!groupId || !bubble.messageId) return;
+  try {
+    await api.regenerate(groupId, bubble.messageId);
+    timeline.markSuperseded(bubble.messageId);
+  } catch (err) {
+    bubble.showActions();
+    toast(`Could not regenerate: ${err.message}`);
+  }
+}
+
+let usageTimer = null;
+
+/** The group's token and cost total in the header, from the store (throttled). */
+function refreshUsage() {
+  clearTimeout(usageTimer);
+  usageTimer = setTimeout(async () => {
+    const groupId = state.groupId;
+    const node = $('group-usage');
+    if (!groupId) {
+      node.hidden = true;
+      return;
+    }
+    try {
+      const usage = await api.usage(groupId);
+      if (groupId !== state.groupId) return;
+      const tokens = (usage.inputTokens || 0) + (usage.outputTokens || 0);
+      node.textContent = `${tokens.toLocaleString()} tokens · $${(usage.costUsd || 0).toFixed(4)}`;
+      node.title = `${usage.turns} turns: ${usage.inputTokens} tokens in, ${usage.outputTokens} out`;
+      node.dataset.turns = String(usage.turns);
+      node.hidden = false;
+    } catch {
+      node.hidden = true;
+    }
+  }, 200);
+}
+
+/** Open a group at one message (a search hit): load earlier pages until it is there. */
+async function openAt(groupId, messageId) {
+  if (groupId !== state.groupId || state.loading) await selectGroup(groupId);
+  for (let page = 0; page < 20; page += 1) {
+    if (groupId !== state.groupId) return;
+    if (timeline.focusMessage(messageId)) return;
+    if ($('older').hidden || !state.oldestId) break;
+    await loadOlder();
+  }
+  if (!timeline.focusMessage(messageId)) toast('That message is no longer in the group.', 'info');
+}
+
+/** Pending messages from an earlier page too large to ever pass: dropped, and said so. */
+function dropOversized(limit) {
+  if (!limit || !connection) return;
+  for (const frame of [...connection.outbox.values()]) {
+    if (frameBytes(frame.text || '') > limit) {
+      connection.drop(frame.clientMessageId);
+      toast('A message too long to send was discarded.', 'info');
+    }
+  }
+}
+
 // -- frames from the server ---------------------------------------------------
 function handleFrame(frame) {
   switch (frame.type) {
     case 'group_message':
       if (frame.groupId !== state.groupId || state.loading) return;
       timeline.message(frame);
+      inbox.read(frame.groupId, frame.messageId);
+      inbox.saw(frame.groupId, {
+        messageId: frame.messageId,
+        author: frame.author,
+        role: frame.role,
+        text: frame.text,
+        ts: frame.ts,
+      });
+      break;
+    case 'message_changed':
+      if (frame.groupId !== state.groupId || state.loading) return;
+      timeline.changed(frame);
+      if (frame.change === 'deleted') inbox.refresh();
       break;
     case 'yeaft_output':
       if (frame.groupId !== state.groupId || state.loading) return;
@@ -457,6 +583,19 @@ function handleError(frame) {
       if (again) connection.send(again);
     }, wait);
     toast(`The group is busy: sending again in ${Math.ceil(wait / 1000)} s.`, 'info');
+    return;
+  }
+  if (frame.code === 'frame_too_large') {
+    // The server names no message: drop every pending one too large to pass,
+    // so none is left "sending…" and resent on each reconnect or reload.
+    const limit = Number(frame.detail?.limit) || 0;
+    for (const pending of connection.pending(state.groupId)) {
+      if (frameBytes(pending.text) > limit) {
+        timeline.fail(pending.clientMessageId, 'too long to send');
+        connection.drop(pending.clientMessageId);
+      }
+    }
+    toast(`${frame.message}: the message was not sent.`);
     return;
   }
   if (frame.code === 'unauthorized') {

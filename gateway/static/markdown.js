@@ -90,7 +90,8 @@ export async function copyText(text) {
 function decorateCode(root) {
   for (const code of root.querySelectorAll('pre > code')) {
     const pre = code.parentElement;
-    const source = code.textContent;
+    // marked ends every block with a newline the code did not have.
+    const source = code.textContent.replace(/\n$/, '');
     const lang = (code.className.match(/language-([\w+#-]+)/) || [])[1] || '';
     if (source.length <= HIGHLIGHT_MAX) {
       if (lang && hljs.getLanguage(lang)) {
@@ -99,6 +100,8 @@ function decorateCode(root) {
         code.innerHTML = hljs.highlightAuto(source).value;
       }
       code.classList.add('hljs');
+    } else {
+      code.textContent = source;
     }
     const head = document.createElement('div');
     head.className = 'code-head';

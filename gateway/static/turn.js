@@ -122,6 +122,7 @@ export class TurnBubble {
     // regenerate names. Null until the turn has stored a reply.
     this.messageId = null;
     this.onRegenerate = onRegenerate || null;
+    this.usage = null;
     // Shown from the middle (the page was opened while the VP was writing):
     // the start is missing until the stored reply replaces the text.
     this.joinedLate = joinedLate;
@@ -297,6 +298,7 @@ export class TurnBubble {
     else if (result.is_error) state = 'error';
     this.end(state);
     this.showUsage({
+      ts: Date.now() / 1000,
       stopped: state === 'cancelled',
       durationMs: result.duration_ms,
       usage: result.usage,
