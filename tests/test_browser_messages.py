@@ -6,8 +6,9 @@ search, export, unread counts and the composer's limits.
   and cost show under the reply live and the same after a reload, and the
   group's total shows in the header.
 - A message carrying ``<script>`` and an ``<img onerror>`` (from a person and
-  from a VP) renders inert: no script runs, no handler survives, links open
-  in a new tab without an opener, ``javascript:`` links lose their target.
+  from a VP) renders inert: raw HTML shows as text, no script runs, no
+  handler attribute exists, links open in a new tab without an opener,
+  ``javascript:`` links lose their target.
 - Regenerate runs the VP again on the same message; the old reply stays,
   dimmed, after a reload too. Delete takes one's own message off every tab.
 - Search finds a message in another group and opens it there; export
@@ -146,13 +147,12 @@ async def test_markdown_code_copy_usage_and_no_script_runs(
         )
         mine = page.get_by_test_id("user-message").last
         await expect(mine).to_have_attribute("data-state", "sent")
-        images = page.locator('[data-testid="timeline"] img')
-        await expect(images).to_have_count(2)  # the person's and the echo
-        # Both images have tried to load (and failed) before the checks below.
-        await page.wait_for_function(
-            "[...document.querySelectorAll('[data-testid=\"timeline\"] img')]"
-            ".every((img) => img.complete)"
+        # Raw HTML is shown as the text it is: tags visible, nothing of it live.
+        await expect(mine.get_by_test_id("user-text")).to_contain_text(
+            "<script>window.__pwned = 'script'</script><img src="
         )
+        await expect(linus.nth(1).get_by_test_id("bubble-text")).to_contain_text("onerror=")
+        await expect(page.locator('[data-testid="timeline"] img')).to_have_count(0)
         state = await page.evaluate(
             """() => ({
               pwned: window.__pwned ?? null,
@@ -170,6 +170,7 @@ async def test_markdown_code_copy_usage_and_no_script_runs(
         assert len(docs) == 2
         assert all(d["target"] == "_blank" and "noopener" in d["rel"] for d in docs)
         bad = [link for link in state["links"] if link["text"] == "bad"]
+        assert len(bad) == 2
         assert all(not (link["href"] or "").startswith("javascript") for link in bad)
 
         # After a reload: the same Markdown, the same usage line.

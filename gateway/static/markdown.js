@@ -1,7 +1,8 @@
 // Markdown in messages: marked parses, DOMPurify sanitises, highlight.js
 // colours code. The libraries are vendored ES modules (vendor/README.md).
 //
-// Every message is untrusted: the HTML marked produces goes through
+// Every message is untrusted. Raw HTML in it is escaped (shown as text),
+// and the HTML marked produces goes through
 // DOMPurify into a DocumentFragment (never through innerHTML on a live
 // node), with scripts, event-handler attributes, forms, frames and styles
 // removed. Links open in a new tab with rel="noopener noreferrer". Code
@@ -23,6 +24,20 @@ const LONG_TEXT_INTERVAL_MS = 250;
 const HIGHLIGHT_MAX = 50_000;
 
 marked.setOptions({ gfm: true, breaks: true, async: false });
+
+const escapeHtml = (text) =>
+  text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
+
+// Raw HTML in a message is shown as the text it is, never as markup (people
+// paste tags when they talk about code); DOMPurify below is a second fence.
+marked.use({
+  renderer: {
+    html(token) {
+      const text = escapeHtml(token.text);
+      return token.block ? `<p>${text.trim().replace(/\n/g, '<br>')}</p>\n` : text;
+    },
+  },
+});
 
 const PURIFY = {
   RETURN_DOM_FRAGMENT: true,
@@ -128,6 +143,10 @@ function decorateCode(root) {
 export function renderMarkdown(node, text) {
   const fragment = markdownFragment(text);
   decorateCode(fragment);
+  // The newlines between marked's blocks would end up in textContent.
+  for (const edge of [fragment.firstChild, fragment.lastChild]) {
+    if (edge && edge.nodeType === Node.TEXT_NODE && !edge.textContent.trim()) edge.remove();
+  }
   node.replaceChildren(fragment);
   node.classList.add('markdown');
 }
