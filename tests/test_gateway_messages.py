@@ -8,7 +8,16 @@ from typing import Any
 
 import httpx
 
+from engine.providers.base import ModelRequest
+from engine.providers.offline import OfflineProvider, Reply
 from tests.fixtures.gateway import Gateway, StartGateway, WsClient
+from tests.fixtures.ray_cluster import MakeRuntime
+
+
+def tells_if_it_saw_the_secret(request: ModelRequest) -> Reply:
+    """Says whether the word "swordfish" is anywhere in what the model was given."""
+    seen = any("swordfish" in (m.content or "") for m in request.messages)
+    return Reply("I saw the secret" if seen else "nothing secret here")
 
 
 async def _group(gw: Gateway, user: str, name: str = "team", **body: Any) -> str:
@@ -104,9 +113,10 @@ async def test_search_and_export_see_only_the_users_groups(start_gateway: StartG
 
 
 async def test_only_the_author_deletes_and_every_client_hears_it(
-    start_gateway: StartGateway,
+    start_gateway: StartGateway, make_runtime: MakeRuntime
 ) -> None:
-    gw = await start_gateway()
+    provider = OfflineProvider(tells_if_it_saw_the_secret)
+    gw = await start_gateway(make_runtime(provider_overrides={"offline": provider}))
     await gw.user("ann")
     await gw.user("bob")
     ann, bob = gw.auth("ann"), gw.auth("bob")
@@ -144,6 +154,11 @@ async def test_only_the_author_deletes_and_every_client_hears_it(
     assert mid not in [m["id"] for m in exported["messages"]]
     markdown = (await gw.http.get(f"/api/groups/{gid}/export", headers=ann)).text
     assert "### ann · " not in markdown
+    # Linus saw it when it was asked; in his next turn it is gone from his context.
+    await _ask(ws_ann, gw, gid, "@linus anything secret so far?", "m2")
+    page = (await gw.http.get(f"/api/groups/{gid}/messages", headers=ann)).json()
+    replies = [m["text"] for m in page["messages"] if m["author"] == "linus"]
+    assert replies == ["I saw the secret", "nothing secret here"]
     # A client that reconnects from before the deletion learns it from the log too.
     late = await WsClient.open(gw, "bob")
     await late.send({"type": "subscribe", "groupId": gid, "lastSeq": 0})
