@@ -21,6 +21,9 @@ carries ``{G}`` as a Redis Cluster hash tag, so each Lua script
 ``P:users``              hash    username -> user record JSON
 =======================  ======  ===============================================
 
+The keys of search, read marks and usage totals (``terms``, ``reads``,
+``uturns``, ``usage``) are described in ``store.redis_chat``.
+
 An event entry holds ``d``, the frame's JSON text with its seq, and the
 header fields a subscriber filter reads without decoding it: ``t`` (frame
 type), ``v`` (``vpId``) and ``k`` (``data.type`` of ``yeaft_output``); ``v``

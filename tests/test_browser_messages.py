@@ -243,6 +243,8 @@ async def test_regenerate_delete_search_export_unread_and_limits(
         await doomed.get_by_test_id("delete-message").click()
         await expect(doomed).to_have_count(0)
         await expect(other_tab).to_have_count(0)
+        # Not quoted anywhere either (the line over the replies to it).
+        await expect(page.get_by_test_id("timeline")).not_to_contain_text("forget this secret")
         await second.close()
 
         # Unread: bob writes in the other group; the list shows it from the server.

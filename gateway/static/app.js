@@ -9,11 +9,12 @@
 
 import { api } from './api.js';
 import { AskDialog } from './ask.js';
-import { Composer, frameBytes } from './composer.js';
+import { Composer } from './composer.js';
 import { Connection } from './connection.js';
 import { el, newId } from './dom.js';
 import { GroupDialog } from './groupdialog.js';
 import { Inbox } from './inbox.js';
+import { MessageOps } from './messageops.js';
 import { SearchBox } from './search.js';
 import { Sidebar } from './sidebar.js';
 import { presenceChip, Timeline } from './timeline.js';
@@ -59,10 +60,17 @@ const timeline = new Timeline({
   onTurnEnd: (bubble) => {
     if (bubble.joinedLate && state.groupId) fetchWholeReply(state.groupId, bubble);
     if (bubble.messageId) inbox.read(state.groupId, bubble.messageId);
-    refreshUsage();
+    ops.refreshUsage();
   },
-  onDelete: (messageId, failed) => deleteMessage(messageId, failed),
-  onRegenerate: (bubble) => regenerate(bubble),
+  onDelete: (messageId, failed) => ops.deleteMessage(messageId, failed),
+  onRegenerate: (bubble) => ops.regenerate(bubble),
+});
+
+const ops = new MessageOps({
+  groupId: () => state.groupId,
+  timeline,
+  toast: (text, kind) => toast(text, kind),
+  usageNode: $('group-usage'),
 });
 
 const inbox = new Inbox({ onChange: () => renderGroupChrome() });
@@ -204,7 +212,7 @@ async function enterApp(username) {
   state.groups = groups || [];
   sidebar.setPersonas(state.personas);
   startConnection();
-  dropOversized(limits?.frameMaxBytes);
+  ops.dropOversized(connection, limits?.frameMaxBytes);
   inbox.start();
   const wanted = groupFromHash() || localStorage.getItem(LAST_GROUP_KEY);
   const first = state.groups.find((g) => g.id === wanted) || state.groups[0];
@@ -338,7 +346,7 @@ async function selectGroup(groupId) {
   }
   connection.subscribe(groupId, typeof page?.lastSeq === 'number' ? page.lastSeq : undefined);
   composer.focus();
-  refreshUsage();
+  ops.refreshUsage();
   const newest = messages[messages.length - 1];
   if (newest) inbox.read(groupId, newest.id);
 }
@@ -409,58 +417,7 @@ function updateStopAll() {
   $('stop-all').hidden = !busy;
 }
 
-// -- message actions, usage, search hits ----------------------------------------
-async function deleteMessage(messageId, failed) {
-  const groupId = state.groupId;
-  if (!groupId) return;
-  try {
-    await api.deleteMessage(groupId, messageId);
-    // The message_changed frame takes it off every screen, this one included.
-    timeline.removeMessage(messageId);
-  } catch (err) {
-    failed();
-    toast(`Could not delete the message: ${err.message}`);
-  }
-}
-
-async function regenerate(bubble) {
-  const groupId = state.groupId;
-  if (!groupId || !bubble.messageId) return;
-  try {
-    await api.regenerate(groupId, bubble.messageId);
-    timeline.markSuperseded(bubble.messageId);
-  } catch (err) {
-    bubble.showActions();
-    toast(`Could not regenerate: ${err.message}`);
-  }
-}
-
-let usageTimer = null;
-
-/** The group's token and cost total in the header, from the store (throttled). */
-function refreshUsage() {
-  clearTimeout(usageTimer);
-  usageTimer = setTimeout(async () => {
-    const groupId = state.groupId;
-    const node = $('group-usage');
-    if (!groupId) {
-      node.hidden = true;
-      return;
-    }
-    try {
-      const usage = await api.usage(groupId);
-      if (groupId !== state.groupId) return;
-      const tokens = (usage.inputTokens || 0) + (usage.outputTokens || 0);
-      node.textContent = `${tokens.toLocaleString()} tokens · $${(usage.costUsd || 0).toFixed(4)}`;
-      node.title = `${usage.turns} turns: ${usage.inputTokens} tokens in, ${usage.outputTokens} out`;
-      node.dataset.turns = String(usage.turns);
-      node.hidden = false;
-    } catch {
-      node.hidden = true;
-    }
-  }, 200);
-}
-
+// -- search hits ------------------------------------------------------------
 /** Open a group at one message (a search hit): load earlier pages until it is there. */
 async function openAt(groupId, messageId) {
   if (groupId !== state.groupId || state.loading) await selectGroup(groupId);
@@ -471,17 +428,6 @@ async function openAt(groupId, messageId) {
     await loadOlder();
   }
   if (!timeline.focusMessage(messageId)) toast('That message is no longer in the group.', 'info');
-}
-
-/** Pending messages from an earlier page too large to ever pass: dropped, and said so. */
-function dropOversized(limit) {
-  if (!limit || !connection) return;
-  for (const frame of [...connection.outbox.values()]) {
-    if (frameBytes(frame.text || '') > limit) {
-      connection.drop(frame.clientMessageId);
-      toast('A message too long to send was discarded.', 'info');
-    }
-  }
 }
 
 // -- frames from the server ---------------------------------------------------
@@ -588,13 +534,7 @@ function handleError(frame) {
   if (frame.code === 'frame_too_large') {
     // The server names no message: drop every pending one too large to pass,
     // so none is left "sending…" and resent on each reconnect or reload.
-    const limit = Number(frame.detail?.limit) || 0;
-    for (const pending of connection.pending(state.groupId)) {
-      if (frameBytes(pending.text) > limit) {
-        timeline.fail(pending.clientMessageId, 'too long to send');
-        connection.drop(pending.clientMessageId);
-      }
-    }
+    ops.dropRefused(connection, state.groupId, Number(frame.detail?.limit) || 0);
     toast(`${frame.message}: the message was not sent.`);
     return;
   }

@@ -97,7 +97,21 @@ export class Timeline {
     } else {
       this.scrollToBottom();
     }
+    this.markLatest();
     this.onChange();
+  }
+
+  /**
+   * Mark each VP's newest stored reply on screen: only that one offers
+   * Regenerate (the server refuses the others).
+   */
+  markLatest() {
+    const newest = new Map();
+    for (const node of this.list.querySelectorAll('.bubble[data-message-id]')) {
+      newest.get(node.dataset.vp)?.removeAttribute('data-latest');
+      node.dataset.latest = 'true';
+      newest.set(node.dataset.vp, node);
+    }
   }
 
   renderStored(container, message) {
@@ -268,6 +282,9 @@ export class Timeline {
       node.remove();
       const cmid = node.dataset.clientMessageId;
       if (cmid) this.userMessages.delete(cmid);
+      // The replies stay; the line naming what they answer no longer quotes it.
+      const rows = this.list.querySelectorAll(`.thread[data-trigger="${CSS.escape(messageId)}"] > .reply-to`);
+      for (const label of rows) label.textContent = '↳ a deleted message';
     });
   }
 
@@ -400,7 +417,10 @@ export class Timeline {
       return target;
     });
     // The result names the reply the turn stored: turns it starts thread under it.
-    if (data.type === 'result' && data.message_id) this.threads.rememberReply(data.message_id, bubble);
+    if (data.type === 'result' && data.message_id) {
+      this.threads.rememberReply(data.message_id, bubble);
+      this.markLatest();
+    }
     if (bubble.final) this.onTurnEnd(bubble);
   }
 
