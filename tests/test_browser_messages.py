@@ -1,6 +1,7 @@
 """Messages in the web UI (real headless Chromium): Markdown, safety, actions,
 search, export, unread counts and the composer's limits.
 
+- Personas are sorted by name in the picker and long roles wrap.
 - A reply with a table and a code block renders as Markdown; the code is
   highlighted and its copy button puts the code on the clipboard; tokens
   and cost show under the reply live and the same after a reload, and the
@@ -110,6 +111,16 @@ async def test_markdown_code_copy_usage_and_no_script_runs(
         page = await _page(browser)
         problems = watch_page_errors(page)
         await log_in(page, gateway.url)
+        # Personas are listed by name in the picker, and long roles wrap.
+        picker = await page.evaluate(
+            """() => [...document.querySelectorAll('[data-testid="roster-option"]')].map((o) => ({
+              name: o.querySelector('.roster-name').textContent,
+              wrap: getComputedStyle(o.querySelector('.roster-role')).whiteSpace,
+            }))"""
+        )
+        names = [p["name"] for p in picker]
+        assert len(names) > 5 and names == sorted(names, key=str.casefold)
+        assert {p["wrap"] for p in picker} == {"normal"}
         box = page.get_by_test_id("message-input")
         await box.fill("@linus show me a table")
         await box.press("Enter")

@@ -201,7 +201,8 @@ export class Composer {
       p.id.toLowerCase().startsWith(prefix) ||
       p.name.toLowerCase().startsWith(prefix) ||
       (p.aliases || []).some((a) => a.toLowerCase().startsWith(prefix));
-    this.options = [...this.roster(), everyone].filter(matches);
+    const byName = [...this.roster()].sort((a, b) => a.name.localeCompare(b.name));
+    this.options = [...byName, everyone].filter(matches);
     if (!this.options.length) return this.closeMenu();
     this.renderMenu();
     return undefined;
