@@ -20,8 +20,14 @@ export class Inbox {
     this.timer = null;
     this.pendingMark = new Map();
     this.markTimer = null;
+    // The newest message shown while the page was in the background: read
+    // only once the person can see it.
+    this.unseen = null;
     this.visible = () => {
-      if (document.visibilityState === 'visible') this.refresh();
+      if (document.visibilityState !== 'visible') return;
+      if (this.unseen) this.read(this.unseen.groupId, this.unseen.messageId);
+      this.unseen = null;
+      this.refresh();
     };
   }
 
@@ -42,6 +48,11 @@ export class Inbox {
     try {
       const data = await api.inbox();
       this.summaries = new Map((data?.groups || []).map((s) => [s.groupId, s]));
+      // A mark still on its way: that group is read, whatever this answer says.
+      for (const groupId of this.pendingMark.keys()) {
+        const shown = this.summaries.get(groupId);
+        if (shown) this.summaries.set(groupId, { ...shown, unread: 0 });
+      }
       this.onChange(this.summaries);
     } catch {
       // The next poll tries again; the list keeps what it showed.
@@ -50,7 +61,11 @@ export class Inbox {
 
   /** The open group's newest message was seen: move the read mark there (batched). */
   read(groupId, messageId) {
-    if (!groupId || !messageId || document.visibilityState === 'hidden') return;
+    if (!groupId || !messageId) return;
+    if (document.visibilityState === 'hidden') {
+      this.unseen = { groupId, messageId };
+      return;
+    }
     this.pendingMark.set(groupId, messageId);
     const shown = this.summaries.get(groupId);
     if (shown && shown.unread) {
