@@ -311,6 +311,12 @@ class CoordinatorWorker:
         await self.recover()
         group = await self.groups.require(group_id)
         reply = await regenerable_reply(self.store, group, message_id)
+        if self.turns.busy(group.id, reply.author):
+            # Its next turn would rewind past what the running one writes.
+            raise GroupError(
+                GroupErrorCode.CONFLICT,
+                f"@{reply.author} is still answering in this group: regenerate once it is done",
+            )
         origin = origin_of(reply, by)
         chain = self._guard(group).resume_chain(origin.chain_id)
         with self.turns.admission.reserve(group.id, [reply.author]):

@@ -12,6 +12,7 @@ from engine.providers.base import ModelRequest
 from engine.providers.offline import OfflineProvider, Reply
 from tests.fixtures.gateway import Gateway, StartGateway, WsClient
 from tests.fixtures.ray_cluster import MakeRuntime
+from tests.group_helpers import last_is_tool_result
 
 
 def tells_if_it_saw_the_secret(request: ModelRequest) -> Reply:
@@ -249,3 +250,70 @@ async def test_unread_counts_follow_the_server_side_read_mark(start_gateway: Sta
     foreign = await gw.http.post(f"/api/groups/{quiet}/read", json={"messageId": mid}, headers=bob)
     assert foreign.status_code == 404
     await ws_bob.close()
+
+
+def asks_when_told(request: ModelRequest) -> Reply:
+    """Asks the person a question (holding its turn open) when told to ask; else answers."""
+    said = next((m.content for m in reversed(request.messages) if m.role == "user"), "")
+    if "please ask" in said and not last_is_tool_result(request):
+        return Reply(tool_calls=[("ask_user", {"question": "which colour?", "choices": ["red"]})])
+    return Reply("a plain answer")
+
+
+async def test_regenerate_waits_until_the_vp_is_not_answering(
+    start_gateway: StartGateway, make_runtime: MakeRuntime
+) -> None:
+    gw = await start_gateway(
+        make_runtime(provider_overrides={"offline": OfflineProvider(asks_when_told)})
+    )
+    await gw.user("ann")
+    ann = gw.auth("ann")
+    gid = await _group(gw, "ann")
+    ws = await WsClient.open(gw, "ann")
+    await ws.request({"type": "subscribe", "groupId": gid, "lastSeq": 0})
+    await _ask(ws, gw, gid, "@linus hello", "m1")
+    old_id = (await ws.recv_until(_result))["data"]["message_id"]
+    # Linus's next turn waits on a question: its turn is open.
+    await ws.send(
+        {
+            "type": "yeaft_session_chat",
+            "groupId": gid,
+            "text": "@linus please ask",
+            "clientMessageId": "m2",
+        }
+    )
+    question = await ws.recv_until(lambda f: f.get("type") == "ask_user_question")
+    path = f"/api/groups/{gid}/messages/{old_id}/regenerate"
+    busy = await gw.http.post(path, headers=ann)
+    assert busy.status_code == 409 and "still answering" in busy.json()["error"]["message"]
+    await ws.send(
+        {
+            "type": "ask_user_answer",
+            "groupId": gid,
+            "requestId": question["requestId"],
+            "answer": "red",
+        }
+    )
+    assert await gw.runtime.group(gid).wait_idle()
+    # Now the newest reply is the one that answered the question; the old one is not.
+    assert (await gw.http.post(path, headers=ann)).status_code == 409
+    page = (await gw.http.get(f"/api/groups/{gid}/messages", headers=ann)).json()
+    newest = [m for m in page["messages"] if m["author"] == "linus"][-1]
+    again = f"/api/groups/{gid}/messages/{newest['id']}/regenerate"
+    started = await gw.http.post(again, headers=ann)
+    assert started.status_code == 202, started.text
+    turn_id = started.json()["turnId"]
+    # Rewound to before "please ask", Linus asks again rather than carrying on.
+    asked_again = await ws.recv_until(
+        lambda f: f.get("type") == "ask_user_question" and f.get("turnId") == turn_id
+    )
+    await ws.send(
+        {
+            "type": "ask_user_answer",
+            "groupId": gid,
+            "requestId": asked_again["requestId"],
+            "answer": "red",
+        }
+    )
+    await ws.recv_until(lambda f: _result(f, turn_id))
+    await ws.close()
