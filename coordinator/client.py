@@ -13,6 +13,7 @@ from ray.actor import ActorHandle
 from actors.vp_actor import VPStats
 from coordinator.coordinator import CoordinatorWorker
 from coordinator.membership import GroupEdit, MemberOp
+from coordinator.regenerate import RegenerateResult
 from coordinator.results import CancelResult, IngestResult
 from protocol.settings import GroupSettingsPatch
 from store.base import Group
@@ -92,6 +93,13 @@ class CoordinatorClient:
     ) -> IngestResult:
         result: IngestResult = await self._handle.ingest.remote(
             self.group_id, sender, text, mentions, client_message_id
+        )
+        return result
+
+    async def regenerate(self, message_id: str, by: str) -> RegenerateResult:
+        """Have the VP of reply ``message_id`` answer its message again (a new turn)."""
+        result: RegenerateResult = await self._handle.regenerate.remote(
+            self.group_id, message_id, by
         )
         return result
 

@@ -30,7 +30,7 @@ from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from gateway import http, http_members, ws
+from gateway import http, http_members, messages_api, ws
 from gateway.context import GatewayContext
 from gateway.errors import GatewayError
 from gateway.groups import GroupService
@@ -116,6 +116,7 @@ def create_app(
     _install_error_handlers(app)
     app.include_router(http.router)
     app.include_router(http_members.router)
+    app.include_router(messages_api.router)
     app.add_api_websocket_route("/ws", ws.websocket_endpoint)
     # The UI's files are written separately and may not exist yet; the mount
     # is made anyway and answers 404 until they do.

@@ -16,6 +16,7 @@ from pydantic import Field
 from protocol.common import ErrorCode, ServerModel
 from protocol.data import DataPayload
 from protocol.members import DirectoryEvent, PresenceFrame, RemovedFrame
+from protocol.message_changes import MessageChanged
 
 
 class AgentState(StrEnum):
@@ -174,7 +175,13 @@ class GroupUpdate(ServerModel):
 
 
 EventFrame = (
-    YeaftOutput | AgentStatus | AskUserQuestion | GroupMessageFrame | GroupUpdate | DirectoryEvent
+    YeaftOutput
+    | AgentStatus
+    | AskUserQuestion
+    | GroupMessageFrame
+    | GroupUpdate
+    | DirectoryEvent
+    | MessageChanged
 )
 """The frames a group's event log holds; the log assigns their ``seq``.
 
@@ -228,6 +235,7 @@ ServerFrame = Annotated[
     | AgentStatus
     | AskUserQuestion
     | GroupMessageFrame
+    | MessageChanged
     | ErrorFrame
     | Ack
     | GroupUpdate

@@ -22,6 +22,7 @@ from protocol import EventFrame
 # The settings model lives in the protocol, the layer every other one sees;
 # it is re-exported here because a group record is a store type.
 from protocol.settings import GroupSettings as GroupSettings
+from store.chatviews import GroupSummary, SearchHit, TurnUsage, UsageTotals
 from store.events import EventBatch
 from store.members import MemberChange
 from store.turns import TurnEnd, TurnRecord
@@ -284,6 +285,48 @@ class PresenceStore(Protocol):
         """Those of ``users`` some node serves now (entries not yet expired)."""
 
 
+class ChatViews(Protocol):
+    """Search, deletion, read marks and usage totals (rules in ``store.chatviews``)."""
+
+    @abstractmethod
+    async def search_messages(
+        self, group_ids: Sequence[str], query: str, *, limit: int = 50
+    ) -> list[SearchHit]:
+        """Messages of these groups matching every word of ``query``, newest first."""
+
+    @abstractmethod
+    async def delete_message(
+        self, group_id: str, message_id: str, *, by: str, ts: float
+    ) -> GroupMessage | None:
+        """Mark a message deleted (its text is dropped, it leaves the search index).
+
+        Returns the tombstone (``meta.deleted``), or None when there is no such
+        message. Deleting twice returns the first tombstone unchanged. Who may
+        delete is the caller's rule.
+        """
+
+    @abstractmethod
+    async def supersede_message(
+        self, group_id: str, message_id: str, *, turn_id: str, by: str, ts: float
+    ) -> GroupMessage | None:
+        """Mark a VP reply as superseded by the regenerated turn ``turn_id``."""
+
+    @abstractmethod
+    async def mark_read(self, group_id: str, username: str, message_id: str) -> bool:
+        """Move the user's read mark up to ``message_id``; never back. False if unknown."""
+
+    @abstractmethod
+    async def summaries(self, group_ids: Sequence[str], username: str) -> list[GroupSummary]:
+        """Each group's last message and the user's unread count, in the order given."""
+
+    @abstractmethod
+    async def add_usage(self, group_id: str, usage: TurnUsage) -> bool:
+        """Add one finished turn's usage to its group; False if that turn was added before."""
+
+    @abstractmethod
+    async def group_usage(self, group_id: str) -> UsageTotals: ...
+
+
 class Store(
     GroupStore,
     GroupLog,
@@ -293,6 +336,7 @@ class Store(
     UserStore,
     MemberStore,
     PresenceStore,
+    ChatViews,
     Protocol,
 ):
     """Every role at once: what a backend implements and a process opens.

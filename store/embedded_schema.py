@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sqlite3
 
+from store import embedded_chat
 from store.sqlite import write_txn
 
 SCHEMA = """
@@ -110,3 +111,4 @@ def setup_schema(conn: sqlite3.Connection) -> None:
     """Make the schema on a new connection and migrate what an older version made."""
     conn.executescript(f"BEGIN IMMEDIATE;{SCHEMA}COMMIT;")
     migrate(conn)
+    embedded_chat.setup(conn)

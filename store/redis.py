@@ -21,6 +21,9 @@ carries ``{G}`` as a Redis Cluster hash tag, so each Lua script
 ``P:users``              hash    username -> user record JSON
 =======================  ======  ===============================================
 
+The keys of search, read marks and usage totals (``terms``, ``reads``,
+``uturns``, ``usage``) are described in ``store.redis_chat``.
+
 An event entry holds ``d``, the frame's JSON text with its seq, and the
 header fields a subscriber filter reads without decoding it: ``t`` (frame
 type), ``v`` (``vpId``) and ``k`` (``data.type`` of ``yeaft_output``); ``v``
@@ -72,6 +75,7 @@ from store.events import (
     encode_event,
     make_batch,
 )
+from store.redis_chat import CHAT_KINDS, RedisChatViews
 from store.redis_errors import redis_errors as _redis_errors
 from store.redis_members import RedisMembers
 from store.turns import TurnEnd, TurnRecord
@@ -95,6 +99,7 @@ _GROUP_KINDS = (
     "tphase",
     "topen",
     "ttrig",
+    *CHAT_KINDS,
 )
 _TURN_KINDS = ("turns", "tphase", "topen", "ttrig")
 _FINISHED = "finished"
@@ -111,7 +116,7 @@ def _seq_of(entry_id: str) -> int:
     return int(entry_id.split("-", 1)[0])
 
 
-class RedisStore(RedisMembers, Store):
+class RedisStore(RedisMembers, RedisChatViews, Store):
     """A Store on a Redis server; all keys live under ``prefix``.
 
     ``max_block_s`` is the longest single XREAD BLOCK: at most half the
@@ -247,6 +252,7 @@ class RedisStore(RedisMembers, Store):
         with _redis_errors():
             stored, data = await self._append_message(keys=keys, args=args)
         if int(stored):
+            await self._index_message(group_id, message)
             return message, True
         return GroupMessage.model_validate_json(data), False
 

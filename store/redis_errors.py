@@ -1,4 +1,4 @@
-"""Redis client errors as store errors: unreachable or failed, told apart."""
+"""Redis client errors as store errors (unreachable or failed), for every Redis module."""
 
 from __future__ import annotations
 

@@ -41,6 +41,8 @@ from protocol import (
     ListGroups,
     ListHistorySessions,
     MessageAttachment,
+    MessageChange,
+    MessageChanged,
     Ping,
     Pong,
     ProtocolError,
@@ -190,6 +192,7 @@ SERVER_SAMPLES: list[BaseModel] = [
         handoff=Handoff.model_validate({"from": "alice", "to": "bob", "reason": "tests"}),
         attachments=[MessageAttachment(name="plan.md", mime="text/markdown", size=12)],
     ),
+    MessageChanged(group_id="g", message_id="m", change=MessageChange.DELETED, by="a", ts=1.5),
     AskUserQuestion(
         request_id="q-1",
         prompt="Run it?",

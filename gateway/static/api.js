@@ -72,6 +72,15 @@ export const api = {
   transferOwnership: (id, username) => request('PUT', `/api/groups/${enc(id)}/owner`, { username }),
   leaveGroup: (id) => request('POST', `/api/groups/${enc(id)}/leave`),
   updateSettings: (id, body) => request('PATCH', `/api/groups/${enc(id)}/settings`, body),
+  inbox: () => request('GET', '/api/inbox'),
+  markRead: (id, messageId) => request('POST', `/api/groups/${enc(id)}/read`, { messageId }),
+  search: (q) => request('GET', `/api/search?q=${enc(q)}&limit=50`),
+  usage: (id) => request('GET', `/api/groups/${enc(id)}/usage`),
+  limits: () => request('GET', '/api/limits'),
+  deleteMessage: (id, messageId) => request('DELETE', `/api/groups/${enc(id)}/messages/${enc(messageId)}`),
+  regenerate: (id, messageId) =>
+    request('POST', `/api/groups/${enc(id)}/messages/${enc(messageId)}/regenerate`),
+  exportUrl: (id, format) => `/api/groups/${enc(id)}/export?format=${enc(format)}`,
   messages: (id, { before, limit } = {}) => {
     const query = new URLSearchParams();
     if (before) query.set('before', before);
