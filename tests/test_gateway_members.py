@@ -246,6 +246,8 @@ async def test_presence_on_subscribe_and_as_people_come_and_go(
     }
     # A second tab of bob is no news; the last one closing is.
     bob_tab = await WsClient.open(gw, "bob")
+    # Its pong comes after the server counted the tab among bob's connections.
+    assert (await bob_tab.request({"type": "ping"}))["type"] == "pong"
     await bob.close()
     await bob_tab.close()
     went = await _seen(

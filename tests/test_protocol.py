@@ -41,8 +41,6 @@ from protocol import (
     ListGroups,
     ListHistorySessions,
     MessageAttachment,
-    MessageChange,
-    MessageChanged,
     Ping,
     Pong,
     ProtocolError,
@@ -74,7 +72,7 @@ from protocol import (
     parse_data,
     parse_server_frame,
 )
-from tests.fixtures.member_samples import MEMBER_CLIENT_SAMPLES, MEMBER_SERVER_SAMPLES
+from tests.fixtures.frame_samples import MEMBER_CLIENT_SAMPLES, MEMBER_SERVER_SAMPLES
 
 ATTACHMENT = Attachment(name="notes.txt", mime="text/plain", base64="aGVsbG8=")
 
@@ -192,7 +190,6 @@ SERVER_SAMPLES: list[BaseModel] = [
         handoff=Handoff.model_validate({"from": "alice", "to": "bob", "reason": "tests"}),
         attachments=[MessageAttachment(name="plan.md", mime="text/markdown", size=12)],
     ),
-    MessageChanged(group_id="g", message_id="m", change=MessageChange.DELETED, by="a", ts=1.5),
     AskUserQuestion(
         request_id="q-1",
         prompt="Run it?",
