@@ -255,8 +255,11 @@ export class TurnBubble {
     chip.setResult(block);
   }
 
-  /** A notice inside the turn (a compaction, an engine error). */
+  /** A notice inside the turn (a compaction, a retry, an engine error). */
   addSystem(data) {
+    // A model call that is retried or handed to a fallback model starts its
+    // reply over: what it had streamed is dropped, as the server drops it.
+    if (data.detail && data.detail.discard_partial) this.dropPartial();
     const kind = data.subtype === 'error' ? 'error' : 'notice';
     this.body.append(
       el('div', {
@@ -265,6 +268,16 @@ export class TurnBubble {
         text: data.message || data.subtype || 'notice',
       }),
     );
+  }
+
+  /** Remove the text and thinking streamed since the last tool call or note. */
+  dropPartial() {
+    while (this.segments.length) {
+      const last = this.segments[this.segments.length - 1];
+      if (last.kind !== 'text' && last.kind !== 'thinking') break;
+      this.segments.pop();
+      last.node.remove();
+    }
   }
 
   /** Apply one `data` payload of a yeaft_output frame. */
