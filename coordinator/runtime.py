@@ -22,7 +22,7 @@ from coordinator.results import DrainResult, RecoveryReport
 from coordinator.shards import shard_of
 from protocol.settings import GroupSettingsPatch
 from store.base import Group, Store, new_id
-from store.conversation import ConversationInfo
+from store.conversation import ID_PREFIX, ConversationInfo
 
 CoordinatorActor = ray.remote(CoordinatorWorker)
 
@@ -111,7 +111,7 @@ class Runtime:
 
     async def create_conversation(self, name: str, info: ConversationInfo) -> Group:
         """Create a one-to-one conversation under a new id (``conv_...``)."""
-        return await self.group(new_id("conv")).create_conversation(name, info)
+        return await self.group(new_id(ID_PREFIX)).create_conversation(name, info)
 
     async def question_group(self, request_id: str) -> str | None:
         """The group or conversation an open question was asked in, or None.

@@ -7,8 +7,10 @@ from typing import TYPE_CHECKING
 
 from gateway.conversations import ConversationService
 from gateway.groups import GroupService
-from gateway.limits import LagMeter, LoginThrottle, UserBuckets
+from gateway.limits import LagMeter, UserBuckets
+from gateway.lockout import LoginLockout
 from gateway.metrics import Metrics
+from gateway.people import People
 from gateway.settings import GatewaySettings
 from gateway.tail import Hub
 from personas.loader import PersonaLibrary
@@ -27,8 +29,10 @@ class GatewayContext:
     hub: Hub
     groups: GroupService
     personas: PersonaLibrary
-    logins: LoginThrottle
+    logins: LoginLockout
     # Shared by the WebSocket connections of this process.
     user_rates: UserBuckets
     lag: LagMeter
     conversations: ConversationService
+    # Connections by user, presence, and the directory log (gateway.people).
+    people: People

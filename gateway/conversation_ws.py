@@ -44,7 +44,7 @@ from protocol import (
     SendMessage,
 )
 from protocol.common import Id
-from protocol.conversations import ConversationDeleted, FoldersList, HistorySessions
+from protocol.conversations import FoldersList, HistorySessions
 from store.conversation import PROVIDER
 
 if TYPE_CHECKING:
@@ -132,12 +132,9 @@ class ConversationFrames:
         )
 
     async def delete(self, frame: DeleteConversation) -> None:
-        watching = frame.conversation_id in self.conn.subscriptions
+        # The reply, conversation_deleted, comes to every connection of the
+        # owner through the directory log (gateway.people), this one included.
         await self.ctx.conversations.delete(self.username, frame.conversation_id)
-        # Watchers on this process were told by the hub; this reply is for
-        # a connection that was not watching.
-        if not watching:
-            self.conn.send(ConversationDeleted(conversation_id=frame.conversation_id))
 
     async def list_history(self, frame: ListHistorySessions) -> None:
         provider = frame.provider or PROVIDER

@@ -228,8 +228,9 @@ class ConversationService:
 
     async def delete(self, username: str, conversation_id: str) -> None:
         await self.owned(username, conversation_id)
-        await self._call(conversation_id, lambda c: c.delete_group())
-        self.groups.hub.group_deleted(conversation_id)
+        # Every connection of the owner, on every process, is told through the
+        # directory log (gateway.people): ``conversation_deleted``.
+        await self._call(conversation_id, lambda c: c.delete_group(username))
 
     async def send(
         self, username: str, conversation_id: str, text: str, client_message_id: str | None

@@ -30,13 +30,15 @@ from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from gateway import conversations_http, http, ws
+from gateway import conversations_http, http, http_members, messages_api, ws
 from gateway.context import GatewayContext
 from gateway.conversations import ConversationService
 from gateway.errors import GatewayError
 from gateway.groups import GroupService
-from gateway.limits import LagMeter, LoginThrottle, UserBuckets, probe_loop_lag
+from gateway.limits import LagMeter, UserBuckets, probe_loop_lag
+from gateway.lockout import LoginLockout
 from gateway.metrics import Metrics
+from gateway.people import People
 from gateway.settings import GatewaySettings, load_or_create_secret
 from gateway.tail import Hub
 from personas.loader import load_personas
@@ -82,9 +84,12 @@ def create_app(
         hub=hub,
         groups=groups,
         personas=personas,
-        logins=LoginThrottle(settings.login_max_failures, settings.login_window_s),
+        logins=LoginLockout(
+            settings.login_max_failures, settings.login_window_s, settings.login_lockout_s
+        ),
         user_rates=UserBuckets(settings.user_rate_limit_per_s, settings.user_rate_limit_burst),
         lag=LagMeter(),
+        people=People(runtime.store, hub, wait_s=settings.tail_wait_s),
         conversations=ConversationService(runtime, groups, personas, settings.data_dir),
     )
 
@@ -99,6 +104,7 @@ def create_app(
         finally:
             lag_probe.cancel()
             await asyncio.gather(lag_probe, return_exceptions=True)
+            await ctx.people.close()
             await hub.close()
         if on_stop is not None:
             await on_stop()
@@ -114,6 +120,8 @@ def create_app(
     _install_error_handlers(app)
     app.include_router(http.router)
     app.include_router(conversations_http.router)
+    app.include_router(http_members.router)
+    app.include_router(messages_api.router)
     app.add_api_websocket_route("/ws", ws.websocket_endpoint)
     # The UI's files are written separately and may not exist yet; the mount
     # is made anyway and answers 404 until they do.

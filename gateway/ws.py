@@ -42,13 +42,15 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.websockets import WebSocket
 
-from gateway.auth import AuthError, AuthFailure, check_origin, find_token, verify_token
+from gateway.accounts import session_user
+from gateway.auth import AuthError, AuthFailure, check_origin, find_token, token_claims
 from gateway.connection import CloseCode, Connection
 from gateway.conversation_ws import ConversationFrames
 from gateway.errors import GatewayError
 from gateway.inflight import InFlight
 from gateway.limits import AbuseMeter, LagMeter, TokenBucket
 from gateway.views import group_update, group_view
+from gateway.ws_members import member_handlers
 from protocol import (
     Ack,
     AddVp,
@@ -122,6 +124,7 @@ class ClientSession:
         }
         # The seed's chat mode: create, resume, send, delete, list (gateway.conversation_ws).
         self._handlers.update(ConversationFrames(ctx, conn).handlers())
+        self._handlers.update(member_handlers(self))
 
     @property
     def username(self) -> str:
@@ -135,19 +138,20 @@ class ClientSession:
         try:
             if from_cookie:
                 check_origin(self.ctx.settings, ws.headers)
-            username = verify_token(self.ctx.settings, token)
-            if await (await self.ctx.runtime.store()).get_user(username) is None:
-                raise AuthError(AuthFailure.UNKNOWN_USER, "the user of this token does not exist")
+            claims = token_claims(self.ctx.settings, token)
+            username = await session_user(await self.ctx.runtime.store(), claims)
         except AuthError as exc:
             code = CloseCode.BAD_ORIGIN if exc.reason is AuthFailure.BAD_ORIGIN else None
             return None, code or CloseCode.UNAUTHORIZED, exc.message
         self.user_bucket = self.ctx.user_rates.acquire(username)
+        await self.ctx.people.connected(self.conn, username)
         return username, 0, ""
 
     def on_close(self) -> None:
         self.chats.cancel()
         if self.user_bucket is not None:
             self.ctx.user_rates.release(self.username)
+            self.ctx.people.disconnected(self.conn, self.username)
         for sub in list(self.conn.subscriptions.values()):
             self.ctx.hub.drop(sub)
 
@@ -281,7 +285,8 @@ class ClientSession:
                 f"at most {self.ctx.settings.max_subscriptions} groups can be watched at once",
                 detail={"limit": self.ctx.settings.max_subscriptions},
             )
-        self.reply(group_view(group), "subscribed")
+        online = await self.ctx.people.watching(frame.group_id, group.members)
+        self.conn.send(group_update(group_view(group), "subscribed", online=online))
         await self.ctx.hub.subscribe(self.conn, frame.group_id, frame.last_seq, frame.vp_ids)
 
     async def _unsubscribe(self, frame: Unsubscribe) -> None:

@@ -71,6 +71,7 @@ from protocol.data import (
     UserMessage,
 )
 from protocol.errors import ProtocolError
+from protocol.message_changes import MessageChange, MessageChanged
 from protocol.server import (
     Ack,
     AgentState,
@@ -131,6 +132,8 @@ __all__ = [
     "ListGroups",
     "ListHistorySessions",
     "MessageAttachment",
+    "MessageChange",
+    "MessageChanged",
     "Ping",
     "Pong",
     "ProtocolError",

@@ -31,6 +31,13 @@ from protocol.common import (
     Name,
     Text,
 )
+from protocol.members import (
+    InviteMember,
+    LeaveGroup,
+    RemoveMember,
+    TransferOwnership,
+    UpdateGroupSettings,
+)
 from protocol.settings import GroupSettingsPatch
 
 GROUP_CHAT_TYPE = "yeaft_session_chat"
@@ -267,7 +274,12 @@ ClientFrame = Annotated[
     | ListGroups
     | Subscribe
     | Unsubscribe
-    | Ping,
+    | Ping
+    | InviteMember
+    | RemoveMember
+    | TransferOwnership
+    | LeaveGroup
+    | UpdateGroupSettings,
     Field(discriminator="type"),
 ]
 """Every frame a client may send, told apart by ``type``."""

@@ -15,8 +15,16 @@ from enum import StrEnum
 
 from pydantic import BaseModel
 
+ID_PREFIX = "conv"
+"""Conversation ids are ``conv_...`` (``store.base.new_id``); group ids are not."""
+
 PROVIDER = "yeaft"
 """The only provider a conversation runs on: this server's own engine."""
+
+
+def is_conversation_id(record_id: str) -> bool:
+    """Whether an id was minted for a conversation (tells them apart without a read)."""
+    return record_id.startswith(ID_PREFIX + "_")
 
 
 class GroupKind(StrEnum):

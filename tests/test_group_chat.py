@@ -299,7 +299,7 @@ async def test_memory_follows_the_user_into_a_new_group(make_runtime: MakeRuntim
     await rt.group(second.id).wait_idle()
     log = await (await rt.store()).read_messages(second.id)
     (reply,) = [m.text for m in log if m.author == "steve"]
-    assert "I remember: I prefer Rust for services" in reply
+    assert "You told me earlier: I prefer Rust for services." in reply
 
 
 async def test_route_forward_is_hidden_in_one_vp_groups(make_runtime: MakeRuntime) -> None:

@@ -72,7 +72,7 @@ from protocol import (
     parse_data,
     parse_server_frame,
 )
-from tests.test_protocol_conversations import CONVERSATION_SAMPLES
+from tests.fixtures.frame_samples import MEMBER_CLIENT_SAMPLES, MEMBER_SERVER_SAMPLES
 
 ATTACHMENT = Attachment(name="notes.txt", mime="text/plain", base64="aGVsbG8=")
 
@@ -116,6 +116,7 @@ CLIENT_SAMPLES: list[BaseModel] = [
     Subscribe(group_id="g1", last_seq=0),
     Unsubscribe(group_id="g1"),
     Ping(),
+    *MEMBER_CLIENT_SAMPLES,
 ]
 
 DATA_SAMPLES: list[BaseModel] = [
@@ -174,7 +175,6 @@ SERVER_SAMPLES: list[BaseModel] = [
         data=DATA_SAMPLES[0],  # type: ignore[arg-type]
     ),
     SessionReady(conversation_id="c1", session_id="s1", model="m", capabilities={"tools": True}),
-    *CONVERSATION_SAMPLES,
     AgentStatus(group_id="g1", vp_id="alice", state="streaming", turn_id="t1"),
     AgentStatus(group_id="g1", vp_id="alice", state="thinking", turn_id="t2", trigger_id="msg_1"),
     AgentStatus(state="idle"),
@@ -211,6 +211,7 @@ SERVER_SAMPLES: list[BaseModel] = [
     Ack(message_id="msg_2", group_id="g1"),
     GroupUpdate(group={"id": "g1", "roster": ["alice"]}),
     Pong(),
+    *MEMBER_SERVER_SAMPLES,
 ]
 
 
@@ -359,8 +360,8 @@ ERROR_CASES: list[tuple[str, Any, ErrorCode, str | None, str]] = [
                                "settings": {"fanoutCap": 17}},
      ErrorCode.INVALID_FRAME, "settings.fanoutCap", "less than or equal to 16"),
     ("unknown setting", {"type": "create_group", "name": "g", "roster": [],
-                         "settings": {"model": "x"}},
-     ErrorCode.INVALID_FRAME, "settings.model", "'settings.model' is not a field"),
+                         "settings": {"budget": "x"}},
+     ErrorCode.INVALID_FRAME, "settings.budget", "'settings.budget' is not a field"),
     ("setting of the wrong type", {"type": "create_group", "name": "g", "roster": [],
                                    "settings": {"throttleWindowS": "5"}},
      ErrorCode.INVALID_FRAME, "settings.throttleWindowS", "valid number"),

@@ -1,7 +1,7 @@
-"""The chat mode's frames on the wire: seed-only client frames parse, replies round-trip.
+"""The chat mode's frames on the wire: the seed's fields alone make valid frames.
 
-``CONVERSATION_SAMPLES`` joins ``tests/test_protocol.py``'s server samples,
-so the round-trip and coverage tests there include these frames.
+The replies' samples (``tests/fixtures/frame_samples.py``) join
+``tests/test_protocol.py``'s server samples, which round-trip them.
 """
 
 from __future__ import annotations
@@ -24,35 +24,6 @@ from protocol import (
     parse_client_frame,
     parse_server_frame,
 )
-from protocol.conversations import (
-    ConversationDeleted,
-    ConversationSummary,
-    Folder,
-    FoldersList,
-    HistorySessions,
-)
-
-CONVERSATION_SAMPLES: list[BaseModel] = [
-    HistorySessions(
-        provider="yeaft",
-        sessions=[
-            ConversationSummary(
-                conversation_id="c1",
-                session_id="c1",
-                title="t",
-                vp_id="linus",
-                provider="yeaft",
-                work_dir="default",
-                created_at=1.0,
-                last_activity=2.0,
-                last_message="hi",
-                last_author="linus",
-            )
-        ],
-    ),
-    FoldersList(provider="yeaft", folders=[Folder(name="default", conversations=1)]),
-    ConversationDeleted(conversation_id="c1"),
-]
 
 
 @pytest.mark.parametrize(
