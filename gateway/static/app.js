@@ -62,6 +62,7 @@ const timeline = new Timeline({
   onCancel: (vpId) => state.groupId && connection.cancel(state.groupId, vpId),
   onChange: () => updateStopAll(),
   onTurnEnd: (bubble) => {
+    if (conversations.active) return; // read marks, usage and late fetches are per group
     if (bubble.joinedLate && state.groupId) fetchWholeReply(state.groupId, bubble);
     if (bubble.messageId) inbox.read(state.groupId, bubble.messageId);
     ops.refreshUsage();
@@ -71,7 +72,7 @@ const timeline = new Timeline({
 });
 
 const ops = new MessageOps({
-  groupId: () => state.groupId,
+  groupId: () => (conversations.active ? null : state.groupId),
   timeline,
   toast: (text, kind) => toast(text, kind),
   usageNode: $('group-usage'),
@@ -513,6 +514,7 @@ function handleFrame(frame) {
     case 'group_message':
       if (frame.groupId !== state.groupId || state.loading) return;
       timeline.message(frame);
+      if (conversations.active) break;
       inbox.read(frame.groupId, frame.messageId);
       inbox.saw(frame.groupId, {
         messageId: frame.messageId,
