@@ -14,6 +14,7 @@ from personas.loader import PersonaLibrary
 
 if TYPE_CHECKING:
     from coordinator.runtime import Runtime
+    from gateway.mcp import McpCatalog
 
 
 @dataclass(slots=True)
@@ -30,3 +31,5 @@ class GatewayContext:
     # Shared by the WebSocket connections of this process.
     user_rates: UserBuckets
     lag: LagMeter
+    # The MCP servers as this process lists them (gateway.mcp).
+    mcp: McpCatalog

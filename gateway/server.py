@@ -35,6 +35,8 @@ from gateway.context import GatewayContext
 from gateway.errors import GatewayError
 from gateway.groups import GroupService
 from gateway.limits import LagMeter, LoginThrottle, UserBuckets, probe_loop_lag
+from gateway.mcp import McpCatalog
+from gateway.mcp import router as mcp_router
 from gateway.metrics import Metrics
 from gateway.settings import GatewaySettings, load_or_create_secret
 from gateway.tail import Hub
@@ -82,6 +84,7 @@ def create_app(
         logins=LoginThrottle(settings.login_max_failures, settings.login_window_s),
         user_rates=UserBuckets(settings.user_rate_limit_per_s, settings.user_rate_limit_burst),
         lag=LagMeter(),
+        mcp=McpCatalog(runtime.config.mcp),
     )
 
     @contextlib.asynccontextmanager
@@ -96,6 +99,7 @@ def create_app(
             lag_probe.cancel()
             await asyncio.gather(lag_probe, return_exceptions=True)
             await hub.close()
+            await ctx.mcp.aclose()
         if on_stop is not None:
             await on_stop()
 
@@ -109,6 +113,7 @@ def create_app(
     app.state.gateway = ctx
     _install_error_handlers(app)
     app.include_router(http.router)
+    app.include_router(mcp_router)
     app.add_api_websocket_route("/ws", ws.websocket_endpoint)
     # The UI's files are written separately and may not exist yet; the mount
     # is made anyway and answers 404 until they do.
@@ -285,6 +290,7 @@ def runtime_config(settings: GatewaySettings, engine: EngineConfig) -> RuntimeCo
         coordinator_shards=settings.coordinator_shards,
         max_group_pending_turns=settings.max_group_pending_turns,
         max_vp_pending_turns=settings.max_vp_pending_turns,
+        mcp=settings.mcp(),
     )
 
 

@@ -71,6 +71,7 @@ from protocol.data import (
     UserMessage,
 )
 from protocol.errors import ProtocolError
+from protocol.mcp import McpServerInfo, McpServersList, McpServersListFrame, McpToolInfo
 from protocol.server import (
     Ack,
     AgentState,
@@ -130,6 +131,10 @@ __all__ = [
     "ListFolders",
     "ListGroups",
     "ListHistorySessions",
+    "McpServerInfo",
+    "McpServersList",
+    "McpServersListFrame",
+    "McpToolInfo",
     "MessageAttachment",
     "Ping",
     "Pong",

@@ -31,6 +31,7 @@ from protocol.common import (
     Name,
     Text,
 )
+from protocol.mcp import McpServersList
 from protocol.settings import GroupSettingsPatch
 
 GROUP_CHAT_TYPE = "yeaft_session_chat"
@@ -263,7 +264,8 @@ ClientFrame = Annotated[
     | ListGroups
     | Subscribe
     | Unsubscribe
-    | Ping,
+    | Ping
+    | McpServersList,
     Field(discriminator="type"),
 ]
 """Every frame a client may send, told apart by ``type``."""

@@ -15,6 +15,7 @@ from pydantic import Field
 
 from protocol.common import ErrorCode, ServerModel
 from protocol.data import DataPayload
+from protocol.mcp import McpServersListFrame
 
 
 class AgentState(StrEnum):
@@ -219,7 +220,8 @@ ServerFrame = Annotated[
     | ErrorFrame
     | Ack
     | GroupUpdate
-    | Pong,
+    | Pong
+    | McpServersListFrame,
     Field(discriminator="type"),
 ]
 """Every frame the server may send, told apart by ``type``."""
