@@ -13,6 +13,7 @@ import { Composer } from './composer.js';
 import { Connection } from './connection.js';
 import { el, newId } from './dom.js';
 import { GroupDialog } from './groupdialog.js';
+import { mountMcp } from './mcp.js';
 import { Sidebar } from './sidebar.js';
 import { presenceChip, Timeline } from './timeline.js';
 
@@ -155,6 +156,8 @@ $('login-view').querySelector('form').addEventListener('submit', async (event) =
     button.disabled = false;
   }
 });
+
+mountMcp();
 
 $('logout').addEventListener('click', async () => {
   try {
