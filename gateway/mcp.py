@@ -14,12 +14,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import Any
-
-from fastapi import APIRouter
 
 from engine.mcp import McpConfig, McpManager, ServerStatus, tool_name
-from gateway.http import Ctx, User
 from protocol import McpServerInfo, McpServersListFrame, McpToolInfo
 
 log = logging.getLogger(__name__)
@@ -86,13 +82,3 @@ class McpCatalog:
             task.cancel()
         await asyncio.gather(*self._answers, return_exceptions=True)
         await self.manager.aclose()
-
-
-router = APIRouter()
-
-
-@router.get("/api/mcp/servers")
-async def list_mcp_servers(user: User, ctx: Ctx, connect: bool = False) -> dict[str, Any]:
-    """Every configured MCP server, its tools and state; ``?connect=true`` opens idle ones."""
-    frame = await ctx.mcp.listing(connect=connect)
-    return {"servers": [s.model_dump(by_alias=True) for s in frame.servers]}

@@ -36,7 +36,7 @@ from gateway.errors import GatewayError
 from gateway.groups import GroupService
 from gateway.limits import LagMeter, LoginThrottle, UserBuckets, probe_loop_lag
 from gateway.mcp import McpCatalog
-from gateway.mcp import router as mcp_router
+from gateway.mcp_http import router as mcp_router
 from gateway.metrics import Metrics
 from gateway.settings import GatewaySettings, load_or_create_secret
 from gateway.tail import Hub

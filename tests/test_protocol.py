@@ -72,6 +72,7 @@ from protocol import (
     parse_data,
     parse_server_frame,
 )
+from protocol.mcp import McpServerInfo, McpServersList, McpServersListFrame
 
 ATTACHMENT = Attachment(name="notes.txt", mime="text/plain", base64="aGVsbG8=")
 
@@ -110,6 +111,7 @@ CLIENT_SAMPLES: list[BaseModel] = [
     RemoveVp(group_id="g1", vp_id="linus"),
     SetDefaultVp(group_id="g1", vp_id="linus"),
     SetDefaultVp(group_id="g1", vp_id=None),
+    McpServersList(connect=True, request_id="r8"),
     ListGroups(),
     Subscribe(group_id="g1", last_seq=41, vp_ids=["alice", "bob"]),
     Subscribe(group_id="g1", last_seq=0),
@@ -209,6 +211,7 @@ SERVER_SAMPLES: list[BaseModel] = [
     Ack(message_id="msg_2", group_id="g1"),
     GroupUpdate(group={"id": "g1", "roster": ["alice"]}),
     Pong(),
+    McpServersListFrame(servers=[McpServerInfo(name="w", transport="http", state="failed")]),
 ]
 
 
