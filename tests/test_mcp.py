@@ -80,13 +80,27 @@ def http_server() -> Iterator[str]:
 MakeVP = Callable[..., VPActor]
 
 
+def linus_with(tmp_path: Path, servers: str) -> str:
+    """A personas directory whose linus names ``servers`` in its front matter."""
+    builtin = Path(__file__).resolve().parents[1] / "personas" / "builtin" / "linus.md"
+    own = tmp_path / "personas"
+    own.mkdir()
+    line = "modelHint: primary\n"
+    text = builtin.read_text().replace(line, f"{line}mcpServers: {servers}\n")
+    (own / "linus.md").write_text(text)
+    return str(own)
+
+
 @pytest.fixture
 async def make_vp(tmp_path: Path, fake_llm: FakeLLM) -> AsyncIterator[MakeVP]:
     store_factory = StoreFactory("embedded", tmp_path / "data", None, "unused")
     made: list[VPActor] = []
 
-    def make(servers: dict[str, Any], vp: str = "linus", **limits: Any) -> VPActor:
+    def make(
+        servers: dict[str, Any], vp: str = "linus", personas_dir: str | None = None, **limits: Any
+    ) -> VPActor:
         config = RuntimeConfig(
+            personas_dir=personas_dir,
             store=store_factory.config,
             engine=EngineConfig(
                 model="openai:gpt-test",
@@ -328,6 +342,18 @@ async def test_the_persona_allowlist_and_the_group_choice_both_narrow(
     assert "web__echo" in names and not any(n.startswith("fx__") for n in names)
 
 
+async def test_a_persona_file_narrows_the_servers_its_vp_uses(
+    make_vp: MakeVP, fake_llm: FakeLLM, tmp_path: Path
+) -> None:
+    vp = make_vp({"fx": stdio(), "other": stdio()}, personas_dir=linus_with(tmp_path, "[fx]"))
+    assert vp.services.persona.mcp_servers == ("fx",)
+    fake_llm.text("ok")
+    await turn(vp)
+    names = set(offered(fake_llm.requests[0]))
+    assert "fx__echo" in names and not any(n.startswith("other__") for n in names)
+    assert vp.services.mcp.connection("other").state == "idle"  # type: ignore[union-attr]
+
+
 def test_a_persona_file_names_its_servers() -> None:
     from personas.model import PersonaMeta
 
@@ -417,3 +443,28 @@ def test_the_configuration_reads_the_desktop_shape(tmp_path: Path) -> None:
     path.write_text("{not json")
     with pytest.raises(McpConfigError, match=r"mcp\.json"):
         load_mcp_config(path)
+
+
+async def test_a_server_that_keeps_failing_is_retried_after_a_growing_back_off() -> None:
+    from engine.mcp.connection import ServerConnection, ServerState, ServerUnavailable
+
+    spec = parse_mcp_config({"mcpServers": {"gone": {"command": "/nonexistent/x"}}})
+    conn = ServerConnection(
+        "gone", spec.servers["gone"], connect_timeout_s=5, backoff_s=(40.0, 300.0)
+    )
+    # The first failure after a healthy run (or none) is retried at once.
+    with pytest.raises(ServerUnavailable, match="command not found"):
+        await conn.ensure()
+    assert conn.status().state is ServerState.FAILED and conn.status().retry_in == 0
+    with pytest.raises(ServerUnavailable, match="command not found"):
+        await conn.ensure()
+    # Then the back-off starts at its first value and doubles; a call meanwhile
+    # is refused at once, saying when the next attempt is.
+    assert 39 < (conn.status().retry_in or 0) <= 40
+    with pytest.raises(ServerUnavailable, match=r"next attempt in \d+s"):
+        await conn.ensure()
+    conn._retry_at = 0  # the back-off has passed
+    with pytest.raises(ServerUnavailable):
+        await conn.ensure()
+    assert 79 < (conn.status().retry_in or 0) <= 80
+    assert conn.failures == 3
