@@ -4,7 +4,9 @@ real MCP server in a group chat, seen by a client as a tool chip and an answer."
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 import sys
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
@@ -28,11 +30,12 @@ SERVER = str(Path(__file__).resolve().parent / "fixtures" / "mcp_server.py")
 SECRET = "listing-secret-0123456789"
 
 
-def _config() -> Any:
+def _config(pidfile: Path | None = None) -> Any:
+    env = {"K": SECRET, **({"MCP_TEST_PIDFILE": str(pidfile)} if pidfile else {})}
     return parse_mcp_config(
         {
             "mcpServers": {
-                "fx": {"command": sys.executable, "args": [SERVER, "stdio"], "env": {"K": SECRET}},
+                "fx": {"command": sys.executable, "args": [SERVER, "stdio"], "env": env},
                 "gone": {"command": "/nonexistent/mcp-server-binary"},
                 "old": {"type": "sse", "url": "http://127.0.0.1:1/sse"},
             }
@@ -83,7 +86,7 @@ async def test_servers_are_listed_over_http_and_the_websocket(
 
 
 async def test_a_vp_actor_uses_an_mcp_tool_in_a_group_chat(
-    start_gateway: StartGateway, make_runtime: MakeRuntime, fake_llm: FakeLLM
+    start_gateway: StartGateway, make_runtime: MakeRuntime, fake_llm: FakeLLM, tmp_path: Path
 ) -> None:
     engine = {
         "model": "openai:gpt-test",
@@ -91,7 +94,8 @@ async def test_a_vp_actor_uses_an_mcp_tool_in_a_group_chat(
         "openai_base_url": fake_llm.openai_base_url,
         "max_retries": 0,
     }
-    runtime = make_runtime(mcp=_config(), engine=engine)
+    pidfile = tmp_path / "fx.pid"
+    runtime = make_runtime(mcp=_config(pidfile), engine=engine)
     gw = await start_gateway(runtime)
     await gw.user("ann")
     created = await gw.http.post(
@@ -123,6 +127,23 @@ async def test_a_vp_actor_uses_an_mcp_tool_in_a_group_chat(
     messages = fake_llm.requests[1].body["messages"]
     assert [m["content"] for m in messages if m["role"] == "tool"] == ["5"]
     await client.close()
+
+    # The server was started by the VP actor; killing the actor stops it too.
+    pid = int(pidfile.read_text())
+    os.kill(pid, 0)
+    runtime.shutdown()
+    assert await _gone(pid, within=30)
+
+
+async def _gone(pid: int, within: float) -> bool:
+    """Whether process ``pid`` exits within ``within`` seconds (nothing to await but polling)."""
+    async with asyncio.timeout(within):
+        while True:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return True
+            await asyncio.sleep(0.05)
 
 
 async def test_the_tools_dialog_shows_the_servers_and_their_tools(
