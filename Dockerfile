@@ -1,6 +1,9 @@
 # One image for the Ray head, Ray workers and gateway replicas.
 FROM python:3.11-slim
 WORKDIR /app
+# KubeRay operators before 1.6 probe Ray pods with wget.
+RUN apt-get update && apt-get install -y --no-install-recommends wget \
+    && rm -rf /var/lib/apt/lists/*
 COPY pyproject.toml README.md ./
 COPY protocol protocol
 COPY engine engine

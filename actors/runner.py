@@ -265,7 +265,11 @@ class TurnRunner:
             ctx=ctx.tools,
             allowed_tools=ctx.allowed,
             abort=self.abort,
-            options={"persona": self.s.persona.hint(), "memory": memory},
+            options={
+                "persona": self.s.persona.hint(),
+                "memory": memory,
+                "language": "zh" if ctx.group.settings.language == "zh" else "en",
+            },
         )
 
     async def store_reply(self, group: Group) -> tuple[GroupMessage | None, Selection]:

@@ -34,6 +34,7 @@ unreachable (``store.retry``).
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
 from actors.turns import TurnState, TurnTracker
 from engine.bridge import Payload, WebBridge, result_payload
@@ -52,7 +53,7 @@ from protocol import (
 )
 from store.base import GroupMessage, Store, StoreError
 from store.retry import until_stored
-from store.turns import TurnEnd
+from store.turns import TurnEnd, TurnRecord
 
 log = logging.getLogger(__name__)
 
@@ -122,17 +123,19 @@ class GroupEvents:
         frame = self._status(vp_id, turn_id, state, trigger_id)
         return await self.store.start_turn(self.group_id, turn_id, frame)
 
-    async def message(self, message: GroupMessage) -> int:
-        """Show every member a message just stored in the group log; returns its seq.
+    async def store_message(
+        self, message: GroupMessage, turns: Sequence[TurnRecord] = ()
+    ) -> tuple[GroupMessage, bool]:
+        """Store a message in the group log and show it to every member, in one write.
 
-        Called after the message is stored and before any turn it causes is
-        dispatched, so the event log always has a message before the replies
-        to it. Retried while the store is unreachable, like a notice: a
-        member who missed it would see replies to a message never shown.
+        Returns the stored message and whether it is new (see
+        ``GroupLog.append_message``). Its ``group_message`` frame is appended
+        with it, so the event log has every stored message, always before the
+        replies to it (its turns are dispatched after this returns), and a
+        retried write can neither lose nor repeat the frame.
         """
-        frame = message_frame(self.group_id, message)
-        return await until_stored(
-            lambda: self.store.append_event(self.group_id, frame), f"message {message.id}"
+        return await self.store.append_message(
+            self.group_id, message, turns, announce=message_frame(self.group_id, message)
         )
 
     async def question(

@@ -56,7 +56,7 @@ async def measure(model: str, store_url: str | None, runs: int, sizes: list[int]
                 store=StoreConfig(store_url, Path(tmp), redis_prefix="bench"),
                 personas_dir=str(pdir),
                 # The offline model only: nothing from the environment applies.
-                engine=EngineConfig(model=model),
+                engine=EngineConfig(model=model, offline_tps=0),
             )
         )
         group = await rt.create_group("bench", roster, settings=GroupSettingsPatch(fanout_cap=16))

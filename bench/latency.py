@@ -61,6 +61,8 @@ class Server:
         env.update(
             YEAFT_DATA_DIR=self.tmp.name,
             YEAFT_MODEL=model,
+            # Only the model string's tps paces the model, never serve's default.
+            YEAFT_OFFLINE_TPS="0",
             YEAFT_RATE_LIMIT_PER_S="1000",
             YEAFT_RATE_LIMIT_BURST="1000",
             YEAFT_USER_RATE_LIMIT_PER_S="100000",

@@ -163,6 +163,8 @@ class Server:
         self.env.update(
             YEAFT_DATA_DIR=self.tmp.name,
             YEAFT_MODEL=model,
+            # Only the model string's tps paces the model, never serve's default.
+            YEAFT_OFFLINE_TPS="0",
             YEAFT_JWT_SECRET=self.secret,
             YEAFT_REDIS_PREFIX=f"bench-{uuid.uuid4().hex[:8]}",
         )

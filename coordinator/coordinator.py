@@ -215,13 +215,11 @@ class CoordinatorWorker:
         # The message and the turns that answer it are stored in one write:
         # nothing is acked without its turns, and a repeat records none.
         records = [req.record() for req in reqs]
-        stored, created = await self.store.append_message(group.id, msg, records)
+        events = GroupEvents(self.store, group.id)
+        stored, created = await events.store_message(msg, records)
         if not created:
             turns = await self._resend(group, stored)
             return IngestResult(stored.id, duplicate=True, trigger=str(sel.trigger), turns=turns)
-        events = GroupEvents(self.store, group.id)
-        # Every member sees the message before anything that answers it.
-        await events.message(stored)
         if sel.unknown:
             await self._unknown_names(events, group, sel.unknown, stored.id)
         elif not sel.targets:
@@ -294,9 +292,8 @@ class CoordinatorWorker:
                     "chainId": request.origin.chain_id,
                 },
             )
-            stored, _ = await self.store.append_message(group.id, msg)
             # The hand-off is shown before the turn it starts writes anything.
-            await GroupEvents(self.store, group.id).message(stored)
+            stored, _ = await GroupEvents(self.store, group.id).store_message(msg)
             await self.turns.start(group, target, request.origin.next_hop(stored.id))
             dispatched.append(target)
         return ForwardResult(True, tuple(dispatched))

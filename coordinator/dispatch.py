@@ -206,11 +206,22 @@ class Dispatcher:
         return False
 
     async def _lost(self, turn: _Turn, exc: BaseException) -> None:
-        """The VP actor died with the turn: end it with an error result."""
+        """The VP actor died with the turn: end it with an error result.
+
+        The message says what happens next: Ray restarts an actor that is
+        unavailable; one that died for good (killed, out of restarts) stays
+        gone until an operator acts.
+        """
         log.warning("turn %s lost: %s", turn.request.turn_id, exc)
+        if isinstance(exc, ActorUnavailableError):
+            advice = "Ray is restarting it: send the message again."
+        elif isinstance(exc, RayError):
+            advice = "It could not be restarted; an operator must look at the cluster."
+        else:
+            advice = "Send the message again."
         message = (
             f"@{turn.request.vp_id} stopped unexpectedly and this turn was lost "
-            f"({type(exc).__name__}). It has been restarted: send the message again."
+            f"({type(exc).__name__}). {advice}"
         )
         await self._interrupt(turn, message, "actor_died")
 

@@ -249,6 +249,10 @@ class WebBridge:
             self._final_text = []
             await self._send(tool_result_payload(event))
         elif isinstance(event, NoticeEvent):
+            if event.detail.get("discard_partial"):
+                # The model call is retried or falls back: what it streamed so
+                # far is dropped by clients, so the turn's text starts over.
+                self._final_text = []
             await self._send(notice_payload(event))
         elif isinstance(event, StopEvent):
             payload = result_payload(

@@ -70,6 +70,17 @@ class _EngineFields(BaseModel):
         gt=0,
         description="Longest silence, in seconds, between two pieces of a streamed reply.",
     )
+    model_total_timeout: float = Field(
+        default=600.0,
+        gt=0,
+        description="Longest a single model call may take, however steadily it streams.",
+    )
+    offline_tps: float = Field(
+        default=0.0,
+        ge=0,
+        description="Tokens per second of the offline model when its model string names "
+        "no tps; 0 streams without pauses.",
+    )
 
     @field_validator(
         "openai_api_key",
@@ -118,6 +129,7 @@ class EngineConfig(_EngineFields):
             connect=self.model_connect_timeout,
             first_token=self.model_first_token_timeout,
             stall=self.model_stall_timeout,
+            total=self.model_total_timeout,
         )
 
     def replace(self, **changes: object) -> EngineConfig:
@@ -147,6 +159,15 @@ class EngineSettings(BaseSettings, _EngineFields):
     )
     prices_file: str | None = Field(
         default=None, description="JSON file of per-model prices (USD per million tokens)."
+    )
+    # A person trying the offline model should see replies stream side by
+    # side, so a driver (``yeaft serve``, ``yeaft ask``) paces it like a
+    # real model unless told otherwise; engines built in code default to no
+    # pauses, and the tests and benchmarks say so explicitly.
+    offline_tps: float = Field(
+        default=40.0,
+        ge=0,
+        description="Tokens per second of the offline model (YEAFT_OFFLINE_TPS); 0: no pauses.",
     )
 
     def to_config(self) -> EngineConfig:

@@ -4,7 +4,7 @@ Without them a provider that accepts a request and then says nothing, or
 stops halfway through a reply, holds the turn (and the group's turns queued
 behind it) for as long as the SDK's read timeout, retried several times.
 
-Three limits, in :class:`StreamTimeouts`:
+Four limits, in :class:`StreamTimeouts`:
 
 - ``connect``: opening the connection. The SDK enforces it (its httpx connect
   timeout), so it is applied where the providers are made
@@ -14,8 +14,10 @@ Three limits, in :class:`StreamTimeouts`:
   which is why it is the longest.
 - ``stall``: the longest silence between two pieces of output once the first
   has arrived.
+- ``total``: the whole call, however steadily it streams, so a model that
+  drips one token every few seconds cannot hold a turn for good.
 
-The last two are enforced here, once for every provider, by :func:`watch`,
+The last three are enforced here, once for every provider, by :func:`watch`,
 which wraps a provider's stream and ends it with a :class:`ModelError` of kind
 TIMEOUT, retried and failed over like any other timeout. What counts as
 output is any item the provider yields: text, thinking, a tool call, or a
@@ -44,9 +46,10 @@ class StreamTimeouts:
     connect: float = 10.0
     first_token: float = 60.0
     stall: float = 30.0
+    total: float = 600.0
 
     def __post_init__(self) -> None:
-        for name in ("connect", "first_token", "stall"):
+        for name in ("connect", "first_token", "stall", "total"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"the {name} timeout must be a positive number of seconds")
 
@@ -71,24 +74,28 @@ async def watch(
     """
     vendor, _, name = model.partition(":")
     received = 0
+    loop = asyncio.get_running_loop()
+    waited = 0.0  # time spent waiting on the provider, counted against ``total``
     try:
         while True:
             limit = timeouts.first_token if received == 0 else timeouts.stall
-            deadline = asyncio.timeout(limit)
+            left = timeouts.total - waited
+            deadline = asyncio.timeout(min(limit, left))
+            began = loop.time()
             try:
                 async with deadline:
                     item = await anext(stream)
+                waited += loop.time() - began
             except StopAsyncIteration:
                 return
             except TimeoutError:
                 if not deadline.expired():
                     raise  # the provider's own TimeoutError, not this deadline
-                raise ModelError(
-                    ErrorKind.TIMEOUT,
-                    _silence(model, limit, received),
-                    provider=vendor,
-                    model=name,
-                ) from None
+                if left <= limit:
+                    why = f"the call to {model} ran past its {timeouts.total:g} s limit"
+                else:
+                    why = _silence(model, limit, received)
+                raise ModelError(ErrorKind.TIMEOUT, why, provider=vendor, model=name) from None
             received += 1
             if not isinstance(item, ProgressItem):
                 yield item

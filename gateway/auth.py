@@ -2,8 +2,9 @@
 
 A token's payload is ``{sub, username, jti, iat, exp}``. ``verify_token``
 raises :class:`AuthError` for a missing, malformed, forged or expired token,
-and nothing else. Tokens are not revocable: logging out clears the cookie,
-and a stolen token is valid until it expires (``YEAFT_JWT_TTL``).
+and nothing else. Logging out clears the cookie; a token stays valid until
+it expires (``YEAFT_JWT_TTL``) or its user's password is changed (tokens
+issued before ``passwordChangedAt`` are refused: ``gateway.accounts``).
 
 A client presents its token in one of three places, tried in this order:
 an ``Authorization: Bearer`` header, a ``token`` query parameter (browsers
@@ -35,6 +36,7 @@ class AuthFailure(StrEnum):
     INVALID = "invalid"
     EXPIRED = "expired"
     UNKNOWN_USER = "unknown_user"
+    PASSWORD_CHANGED = "password_changed"
     BAD_ORIGIN = "bad_origin"
 
 

@@ -1,13 +1,16 @@
 """``yeaft chat GROUP``: a terminal client for one group.
 
-Each VP's reply streams under its own coloured label; when output switches
-from one VP to another the new VP's label starts a fresh line, so parallel
-replies stay readable. What other people write (and what this person writes
+Each VP's reply streams under its own coloured label, one reply live at a
+time while the others wait their turn (:mod:`gateway.chat_screen`), so
+parallel replies stay readable. What other people write (and what this person writes
 elsewhere, in a browser say) appears as it is sent, and so does a VP's
 ``route_forward`` hand-off; a line typed here is not printed again. Lines
-typed are sent as chat messages (``@mentions`` work as in the web UI);
-``/cancel [vp]`` stops one VP or everyone, ``/quit`` leaves. The client
-reconnects with ``lastSeq`` and so never misses output.
+typed are sent as chat messages (``@mentions`` work as in the web UI).
+Commands are handled here: ``/help`` lists them, ``/cancel [vp]`` stops one
+VP or everyone and says which turns it stopped, ``/answer`` replies to a
+VP's question, ``/quit`` leaves. The client reconnects with ``lastSeq`` and
+so never misses output; a server it cannot reach, or a token it refuses, is
+a :class:`ChatError` (one line for the person, no traceback).
 """
 
 from __future__ import annotations
@@ -23,98 +26,35 @@ from urllib.parse import quote
 
 import httpx
 
+from gateway.chat_screen import Screen, render, said_line
+
 PING_INTERVAL_S = 20.0
 QUIT = ("/quit", "/exit")
-COLOURS = ["36", "35", "33", "32", "34", "31", "96", "95", "93", "92"]
+HELP = """commands:
+  /help            this list
+  /cancel [VP]     stop every running turn of the group, or only VP's
+  /answer TEXT     answer the question a VP asked you
+  /quit            leave (Ctrl-D too)
+anything else is sent to the group; @name addresses a VP, @all everyone;
+start a line with // to send text that begins with /"""
 
 
 class ChatError(Exception):
     """A problem the user must fix (bad token, unknown group, server down)."""
 
 
-class Screen:
-    """Writes interleaved streams, one label per change of speaker."""
-
-    def __init__(self, out: TextIO, colour: bool) -> None:
-        self.out = out
-        self.colour = colour
-        self.owner: tuple[str, str] | None = None
-        self.palette: dict[str, str] = {}
-
-    def paint(self, text: str, code: str) -> str:
-        return f"\033[{code}m{text}\033[0m" if self.colour else text
-
-    def label(self, vp: str) -> str:
-        code = self.palette.setdefault(vp, COLOURS[len(self.palette) % len(COLOURS)])
-        return self.paint(f"{vp}›", f"1;{code}")
-
-    def stream(self, vp: str, turn: str, text: str) -> None:
-        if self.owner != (vp, turn):
-            self.out.write(("\n" if self.owner else "") + self.label(vp) + " ")
-            self.owner = (vp, turn)
-        self.out.write(text)
-        self.out.flush()
-
-    def line(self, text: str) -> None:
-        if self.owner:
-            self.out.write("\n")
-            self.owner = None
-        self.out.write(text + "\n")
-        self.out.flush()
-
-
-def said_line(screen: Screen, author: str, text: str, handoff: dict[str, Any] | None) -> str:
-    """How a message of the group reads: ``ann: text``, or a hand-off between two VPs."""
-    if handoff:
-        route = f"  {handoff.get('from', author)} → {handoff.get('to', '?')}"
-        return screen.paint(f"{route}: {text}", "2")
-    return f"{author}: {text}"
-
-
-def render(screen: Screen, frame: dict[str, Any]) -> None:
-    """Show one server frame."""
-    kind = frame.get("type")
-    if kind == "group_message":
-        author, text = str(frame.get("author", "?")), str(frame.get("text", ""))
-        screen.line(said_line(screen, author, text, frame.get("handoff")))
-    elif kind == "yeaft_output":
-        vp, turn, data = frame.get("vpId", "?"), frame.get("turnId", ""), frame.get("data", {})
-        dtype = data.get("type")
-        if dtype == "assistant":
-            for block in data.get("message", {}).get("content", []):
-                if block.get("type") == "text":
-                    screen.stream(vp, turn, block.get("text", ""))
-                elif block.get("type") == "tool_use":
-                    args = json.dumps(block.get("input", {}), ensure_ascii=False)[:120]
-                    screen.line(screen.paint(f"  {vp} ⚙ {block.get('name')} {args}", "2"))
-        elif dtype == "user":
-            for block in data.get("message", {}).get("content", []):
-                body = str(block.get("content", "")).replace("\n", " ")[:120]
-                screen.line(screen.paint(f"  → {body}", "31" if block.get("is_error") else "2"))
-        elif dtype == "result":
-            if data.get("is_error"):
-                why = data.get("error") or data.get("stop_reason") or data.get("subtype")
-                screen.line(screen.paint(f"  {vp}: {why}", "31"))
-            elif screen.owner and screen.owner[0] == vp:
-                screen.line("")
-        elif dtype == "system":
-            screen.line(screen.paint(f"  ! {data.get('message', '')}", "33"))
-    elif kind == "ask_user_question":
-        choices = frame.get("choices") or []
-        hint = f" [{'/'.join(choices)}]" if choices else ""
-        screen.line(
-            screen.paint(
-                f"? {frame.get('vpId')} asks: {frame.get('prompt')}{hint}"
-                f" — answer with /answer <text>",
-                "1;33",
-            )
-        )
-    elif kind == "error":
-        screen.line(screen.paint(f"  error {frame.get('code')}: {frame.get('message')}", "31"))
-
-
 class ChatClient:
-    def __init__(self, url: str, token: str, group: str, out: TextIO = sys.stdout) -> None:
+    """One person in one group, from a terminal; ``prompt`` shows ``GROUP> `` when idle."""
+
+    def __init__(
+        self,
+        url: str,
+        token: str,
+        group: str,
+        out: TextIO = sys.stdout,
+        *,
+        prompt: bool = False,
+    ) -> None:
         self.url = url.rstrip("/")
         self.token = token
         self.group_ref = group
@@ -126,17 +66,44 @@ class ChatClient:
         self.sent: set[str] = set()
         self.shown: set[str] = set()
         self.screen = Screen(out, out.isatty())
+        self.want_prompt = prompt
         self._ws: Any = None
 
     def _headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token}"}
 
+    def _http(self) -> httpx.AsyncClient:
+        return httpx.AsyncClient(base_url=self.url, headers=self._headers(), timeout=10.0)
+
+    def _unreachable(self, exc: Exception) -> ChatError:
+        reason = str(exc).strip() or type(exc).__name__
+        return ChatError(
+            f"cannot reach the Yeaft server at {self.url} ({reason}); is `yeaft serve` "
+            "running there? Set YEAFT_URL (or YEAFT_PORT) or pass --url"
+        )
+
     async def resolve_group(self) -> list[dict[str, Any]]:
         """Find the group by id or name and return its recent history."""
-        async with httpx.AsyncClient(base_url=self.url, headers=self._headers()) as http:
+        try:
+            return await self._resolve_group()
+        except httpx.HTTPStatusError as exc:
+            status = exc.response.status_code
+            raise ChatError(
+                f"the server at {self.url} answered {status} to {exc.request.url.path}"
+            ) from exc
+        except (httpx.TransportError, httpx.InvalidURL) as exc:
+            raise self._unreachable(exc) from exc
+        except ValueError as exc:  # a body that is not JSON: not a Yeaft server
+            raise ChatError(f"{self.url} does not look like a Yeaft server ({exc})") from exc
+
+    async def _resolve_group(self) -> list[dict[str, Any]]:
+        async with self._http() as http:
             listed = await http.get("/api/groups")
             if listed.status_code == 401:
-                raise ChatError("the token was refused; get one with `yeaft token NAME`")
+                raise ChatError(
+                    "the server refused the token (bad or expired); get a new one with "
+                    "`yeaft token NAME` and put it in YEAFT_TOKEN"
+                )
             listed.raise_for_status()
             groups = listed.json()
             groups = groups.get("groups", groups) if isinstance(groups, dict) else groups
@@ -145,6 +112,8 @@ class ChatClient:
                 names = ", ".join(g["name"] for g in groups) or "none"
                 raise ChatError(f"no group {self.group_ref!r} (yours: {names})")
             self.group_id = match[0]["id"]
+            if self.want_prompt:
+                self.screen.prompt = f"{match[0]['name']}> "
             hist = await http.get(
                 f"/api/groups/{quote(self.group_id)}/messages", params={"limit": 30}
             )
@@ -153,18 +122,52 @@ class ChatClient:
             self.last_seq = int(body.get("lastSeq", 0))
             return list(body.get("messages", []))
 
+    async def local(self, line: str) -> bool:
+        """Handle a command that needs no frame; True when ``line`` was one."""
+        word, _, rest = line.strip().partition(" ")
+        if not word.startswith("/") or word.startswith("//"):
+            return False
+        if word == "/help":
+            self.screen.line(HELP)
+        elif word == "/cancel":
+            self.screen.line(await self.cancel(rest.strip().lstrip("@") or None))
+        elif word == "/answer" and not self.pending_question:
+            self.screen.line("  no question is waiting for an answer")
+        elif word != "/answer":
+            self.screen.line(f"  unknown command {word}: /help lists the commands")
+        else:
+            return False
+        return True
+
+    async def cancel(self, vp: str | None) -> str:
+        """Stop the group's running turns (or one VP's); what was stopped, as a line."""
+        path = f"/api/groups/{quote(self.group_id)}/cancel"
+        try:
+            async with self._http() as http:
+                reply = await http.post(path, json={"vpId": vp} if vp else {})
+        except httpx.TransportError as exc:
+            return f"  cancel failed: {self._unreachable(exc)}"
+        if reply.status_code != 200:
+            error = reply.json().get("error", {}) if reply.content else {}
+            return f"  cancel refused: {error.get('message') or reply.status_code}"
+        body = reply.json()
+        count, vps = int(body.get("cancelled", 0)), [str(v) for v in body.get("vps", [])]
+        if not vps:
+            who = f"{vp} is not" if vp else "no VP is"
+            return f"  nothing to cancel: {who} answering right now"
+        # ``cancelled`` counts the turns the VPs had begun; one still on its
+        # way to its VP is stopped when it arrives, so the VPs are the news.
+        running = f" ({count} running {'turn' if count == 1 else 'turns'} stopped)" if count else ""
+        return f"  cancelled the replies of {', '.join(vps)}{running}"
+
     def command(self, line: str) -> dict[str, Any] | None:
         """The frame a typed line stands for (None: nothing to send)."""
         line = line.strip()
         if not line:
             return None
-        if line.startswith("/cancel"):
-            vp = line.removeprefix("/cancel").strip().lstrip("@") or None
-            frame: dict[str, Any] = {"type": "cancel_execution", "groupId": self.group_id}
-            if vp:
-                frame["vpId"] = vp
-            return frame
-        if line.startswith("/answer") and self.pending_question:
+        if line.startswith("//"):
+            line = line[1:]
+        elif line.startswith("/answer") and self.pending_question:
             answer = line.removeprefix("/answer").strip()
             request_id, self.pending_question = self.pending_question, None
             return {
@@ -195,6 +198,7 @@ class ChatClient:
                 return
             self.shown.add(str(frame.get("messageId")))
         render(self.screen, frame)
+        self.screen.show_prompt()
 
     def show_history(self, messages: list[dict[str, Any]]) -> None:
         """Print stored messages the way they read live."""
@@ -208,8 +212,8 @@ class ChatClient:
                 }
                 self.screen.line(said_line(self.screen, who, text, handoff))
             elif msg.get("role") == "assistant":
-                self.screen.stream(who, msg.get("id", ""), text)
-                self.screen.line("")
+                self.screen.stream(who, str(msg.get("id", "")), text)
+                self.screen.end(who, str(msg.get("id", "")))
             else:
                 self.screen.line(f"{who}: {text}")
 
@@ -281,9 +285,13 @@ class ChatClient:
 
         async def send() -> bool:
             while True:
+                self.screen.show_prompt()
                 line = await lines.get()
+                self.screen.typed()
                 if line == "" or line.strip() in QUIT:
                     return True
+                if await self.local(line):
+                    continue
                 frame = self.command(line)
                 if frame is not None:
                     await ws.send(json.dumps(frame))

@@ -1,4 +1,4 @@
-"""``yeaft serve``, ``yeaft user`` and ``yeaft token``: the server-side commands.
+"""``yeaft serve`` and ``yeaft chat``: the commands that run or reach a server.
 
 ``gateway.cli`` adds them to its parser through :func:`register`.
 """
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import getpass
+import os
 import secrets
 import sys
 from typing import Any
@@ -44,6 +44,7 @@ async def _ensure_first_user(settings: Any) -> tuple[str, str] | None:
 def cmd_serve(args: argparse.Namespace) -> int:
     from engine.settings import EngineSettings
     from gateway.server import run_server
+    from store import redact_url
 
     settings = _settings(args)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
@@ -58,7 +59,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     model = engine.default_model()
     print(f"Yeaft is starting on http://{host}:{settings.port}")
     print(
-        f"  data: {settings.data_dir}   store: {settings.redis_url or 'embedded'}   model: {model}"
+        f"  data: {settings.data_dir}   store: {redact_url(settings.redis_url) or 'embedded'}"
+        f"   model: {model}"
     )
     if created:
         print(f"  first start: log in as '{created[0]}' with password '{created[1]}'")
@@ -76,65 +78,24 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _read_password(args: argparse.Namespace) -> str:
-    if args.password_stdin or not sys.stdin.isatty():
-        return sys.stdin.readline().rstrip("\n")
-    first = getpass.getpass("password: ")
-    if first != getpass.getpass("again: "):
-        raise ValueError("the passwords differ")
-    return first
-
-
-def cmd_user(args: argparse.Namespace) -> int:
-    from gateway.users import UserError, add_user
-
-    settings = _settings()
-
-    async def run() -> int:
-        store = settings.open()
-        try:
-            if args.action == "list":
-                for user in await store.list_users():
-                    print(user["username"])
-                return 0
-            await add_user(store, args.name, _read_password(args))
-            print(f"created user {args.name}")
-            return 0
-        finally:
-            await store.close()
-
-    try:
-        return asyncio.run(run())
-    except (UserError, ValueError) as exc:
-        print(f"yeaft: {exc}", file=sys.stderr)
-        return 2
-
-
-def cmd_token(args: argparse.Namespace) -> int:
-    from gateway.auth import issue_token
-
-    settings = _settings()
-
-    async def exists() -> bool:
-        store = settings.open()
-        try:
-            return await store.get_user(args.name) is not None
-        finally:
-            await store.close()
-
-    if not asyncio.run(exists()):
-        print(
-            f"yeaft: no user {args.name!r}; create it with `yeaft user add {args.name}`",
-            file=sys.stderr,
-        )
-        return 2
-    print(issue_token(settings, args.name))
-    return 0
+def chat_url(explicit: str | None) -> str:
+    """Where ``yeaft chat`` connects: --url, else YEAFT_URL, else YEAFT_HOST/YEAFT_PORT."""
+    if explicit:
+        return explicit
+    if os.environ.get("YEAFT_URL"):
+        return os.environ["YEAFT_URL"]
+    host = os.environ.get("YEAFT_HOST") or "127.0.0.1"
+    if host in ("0.0.0.0", "::"):  # where a server listens, not an address to call
+        host = "127.0.0.1"
+    if ":" in host:
+        host = f"[{host}]"
+    port = os.environ.get("YEAFT_PORT") or "8765"
+    if not port.isdigit():
+        raise ValueError(f"YEAFT_PORT must be a port number, not {port!r}")
+    return f"http://{host}:{port}"
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
-    import os
-
     from gateway.chat_client import ChatClient, ChatError
 
     token = args.token or os.environ.get("YEAFT_TOKEN")
@@ -145,12 +106,17 @@ def cmd_chat(args: argparse.Namespace) -> int:
         )
         return 2
     try:
-        return asyncio.run(ChatClient(args.url, token, args.group).run())
-    except ChatError as exc:
+        client = ChatClient(chat_url(args.url), token, args.group, prompt=sys.stdin.isatty())
+        return asyncio.run(client.run())
+    except (ChatError, ValueError) as exc:
         print(f"yeaft: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:
+        # Whatever else went wrong, a person gets one line, not a traceback.
+        print(f"yeaft: chat stopped: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
 
 
 def register(sub: Any) -> None:
@@ -160,20 +126,15 @@ def register(sub: Any) -> None:
     serve.add_argument("--ray-address", help="join a Ray cluster (GCS host:port or 'auto')")
     serve.set_defaults(func=cmd_serve)
 
-    user = sub.add_parser("user", help="manage users")
-    user.add_argument("action", choices=["add", "list"])
-    user.add_argument("name", nargs="?", help="user name (add)")
-    user.add_argument(
-        "--password-stdin", action="store_true", help="read the password from standard input"
-    )
-    user.set_defaults(func=cmd_user)
+    # `yeaft user` and `yeaft token` live with the account code.
+    from gateway.cli_accounts import register as register_accounts
 
-    token = sub.add_parser("token", help="print a JWT for a user (for scripts and `chat`)")
-    token.add_argument("name")
-    token.set_defaults(func=cmd_token)
+    register_accounts(sub)
 
     chat = sub.add_parser("chat", help="chat in a group from the terminal")
     chat.add_argument("group", help="group id or name")
-    chat.add_argument("--url", default="http://127.0.0.1:8765")
+    chat.add_argument(
+        "--url", help="the server (default: $YEAFT_URL, else http://$YEAFT_HOST:$YEAFT_PORT)"
+    )
     chat.add_argument("--token", help="a JWT (default: $YEAFT_TOKEN)")
     chat.set_defaults(func=cmd_chat)

@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gateway.groups import GroupService
-from gateway.limits import LagMeter, LoginThrottle, UserBuckets
+from gateway.limits import LagMeter, UserBuckets
+from gateway.lockout import LoginLockout
 from gateway.metrics import Metrics
 from gateway.settings import GatewaySettings
 from gateway.tail import Hub
@@ -27,7 +28,7 @@ class GatewayContext:
     hub: Hub
     groups: GroupService
     personas: PersonaLibrary
-    logins: LoginThrottle
+    logins: LoginLockout
     # Shared by the WebSocket connections of this process.
     user_rates: UserBuckets
     lag: LagMeter

@@ -8,7 +8,8 @@ in ``X-New-Token`` (and in the cookie when the cookie was used).
 Errors are ``{"error": {"code", "message", "field"?, "detail"?}}`` with the
 matching status: 401 (no valid session), 403 (a foreign page using the
 cookie), 404 (no such thing, or not yours), 409 (conflict), 422 (invalid
-request, code ``invalid_request``), 429 (too many failed logins).
+request, code ``invalid_request``), 429 (too many failed logins from one
+address: ``retryAfter`` says how long that address must wait).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from gateway.accounts import client_address, locked_out, login_unlocked_at, session_user
 from gateway.auth import (
     SESSION_COOKIE,
     AuthError,
@@ -71,18 +73,12 @@ async def current_user(request: Request, response: Response, ctx: Ctx) -> str:
         if from_cookie and request.method not in _SAFE_METHODS:
             check_origin(settings, request.headers)
         claims = token_claims(settings, token)
+        username = await session_user(await ctx.runtime.store(), claims)
     except AuthError as exc:
         code = (
             ErrorCode.FORBIDDEN if exc.reason is AuthFailure.BAD_ORIGIN else ErrorCode.UNAUTHORIZED
         )
         raise GatewayError(code, exc.message, detail={"reason": exc.reason.value}) from exc
-    username = str(claims["sub"])
-    if await (await ctx.runtime.store()).get_user(username) is None:
-        raise GatewayError(
-            ErrorCode.UNAUTHORIZED,
-            "the user of this session no longer exists",
-            detail={"reason": AuthFailure.UNKNOWN_USER.value},
-        )
     if seconds_left(claims) < settings.jwt_renew_before.total_seconds():
         fresh = issue_token(settings, username)
         response.headers["X-New-Token"] = fresh
@@ -132,6 +128,11 @@ class MemberBody(Body):
     username: str = Field(min_length=1, max_length=200)
 
 
+class CancelBody(Body):
+    # None: every running or queued turn of the group.
+    vp_id: Id | None = None
+
+
 # -- session -------------------------------------------------------------------
 @router.post("/api/login")
 async def login(body: LoginBody, request: Request, response: Response, ctx: Ctx) -> dict[str, Any]:
@@ -140,17 +141,20 @@ async def login(body: LoginBody, request: Request, response: Response, ctx: Ctx)
         check_origin(ctx.settings, request.headers)
     except AuthError as exc:
         raise GatewayError(ErrorCode.FORBIDDEN, exc.message) from exc
-    if ctx.logins.blocked(body.username):
-        ctx.metrics.logins.labels(outcome="throttled").inc()
-        raise GatewayError(
-            ErrorCode.RATE_LIMITED, "too many failed logins for this user: wait and try again"
-        )
     store = await ctx.runtime.store()
+    address = client_address(request)
+    since = await login_unlocked_at(store, body.username)
+    locked = ctx.logins.retry_after(body.username, address, since)
+    if locked is not None:
+        ctx.metrics.logins.labels(outcome="throttled").inc()
+        raise locked_out(locked)
     if not await authenticate(store, body.username, body.password):
-        ctx.logins.failed(body.username)
         ctx.metrics.logins.labels(outcome="failure").inc()
+        started = ctx.logins.failed(body.username, address, since)
+        if started is not None:
+            raise locked_out(started)
         raise GatewayError(ErrorCode.UNAUTHORIZED, "wrong username or password")
-    ctx.logins.succeeded(body.username)
+    ctx.logins.succeeded(body.username, address)
     ctx.metrics.logins.labels(outcome="success").inc()
     token = issue_token(ctx.settings, body.username)
     set_session_cookie(response, ctx, token)
@@ -229,6 +233,13 @@ async def add_member(group_id: str, body: MemberBody, user: User, ctx: Ctx) -> d
 @router.delete("/api/groups/{group_id}/members/{username}")
 async def remove_member(group_id: str, username: str, user: User, ctx: Ctx) -> dict[str, Any]:
     return group_view(await ctx.groups.remove_member(user, group_id, username))
+
+
+@router.post("/api/groups/{group_id}/cancel")
+async def cancel_turns(group_id: str, body: CancelBody, user: User, ctx: Ctx) -> dict[str, Any]:
+    """Stop the group's turns (or one VP's) and say how many stopped, and whose."""
+    result = await ctx.groups.cancel(user, group_id, body.vp_id)
+    return {"cancelled": result.aborted, "vps": list(result.vps)}
 
 
 @router.get("/api/groups/{group_id}/messages")

@@ -34,7 +34,8 @@ from gateway import http, ws
 from gateway.context import GatewayContext
 from gateway.errors import GatewayError
 from gateway.groups import GroupService
-from gateway.limits import LagMeter, LoginThrottle, UserBuckets, probe_loop_lag
+from gateway.limits import LagMeter, UserBuckets, probe_loop_lag
+from gateway.lockout import LoginLockout
 from gateway.mcp import McpCatalog
 from gateway.mcp_http import router as mcp_router
 from gateway.metrics import Metrics
@@ -81,7 +82,9 @@ def create_app(
         hub=hub,
         groups=GroupService(runtime, hub),
         personas=load_personas(Path(personas_dir) if personas_dir else None),
-        logins=LoginThrottle(settings.login_max_failures, settings.login_window_s),
+        logins=LoginLockout(
+            settings.login_max_failures, settings.login_window_s, settings.login_lockout_s
+        ),
         user_rates=UserBuckets(settings.user_rate_limit_per_s, settings.user_rate_limit_burst),
         lag=LagMeter(),
         mcp=McpCatalog(runtime.config.mcp),

@@ -163,10 +163,13 @@ class GatewaySettings(StoreSettings):
     tail_batch: int = Field(default=500, ge=1)
     # YEAFT_HISTORY_PAGE_MAX: the largest ``limit`` of the history endpoint.
     history_page_max: int = Field(default=500, ge=1)
-    # YEAFT_LOGIN_MAX_FAILURES within YEAFT_LOGIN_WINDOW_S for one username
-    # make further logins for it fail with 429 until the window passes.
+    # YEAFT_LOGIN_MAX_FAILURES failed logins for one username from one client
+    # address within YEAFT_LOGIN_WINDOW_S lock that address out of that
+    # account for YEAFT_LOGIN_LOCKOUT_S (429 with retryAfter); other addresses
+    # are not affected. `yeaft user unlock NAME` lifts it.
     login_max_failures: int = Field(default=10, ge=1)
     login_window_s: float = Field(default=300.0, gt=0)
+    login_lockout_s: float = Field(default=300.0, gt=0)
     # YEAFT_PERSONAS_DIR: the user's persona files (unset: <data_dir>/personas).
     personas_dir: Path | None = None
     # YEAFT_RAY_NAMESPACE / YEAFT_COORDINATOR_SHARDS: how actors are named and sharded.

@@ -41,7 +41,8 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.websockets import WebSocket
 
-from gateway.auth import AuthError, AuthFailure, check_origin, find_token, verify_token
+from gateway.accounts import session_user
+from gateway.auth import AuthError, AuthFailure, check_origin, find_token, token_claims
 from gateway.connection import CloseCode, Connection
 from gateway.errors import GatewayError
 from gateway.inflight import InFlight
@@ -132,9 +133,8 @@ class ClientSession:
         try:
             if from_cookie:
                 check_origin(self.ctx.settings, ws.headers)
-            username = verify_token(self.ctx.settings, token)
-            if await (await self.ctx.runtime.store()).get_user(username) is None:
-                raise AuthError(AuthFailure.UNKNOWN_USER, "the user of this token does not exist")
+            claims = token_claims(self.ctx.settings, token)
+            username = await session_user(await self.ctx.runtime.store(), claims)
         except AuthError as exc:
             code = CloseCode.BAD_ORIGIN if exc.reason is AuthFailure.BAD_ORIGIN else None
             return None, code or CloseCode.UNAUTHORIZED, exc.message

@@ -141,4 +141,10 @@ class Persona(PersonaMeta):
 
     def hint(self) -> dict[str, object]:
         """Who this persona is, in a few fields a model (the offline one) can use."""
-        return {"id": self.id, "name": self.name, "role": self.role, "traits": list(self.traits)}
+        return {
+            "id": self.id,
+            "name": self.name,
+            "nameZh": self.name_zh,
+            "role": self.role,
+            "traits": list(self.traits),
+        }

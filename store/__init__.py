@@ -28,7 +28,7 @@ from store.base import (
     UserStore,
     new_id,
 )
-from store.config import StoreConfig, UnsupportedStoreURL
+from store.config import StoreConfig, UnsupportedStoreURL, redact_url
 from store.events import EventBatch, StoredEvent
 
 
@@ -95,4 +95,5 @@ __all__ = [
     "UserStore",
     "new_id",
     "open_store",
+    "redact_url",
 ]

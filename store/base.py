@@ -125,14 +125,21 @@ class GroupLog(Protocol):
 
     @abstractmethod
     async def append_message(
-        self, group_id: str, message: GroupMessage, turns: Sequence[TurnRecord] = ()
+        self,
+        group_id: str,
+        message: GroupMessage,
+        turns: Sequence[TurnRecord] = (),
+        announce: EventFrame | None = None,
     ) -> tuple[GroupMessage, bool]:
         """Append to the group log. Idempotent on ``meta['clientMessageId']``:
         a repeat returns the stored message and ``False``.
 
         ``turns``, the turns dispatched to answer a new message, are recorded
-        in the same write (as ``TurnLog.add_turns`` would); a repeat records
-        none of them.
+        in the same write (as ``TurnLog.add_turns`` would), and so is
+        ``announce``, the frame that shows the message to the group's
+        clients (appended to the event log as ``EventLog.append_event``
+        would): a message is never stored without being shown. A repeat
+        records and appends nothing.
         """
 
     @abstractmethod

@@ -11,7 +11,8 @@ URL names the backend of both the store and the long-term memory:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -27,6 +28,16 @@ Backend = Literal["embedded", "redis"]
 DEFAULT_DATA_DIR = Path("~/.yeaft")
 MEMORY_FILE = "memory.sqlite3"
 _REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+# A password in a URL's user info (scheme://user:PASSWORD@host) or in its
+# query string (unix:///path?password=PASSWORD), as redis-py reads them.
+_URL_PASSWORD = re.compile(r"^([a-z][a-z0-9+.-]*://[^:@/]*:)[^@/]*@|([?&]password=)[^&#]*", re.I)
+
+
+def redact_url(url: str | None) -> str | None:
+    """``url`` with its password replaced by ``***``: for logs, reprs and start-up lines."""
+    if url is None:
+        return None
+    return _URL_PASSWORD.sub(lambda m: f"{m[1]}***@" if m[1] else f"{m[2]}***", url)
 
 
 class UnsupportedStoreURL(StoreError, ValueError):
@@ -62,6 +73,13 @@ class StoreConfig:
         backend_of(self.url)
         check_retention(self.event_retention)
         object.__setattr__(self, "data_dir", Path(self.data_dir).expanduser())
+
+    def __repr__(self) -> str:
+        # The URL may carry the Redis password; a config is logged and pickled
+        # to actors, so its repr never shows it.
+        shown = {f.name: getattr(self, f.name) for f in fields(self)}
+        shown["url"] = redact_url(self.url)
+        return "StoreConfig(" + ", ".join(f"{k}={v!r}" for k, v in shown.items()) + ")"
 
     @property
     def backend(self) -> Backend:

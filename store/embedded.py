@@ -199,10 +199,15 @@ class EmbeddedStore(Store):
 
     # -- group log ---------------------------------------------------------
     async def append_message(
-        self, group_id: str, message: GroupMessage, turns: Sequence[TurnRecord] = ()
+        self,
+        group_id: str,
+        message: GroupMessage,
+        turns: Sequence[TurnRecord] = (),
+        announce: EventFrame | None = None,
     ) -> tuple[GroupMessage, bool]:
         client_id = client_message_id(message)
         data = message.model_dump_json()
+        encoded = encode_event(announce) if announce is not None else None
 
         def op(conn: sqlite3.Connection) -> str | None:
             with write_txn(conn):
@@ -226,11 +231,15 @@ class EmbeddedStore(Store):
                     (group_id, message.id, client_id, data),
                 )
                 turn_sql.insert(conn, group_id, turns)
+                if encoded is not None:
+                    self._append_event_sync(conn, group_id, encoded)
             return None
 
         existing = await self._run(op)
         if existing is not None:
             return GroupMessage.model_validate_json(existing), False
+        if encoded is not None:
+            self._wake_local(group_id)
         return message, True
 
     async def read_messages(

@@ -244,15 +244,23 @@ class RedisStore(Store):
 
     # -- group log ---------------------------------------------------------
     async def append_message(
-        self, group_id: str, message: GroupMessage, turns: Sequence[TurnRecord] = ()
+        self,
+        group_id: str,
+        message: GroupMessage,
+        turns: Sequence[TurnRecord] = (),
+        announce: EventFrame | None = None,
     ) -> tuple[GroupMessage, bool]:
         self._check_open()
         keys = [self._key(group_id, k) for k in ("msgs", "order", "mpos", "cmid")]
-        args = [message.id, message.model_dump_json(), client_message_id(message) or ""]
+        keys += [*self._turn_keys(group_id), *self._event_keys(group_id)]
+        turn_args = _turn_args(turns)
+        args: list[str | int] = [message.id, message.model_dump_json()]
+        args += [client_message_id(message) or "", len(turn_args), *turn_args]
+        if announce is not None:
+            encoded = encode_event(announce)
+            args += [encoded.body, self.event_retention, *_header_fields(encoded)]
         with _redis_errors():
-            stored, data = await self._append_message(
-                keys=keys + self._turn_keys(group_id), args=args + _turn_args(turns)
-            )
+            stored, data = await self._append_message(keys=keys, args=args)
         if int(stored):
             return message, True
         return GroupMessage.model_validate_json(data), False
@@ -307,7 +315,7 @@ class RedisStore(Store):
         encoded = encode_event(frame)
         with _redis_errors():
             seq = await self._append_event(
-                keys=[self._key(group_id, "eseq"), self._key(group_id, "events")],
+                keys=self._event_keys(group_id),
                 args=[encoded.body, self.event_retention, *_header_fields(encoded)],
             )
         return int(seq)
@@ -346,7 +354,7 @@ class RedisStore(Store):
     async def _snapshot(self, group_id: str, after_seq: int, limit: int) -> EventBatch:
         with _redis_errors():
             last, first, entries = await self._read_events(
-                keys=[self._key(group_id, "eseq"), self._key(group_id, "events")],
+                keys=self._event_keys(group_id),
                 args=[f"{after_seq + 1}-0", limit],
             )
         events = [_stored(eid, fields) for eid, fields in entries]
@@ -413,6 +421,9 @@ class RedisStore(Store):
 
     def _turn_keys(self, group_id: str) -> list[str]:
         return [self._key(group_id, k) for k in _TURN_KINDS]
+
+    def _event_keys(self, group_id: str) -> list[str]:
+        return [self._key(group_id, "eseq"), self._key(group_id, "events")]
 
     async def _records(self, group_id: str, ids: list[str]) -> list[TurnRecord]:
         if not ids:

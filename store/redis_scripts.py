@@ -15,12 +15,12 @@ end
 return 0
 """
 
-# Records turns: KEYS[k..k+3] are turns, tphase, topen, ttrig; ARGV from i on
+# Records turns: KEYS[k..k+3] are turns, tphase, topen, ttrig; ARGV[i..last]
 # holds (turn id, trigger id, record JSON) triplets. A turn id that already
 # has a phase keeps it (and its record).
 RECORD_TURNS = """
-local function record_turns(k, i)
-  for j = i, #ARGV, 3 do
+local function record_turns(k, i, last)
+  for j = i, last, 3 do
     local id = ARGV[j]
     if redis.call('HSETNX', KEYS[k + 1], id, 'requested') == 1 then
       redis.call('HSET', KEYS[k], id, ARGV[j + 2])
@@ -33,33 +33,6 @@ local function record_turns(k, i)
 end
 """
 
-# KEYS: msgs, order, mpos, cmid, then the turn keys. ARGV: message id,
-# message JSON, clientMessageId or '', then the turns to record with it.
-# Returns {1, json} when stored, {0, stored json} for a repeat.
-APPEND_MESSAGE = (
-    RECORD_TURNS
-    + """
-local known = nil
-if ARGV[3] ~= '' then
-  known = redis.call('HGET', KEYS[4], ARGV[3])
-end
-if not known then
-  known = ARGV[1]
-end
-local stored = redis.call('HGET', KEYS[1], known)
-if stored then
-  return {0, stored}
-end
-local pos = redis.call('INCR', KEYS[3])
-redis.call('ZADD', KEYS[2], pos, ARGV[1])
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-if ARGV[3] ~= '' then
-  redis.call('HSET', KEYS[4], ARGV[3], ARGV[1])
-end
-record_turns(5, 4)
-return {1, ARGV[2]}
-"""
-)
 
 # Appends one event: KEYS[k] is eseq, KEYS[k + 1] events; ARGV[i] is the
 # frame JSON without seq (a non-empty object), ARGV[i + 1] the retention, and
@@ -79,6 +52,40 @@ local function append_entry(k, i)
 end
 """
 
+# KEYS: msgs, order, mpos, cmid, the turn keys, eseq, events. ARGV: message
+# id, message JSON, clientMessageId or '', the count n of turn arguments, the
+# n arguments of the turns to record with it, then the frame that announces
+# the message (JSON without seq, retention, header fields) or nothing.
+# Returns {1, json} when stored, {0, stored json} for a repeat (which records
+# and announces nothing).
+APPEND_MESSAGE = (
+    RECORD_TURNS
+    + APPEND_ENTRY
+    + """
+local known = nil
+if ARGV[3] ~= '' then
+  known = redis.call('HGET', KEYS[4], ARGV[3])
+end
+if not known then
+  known = ARGV[1]
+end
+local stored = redis.call('HGET', KEYS[1], known)
+if stored then
+  return {0, stored}
+end
+local pos = redis.call('INCR', KEYS[3])
+redis.call('ZADD', KEYS[2], pos, ARGV[1])
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+if ARGV[3] ~= '' then
+  redis.call('HSET', KEYS[4], ARGV[3], ARGV[1])
+end
+local n = tonumber(ARGV[4])
+record_turns(5, 5, 4 + n)
+if #ARGV > 4 + n then append_entry(9, 5 + n) end
+return {1, ARGV[2]}
+"""
+)
+
 # KEYS: eseq, events. ARGV: frame JSON without seq, retention, header fields.
 APPEND_EVENT = (
     APPEND_ENTRY
@@ -91,7 +98,7 @@ return append_entry(1, 1)
 ADD_TURNS = (
     RECORD_TURNS
     + """
-record_turns(1, 1)
+record_turns(1, 1, #ARGV)
 return 1
 """
 )

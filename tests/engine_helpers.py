@@ -49,7 +49,7 @@ def scripted_engine(
     provider = OfflineProvider(list(steps), strict=True)
     overrides: dict[str, Any] = {"offline": provider, **(providers or {})}
     sleep = FakeSleep()
-    config = EngineConfig(**settings)
+    config = EngineConfig(**{"offline_tps": 0, **settings})
     engine = Engine(
         ProviderRegistry(config, overrides),
         model=model,

@@ -274,6 +274,20 @@ async def test_result_text_is_the_text_after_the_last_tool(recorder: Recorder) -
     assert recorder.payloads[-1]["result"] == "there are two files"
 
 
+async def test_result_text_drops_what_a_retried_call_streamed(recorder: Recorder) -> None:
+    bridge = eager(recorder)
+    for event in (
+        TextDelta("half an ans"),
+        NoticeEvent(NoticeKind.RETRY, "retry 1", {"discard_partial": True}),
+        TextDelta("the whole answer"),
+        NoticeEvent(NoticeKind.RETRY, "slow", {}),
+        TextDelta(" and more"),
+        stop(),
+    ):
+        await bridge.feed(event)
+    assert recorder.payloads[-1]["result"] == "the whole answer and more"
+
+
 def test_result_payload_is_usable_on_its_own() -> None:
     stopped = stop(StopReason.ERROR, error="x", error_kind="auth")
     data = dump(result_payload(stopped, session_id="s"))

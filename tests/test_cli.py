@@ -23,7 +23,8 @@ PROVIDER_VARS = (
 
 def yeaft(*args: str, tmp: Path, **env: str) -> subprocess.CompletedProcess[str]:
     clean = {k: v for k, v in os.environ.items() if k not in PROVIDER_VARS}
-    clean.update({"YEAFT_DATA_DIR": str(tmp), "NO_COLOR": "1", **env})
+    # The offline model's demo pace is for people; the tests read it at full speed.
+    clean.update({"YEAFT_DATA_DIR": str(tmp), "NO_COLOR": "1", "YEAFT_OFFLINE_TPS": "0", **env})
     return subprocess.run(
         [sys.executable, "-m", "gateway.cli", *args],
         cwd=ROOT,

@@ -18,8 +18,12 @@ from tests.test_cli import yeaft
 
 
 def test_user_add_and_token(tmp_path: Path) -> None:
-    created = subprocess_add(tmp_path, "bob", "a long enough password")
+    refused = subprocess_add(tmp_path, "bob", "a long enough password")
+    assert refused.returncode == 2 and "--create" in refused.stderr
+    assert not any(tmp_path.iterdir())  # nothing was made
+    created = subprocess_add(tmp_path, "bob", "a long enough password", "--create")
     assert created.returncode == 0, created.stderr
+    assert f"using the data directory {tmp_path}" in created.stderr
     again = subprocess_add(tmp_path, "bob", "a long enough password")
     assert again.returncode == 2 and "bob" in again.stderr
     listed = yeaft("user", "list", tmp=tmp_path)
@@ -31,7 +35,7 @@ def test_user_add_and_token(tmp_path: Path) -> None:
     assert missing.returncode == 2 and "user add nobody" in missing.stderr
 
 
-def subprocess_add(tmp: Path, name: str, password: str) -> Any:
+def subprocess_add(tmp: Path, name: str, password: str, *extra: str) -> Any:
     import os
     import subprocess
     import sys
@@ -41,7 +45,7 @@ def subprocess_add(tmp: Path, name: str, password: str) -> Any:
     env = {k: v for k, v in os.environ.items() if k not in PROVIDER_VARS}
     env["YEAFT_DATA_DIR"] = str(tmp)
     return subprocess.run(
-        [sys.executable, "-m", "gateway.cli", "user", "add", name, "--password-stdin"],
+        [sys.executable, "-m", "gateway.cli", "user", "add", name, "--password-stdin", *extra],
         cwd=ROOT,
         env=env,
         input=password + "\n",

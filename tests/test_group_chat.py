@@ -252,7 +252,7 @@ async def test_killed_vp_actor_restarts_and_the_group_goes_on(make_runtime: Make
     )
     assert await rt.group(group.id).wait_idle(20)
     (lost,) = results(await all_events(rt, group.id))["linus"]
-    assert lost["is_error"] and "restarted" in lost["error"]
+    assert lost["is_error"] and "Ray is restarting it" in lost["error"]
     await rt.group(group.id).ingest("ann", "@linus are you back?")
     assert await rt.group(group.id).wait_idle(30)
     res = results(await all_events(rt, group.id))["linus"]
@@ -262,6 +262,23 @@ async def test_killed_vp_actor_restarts_and_the_group_goes_on(make_runtime: Make
     assert conv is not None
     said = [m.content for m in conv.messages if m.role == "user"]
     assert any("a long answer" in s for s in said) and any("are you back" in s for s in said)
+
+
+async def test_a_vp_actor_killed_for_good_says_it_was_not_restarted(
+    make_runtime: MakeRuntime,
+) -> None:
+    rt = make_runtime(engine={"model": "offline:default?tps=5"})
+    group = await rt.create_group("team", ROSTER)
+    await rt.group(group.id).ingest("ann", "@linus a long answer please")
+    await wait_for_event(
+        rt, group.id, lambda e: e.get("vpId") == "linus" and e.get("type") == "yeaft_output"
+    )
+    vp = ray.get_actor(rt.config.actor_name("vp", "linus"), namespace=rt.config.namespace)
+    ray.kill(vp, no_restart=True)
+    assert await rt.group(group.id).wait_idle(20)
+    (lost,) = results(await all_events(rt, group.id))["linus"]
+    assert lost["is_error"] and "could not be restarted" in lost["error"]
+    assert "restarting" not in lost["error"]
 
 
 @pytest.mark.parametrize("name", ["", "x" * 200])
@@ -282,7 +299,7 @@ async def test_memory_follows_the_user_into_a_new_group(make_runtime: MakeRuntim
     await rt.group(second.id).wait_idle()
     log = await (await rt.store()).read_messages(second.id)
     (reply,) = [m.text for m in log if m.author == "steve"]
-    assert "I remember: I prefer Rust for services" in reply
+    assert "You told me earlier: I prefer Rust for services." in reply
 
 
 async def test_route_forward_is_hidden_in_one_vp_groups(make_runtime: MakeRuntime) -> None:

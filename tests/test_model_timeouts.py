@@ -32,7 +32,9 @@ from tests.fixtures.llm_wire import split
 VENDORS = ["openai", "anthropic"]
 OTHER = {"openai": "anthropic", "anthropic": "openai"}
 # Deadlines short enough to keep every test quick, long enough for a busy machine.
-FAST = {"model_first_token_timeout": 0.2, "model_stall_timeout": 0.2}
+# Deadlines short enough to keep the tests quick, long enough for a loaded
+# machine to reach the local server well within them.
+FAST = {"model_first_token_timeout": 0.6, "model_stall_timeout": 0.6}
 # A turn that would wait for the SDK's own timeout fails here instead of hanging.
 GUARD = 15.0
 
@@ -88,15 +90,16 @@ def notices(recorder: Recorder, kind: NoticeKind) -> list[Any]:
 def test_timeouts_come_from_the_environment_through_the_config(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    assert EngineConfig().stream_timeouts() == StreamTimeouts(10.0, 60.0, 30.0)
+    assert EngineConfig().stream_timeouts() == StreamTimeouts(10.0, 60.0, 30.0, 600.0)
     monkeypatch.setenv("YEAFT_MODEL_CONNECT_TIMEOUT", "4")
     monkeypatch.setenv("YEAFT_MODEL_FIRST_TOKEN_TIMEOUT", "45")
     monkeypatch.setenv("YEAFT_MODEL_STALL_TIMEOUT", "20.5")
+    monkeypatch.setenv("YEAFT_MODEL_TOTAL_TIMEOUT", "300")
     monkeypatch.setenv("YEAFT_IDLE_TIMEOUT", "7")  # the gateway's, not these
 
     config = EngineSettings().to_config()
 
-    assert config.stream_timeouts() == StreamTimeouts(4.0, 45.0, 20.5)
+    assert config.stream_timeouts() == StreamTimeouts(4.0, 45.0, 20.5, 300.0)
     with pytest.raises(ValidationError):
         config.replace(model_stall_timeout=0)
 
@@ -170,6 +173,24 @@ async def test_progress_restarts_the_clock_and_is_not_passed_on() -> None:
     items = await collect(long_tool_call(), StreamTimeouts(first_token=0.15, stall=0.15))
 
     assert items == [ToolCallEvent("c1", "write", {"text": "long"})]
+
+
+async def test_a_steady_stream_past_the_total_limit_is_a_timeout() -> None:
+    async def drip() -> AsyncIterator[StreamItem]:
+        for _ in range(20):
+            await asyncio.sleep(0.03)
+            yield TextDelta("x")
+
+    received: list[StreamItem] = []
+    with pytest.raises(ModelError) as info:
+        limits = StreamTimeouts(first_token=0.2, stall=0.2, total=0.15)
+        async for item in watch(drip(), limits, "offline:test"):
+            received.append(item)
+
+    # Never 0.2 s of silence, but 0.15 s of waiting in all.
+    assert 2 <= len(received) < 20
+    assert info.value.kind is ErrorKind.TIMEOUT
+    assert info.value.message == "the call to offline:test ran past its 0.15 s limit"
 
 
 async def test_time_the_consumer_takes_is_not_counted_as_silence() -> None:
@@ -279,7 +300,7 @@ async def test_a_model_that_never_answers_is_retried_then_falls_back(
 
     assert result.reason is StopReason.END_TURN
     assert result.text == "from the backup" and result.model == backup
-    expected = f"no first token from {vendor}:primary within 0.2 s"
+    expected = f"no first token from {vendor}:primary within 0.6 s"
     assert [(a["reason"], a["message"]) for a in result.attempts] == [("timeout", expected)] * 2
     assert len(notices(recorder, NoticeKind.RETRY)) == 1
     assert notices(recorder, NoticeKind.FALLBACK)[0].detail["to"] == backup
@@ -298,7 +319,7 @@ async def test_a_stream_that_stalls_mid_reply_ends_in_one_clear_error(
 
     assert result.reason is StopReason.ERROR and result.error_kind == "timeout"
     assert result.error is not None
-    assert f"the stream from {vendor}:primary stalled: nothing for 0.2 s after" in result.error
+    assert f"the stream from {vendor}:primary stalled: nothing for 0.6 s after" in result.error
     assert "".join(d.text for d in recorder.of("text_delta")) == "".join(split(text, 4)[:2])
     assert result.text == ""  # what was streamed before the stall is not an answer
     assert len(recorder.of("stop")) == 1 and isinstance(recorder.events[-1], StopEvent)
@@ -333,7 +354,7 @@ async def test_when_every_model_hangs_the_turn_ends_in_one_error(
 
     result = await turn(engine, recorder)
 
-    assert time.monotonic() - started < GUARD / 2  # four attempts of 0.2 s, not a hang
+    assert time.monotonic() - started < GUARD / 2  # four attempts of 0.6 s, not a hang
     assert result.reason is StopReason.ERROR and result.error_kind == "timeout"
     assert result.error is not None and result.error.startswith("All models failed (4)")
     assert f"{vendor}:primary: timeout (no first token" in result.error
@@ -345,13 +366,13 @@ async def test_when_every_model_hangs_the_turn_ends_in_one_error(
 async def test_a_long_tool_call_streamed_steadily_is_not_a_stall(
     fake_llm: FakeLLM, sdk_engine: MakeEngine, vendor: str
 ) -> None:
-    call = ScriptedToolCall("rethink", {"reason": "a long argument " * 8}, chunks=10)
+    call = ScriptedToolCall("rethink", {"reason": "a long argument " * 8}, chunks=20)
     fake_llm.push(Wire(tool_calls=[call], chunk_delay=0.06))
     fake_llm.text("done")
-    limits = {"model_first_token_timeout": 0.3, "model_stall_timeout": 0.3}
+    limits = {"model_first_token_timeout": 0.6, "model_stall_timeout": 0.6}
     recorder = Recorder()
 
-    # About 0.6 s of arguments in all, twice either deadline, in gaps of 0.06 s.
+    # About 1.2 s of arguments in all, twice either deadline, in gaps of 0.06 s.
     result = await turn(sdk_engine(f"{vendor}:primary", max_retries=0, **limits), recorder)
 
     assert result.reason is StopReason.END_TURN and result.text == "done"

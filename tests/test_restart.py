@@ -46,6 +46,7 @@ class Serve:
             YEAFT_DATA_DIR=str(factory.data_dir),
             YEAFT_REDIS_PREFIX=factory.prefix,
             YEAFT_DRAIN_TIMEOUT="0.5",
+            YEAFT_OFFLINE_TPS="0",
             YEAFT_RAY_NAMESPACE=f"restart-{uuid.uuid4().hex[:8]}",
         )
         if factory.url:

@@ -124,3 +124,23 @@ async def test_a_new_message_is_stored_with_its_turns_and_a_repeat_with_none(
     assert not created and repeat.id == stored.id
     assert [t.turn_id for t in await store.open_turns()] == ["t1"]
     assert await store.turns_of("g1", again.id) == []
+
+
+async def test_a_message_its_turns_and_its_frame_are_one_write(store: Store) -> None:
+    await store.create_group(sample_group(id="g1"))
+    msg = GroupMessage(author="ann", role="user", text="hi", meta={"clientMessageId": "c1"})
+    frame = notice("system")
+    stored, created = await store.append_message(
+        "g1", msg, [record("t1", trigger=msg.id), record("t2", trigger=msg.id)], announce=frame
+    )
+    assert created and stored.id == msg.id
+    assert {t.turn_id for t in await store.turns_of("g1", msg.id)} == {"t1", "t2"}
+    assert await store.head("g1") == 1
+    # The resend of the same clientMessageId records and appends nothing.
+    again = GroupMessage(author="ann", role="user", text="hi", meta={"clientMessageId": "c1"})
+    stored, created = await store.append_message(
+        "g1", again, [record("t3", trigger=again.id)], announce=frame
+    )
+    assert not created and stored.id == msg.id
+    assert await store.head("g1") == 1
+    assert await store.turns_of("g1", again.id) == []

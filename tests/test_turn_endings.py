@@ -69,7 +69,7 @@ async def make_worker(store_factory: StoreFactory) -> AsyncIterator[Callable[[],
     def make() -> VPActor:
         cfg = RuntimeConfig(
             store=store_factory.config,
-            engine=EngineConfig(model="offline:default"),
+            engine=EngineConfig(model="offline:default", offline_tps=0),
             provider_overrides={"offline": OfflineProvider(tool_then_answer)},
             dream_idle_s=0,
             dream_every_turns=0,

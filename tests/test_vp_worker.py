@@ -39,7 +39,7 @@ async def make_worker(store_factory: StoreFactory) -> Any:
     def make(vp: str = "steve", provider: Any = None, **config: Any) -> VPActor:
         cfg = RuntimeConfig(
             store=store_factory.config,
-            engine=EngineConfig(model="offline:default"),
+            engine=EngineConfig(model="offline:default", offline_tps=0),
             provider_overrides={"offline": provider} if provider else {},
             dream_idle_s=0,
             dream_every_turns=0,
@@ -75,7 +75,7 @@ async def test_what_a_user_said_is_remembered_in_another_group(make_worker: Make
     assert told.text == "Noted. I will keep that in mind."
     other = await group(steve, ["steve", "martin"])
     answer = await say(steve, other, "@steve which language for the new service?")
-    assert "I remember: I prefer Rust for services" in answer.text
+    assert "You told me earlier: I prefer Rust for services." in answer.text
     # Somebody else's memory stays theirs.
     bob = await say(steve, other, "@steve which language for the new service?", user="bob")
     assert "I prefer Rust" not in bob.text

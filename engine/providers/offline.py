@@ -6,13 +6,16 @@ and :class:`Fail` steps, or a function of the request, covers text,
 thinking, tool calls and failures of any class.
 
 Options ride on the model string, so they survive a trip through settings
-and process boundaries: ``offline:default?ttft=0.2&tps=100&tokens=60``.
+and process boundaries: ``offline:default?ttft=0.2&tps=100&tokens=60``. A
+string without ``tps`` streams at the provider's ``default_tps``
+(``YEAFT_OFFLINE_TPS``: 40 under ``yeaft serve``, so parallel replies are
+visibly parallel; 0, no pauses, for engines built in code). What the
+unscripted model says is in :mod:`engine.providers.offline_voice`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import itertools
 import re
 from collections import deque
@@ -25,6 +28,9 @@ from engine.errors import ErrorKind, ModelError
 from engine.events import TextDelta, ThinkingDelta, ToolCallEvent
 from engine.messages import Usage, estimate_tokens, message_tokens
 from engine.providers.base import ModelRequest, ModelStop, StopItem, StreamItem, UsageItem
+from engine.providers.offline_voice import dream_summary, persona_reply, wants_chinese
+
+__all__ = ["Fail", "OfflineOptions", "OfflineProvider", "Reply", "default_reply", "persona_reply"]
 
 
 @dataclass(slots=True)
@@ -71,74 +77,21 @@ class OfflineOptions:
     tokens: int | None = None  # fixed reply length in tokens (benchmarks)
 
     @classmethod
-    def parse(cls, model: str) -> OfflineOptions:
+    def parse(cls, model: str, default_tps: float = 0.0) -> OfflineOptions:
+        """The options of ``model``; ``default_tps`` applies when it names no ``tps``."""
         variant, _, query = model.partition("?")
         opts = dict(parse_qsl(query))
         try:
             return cls(
                 variant=variant or "default",
                 ttft=float(opts.get("ttft", 0.0)),
-                tps=float(opts.get("tps", 0.0)),
+                tps=float(opts.get("tps", default_tps)),
                 tokens=int(opts["tokens"]) if "tokens" in opts else None,
             )
         except ValueError as exc:
             raise ModelError(
                 ErrorKind.FORMAT, f"bad offline model options {query!r}: {exc}"
             ) from exc
-
-
-_OPENERS = [
-    "Here is how I see it.",
-    "Let me take this apart.",
-    "Short answer first, then the reasoning.",
-    "Good question; the answer depends on one thing.",
-    "I would start somewhere else.",
-]
-_MOVES = [
-    "name the one outcome that matters and cut everything that does not serve it",
-    "write down the assumption we are most likely wrong about and test it first",
-    "make the smallest change that proves the idea, then measure",
-    "look at what the user actually does, not what we wish they did",
-    "keep the interface boring and the implementation replaceable",
-    "find where the data comes from and who owns it before touching code",
-]
-_QUESTIONS = [
-    "What would make this unnecessary?",
-    "How will we know it worked?",
-    "What breaks first when load doubles?",
-    "Who is this for, exactly?",
-    "What is the simplest version we could ship this week?",
-]
-
-
-def _pick(seq: list[str], seed: bytes, salt: str) -> str:
-    digest = hashlib.sha256(seed + salt.encode()).digest()
-    return seq[int.from_bytes(digest[:4], "big") % len(seq)]
-
-
-def persona_reply(request: ModelRequest) -> str:
-    """A deterministic reply shaped by the persona named in the request options."""
-    persona = request.options.get("persona") or {}
-    name = persona.get("name") or "Assistant"
-    role = persona.get("role") or "generalist"
-    traits: list[str] = list(persona.get("traits") or [])
-    last = next((m for m in reversed(request.messages) if m.role == "user"), None)
-    # Quoting the question must not quote its @mentions: in a group that
-    # would address the other VPs again and start a chain nobody asked for.
-    topic = (last.content if last else "").strip().replace("\n", " ").replace("@", "")
-    # In a group the question arrives as "[author] text"; quote only the text.
-    topic = re.sub(r"^\[[^\]]{1,60}\]\s*", "", topic)
-    if len(topic) > 80:
-        topic = topic[:77] + "..."
-    seed = f"{name}|{topic}".encode()
-    trait = f" As someone {traits[0]}," if traits else ""
-    # Recalled memory lines look like "- [user, 2026-05-01] text #tag".
-    memory = [str(m).split("] ", 1)[-1] for m in request.options.get("memory") or []]
-    recalled = f" I remember: {memory[0]}." if memory else ""
-    return (
-        f'{_pick(_OPENERS, seed, "o")}{trait} speaking as a {role}: on "{topic}", '
-        f"I would {_pick(_MOVES, seed, 'm')}.{recalled} {_pick(_QUESTIONS, seed, 'q')} — {name}"
-    )
 
 
 _REMEMBER = re.compile(r"\bremember(?:\s+that)?\s+(.+)", re.IGNORECASE | re.DOTALL)
@@ -155,11 +108,10 @@ def default_reply(request: ModelRequest) -> Reply:
     tools = {t.name for t in request.tools}
     if last is not None and last.role == "tool":
         if last.tool_name == "remember":
-            return Reply(
-                "[[SKIP]]"
-                if request.options.get("mode") == "dream"
-                else "Noted. I will keep that in mind."
-            )
+            if request.options.get("mode") == "dream":
+                return Reply("[[SKIP]]")
+            zh = wants_chinese(request, str(last.content))
+            return Reply("记下了，我会记住。" if zh else "Noted. I will keep that in mind.")
         return Reply(f"Done ({last.tool_name or 'tool'}).")
     if last is not None and "remember" in tools:
         if request.options.get("mode") == "dream":
@@ -180,13 +132,6 @@ def default_reply(request: ModelRequest) -> Reply:
             fact = match.group(1).strip().rstrip(".!")
             return Reply(tool_calls=[("remember", {"text": fact, "scope": "user"})])
     return Reply(persona_reply(request))
-
-
-def dream_summary(transcript: str) -> str:
-    """An extractive summary: the last few lines of the transcript, shortened."""
-    lines = [ln.strip() for ln in transcript.splitlines()[1:] if ln.strip()]
-    picked = [ln[:120] for ln in lines[-4:]] or ["nothing new"]
-    return "Recent discussion: " + " / ".join(picked)
 
 
 def _tokens(text: str) -> list[str]:
@@ -214,8 +159,11 @@ class OfflineProvider:
         *,
         name: str = "offline",
         strict: bool = False,
+        default_tps: float = 0.0,
     ) -> None:
         self.name = name
+        # The pace of a model string without ``tps`` (EngineConfig.offline_tps).
+        self.default_tps = default_tps
         self._fn: ScriptFn | None = script if callable(script) else None
         self._queue: deque[Step] = deque() if callable(script) else deque(script or [])
         # When strict, an exhausted script is an error instead of a persona reply.
@@ -239,7 +187,7 @@ class OfflineProvider:
         return default_reply(request)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
-        opts = OfflineOptions.parse(request.model)
+        opts = OfflineOptions.parse(request.model, self.default_tps)
         self.requests.append(request)
         step = self._next_step(request)
         if isinstance(step, str):

@@ -63,7 +63,7 @@ class ProviderRegistry:
         # enforce, and a read timeout behind those deadlines as a backstop.
         timeouts = s.stream_timeouts()
         if vendor == "offline":
-            return OfflineProvider()
+            return OfflineProvider(default_tps=s.offline_tps)
         if vendor == "openai":
             if s.openai_api_key is None and s.openai_base_url is None:
                 raise ModelError(
