@@ -468,3 +468,22 @@ async def test_a_server_that_keeps_failing_is_retried_after_a_growing_back_off()
         await conn.ensure()
     assert 79 < (conn.status().retry_in or 0) <= 80
     assert conn.failures == 3
+
+
+async def test_a_server_that_never_answers_is_given_up_after_the_connect_timeout() -> None:
+    silent = {"command": sys.executable, "args": ["-c", "import time; time.sleep(120)"]}
+    dies = {"command": sys.executable, "args": ["-c", "raise SystemExit(1)"]}
+    config = parse_mcp_config({"mcpServers": {"silent": silent, "dies": dies}}, connect_timeout_s=2)
+    manager = McpManager(config)
+    try:
+        started = time.monotonic()
+        toolset = await manager.toolset(["silent", "dies"])
+        # Started together: the silent one costs its timeout, not more.
+        assert time.monotonic() - started < 6
+        assert toolset.unavailable == {
+            "silent": "MCP server 'silent' is unavailable: no answer within 2s",
+            "dies": "MCP server 'dies' is unavailable: Connection closed",
+        }
+        assert toolset.tools == ()
+    finally:
+        await manager.aclose()

@@ -235,11 +235,11 @@ class ServerConnection:
             async with asyncio.timeout(self.connect_timeout_s):
                 client = await asyncio.shield(ready)
         except TimeoutError:
-            await self._stop_owner()
+            self._retire(cancel=True)
             self._mark_failed(f"no answer within {self.connect_timeout_s:g}s")
             raise ServerUnavailable(self._unavailable()) from None
         except Exception as exc:
-            await self._stop_owner()
+            self._retire(cancel=True)
             self._mark_failed(describe_error(exc))
             raise ServerUnavailable(self._unavailable()) from None
         self._client = client
@@ -327,12 +327,19 @@ class ServerConnection:
             self._stop.set()
 
     # -- closing -----------------------------------------------------------------
-    def _retire(self) -> None:
-        """Tell the current owner to stop, and let it finish in the background."""
+    def _retire(self, cancel: bool = False) -> None:
+        """Tell the current owner to stop, and let it finish in the background.
+
+        ``cancel`` is for an owner still opening the client (a server that
+        never answers the handshake), which would not see the stop event;
+        the SDK's shutdown of the server process runs shielded either way.
+        """
         owner, self._owner = self._owner, None
         if owner is None or owner.done():
             return
         self._stop.set()
+        if cancel:
+            owner.cancel()
         self._retiring.add(owner)
         owner.add_done_callback(self._retiring.discard)
 
