@@ -16,7 +16,7 @@ import logging
 from collections.abc import Callable
 
 from engine.mcp import McpConfig, McpManager, ServerStatus, tool_name
-from protocol import McpServerInfo, McpServersListFrame, McpToolInfo
+from protocol import ErrorCode, ErrorFrame, McpServerInfo, McpServersListFrame, McpToolInfo
 
 log = logging.getLogger(__name__)
 
@@ -63,15 +63,23 @@ class McpCatalog:
         return McpServersListFrame(servers=servers, request_id=request_id)
 
     def answer(
-        self, send: Callable[[McpServersListFrame], object], connect: bool, request_id: str | None
+        self,
+        send: Callable[[McpServersListFrame | ErrorFrame], object],
+        connect: bool,
+        request_id: str | None,
     ) -> None:
-        """Send the listing through ``send`` once it is ready, from a task of its own."""
+        """Send the listing through ``send`` once it is ready, from a task of its own.
+
+        A listing that fails is answered with an ``internal`` error frame.
+        """
 
         async def run() -> None:
             try:
                 send(await self.listing(connect, request_id))
             except Exception:
                 log.exception("MCP listing failed")
+                message = "the MCP servers could not be listed"
+                send(ErrorFrame(code=ErrorCode.INTERNAL, message=message, request_id=request_id))
 
         task = asyncio.create_task(run(), name="mcp-listing")
         self._answers.add(task)

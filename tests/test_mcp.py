@@ -487,3 +487,23 @@ async def test_a_server_that_never_answers_is_given_up_after_the_connect_timeout
         assert toolset.tools == ()
     finally:
         await manager.aclose()
+
+
+async def test_a_listing_that_fails_is_answered_with_an_error_frame(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from gateway.mcp import McpCatalog
+    from protocol import ErrorFrame
+
+    catalog = McpCatalog(parse_mcp_config({"mcpServers": {"fx": stdio()}}))
+
+    async def broken(connect: bool = False) -> list[Any]:
+        raise RuntimeError("the listing broke")
+
+    monkeypatch.setattr(catalog.manager, "statuses", broken)
+    sent: asyncio.Queue[Any] = asyncio.Queue()
+    catalog.answer(sent.put_nowait, connect=False, request_id="r1")
+    frame = await asyncio.wait_for(sent.get(), 10)
+    assert isinstance(frame, ErrorFrame)
+    assert (frame.code, frame.request_id) == ("internal", "r1")
+    await catalog.aclose()
