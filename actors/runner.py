@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -27,13 +28,13 @@ from actors.questions import QuestionBox
 from actors.tools import CoordinatorRouter
 from actors.transcripts import load_conversation, save_conversation
 from actors.turns import TurnHost, TurnOutcome, TurnRequest, TurnState, TurnTracker
-from actors.visibility import group_view
+from actors.visibility import forget_deleted, group_view, rewind
 from actors.writer import GroupEvents, TurnWriter, error_stop
 from engine.engine import Engine, TurnResult
 from engine.events import StopEvent, StopReason
 from engine.mcp import McpManager, select_servers
 from engine.memory import recall, render_memory, scopes_for
-from engine.messages import Conversation, Message
+from engine.messages import Conversation, Message, Usage
 from engine.tools.registry import ToolContext
 from personas.directory import PersonaDirectory
 from personas.mentions import extract_mentions
@@ -41,6 +42,7 @@ from personas.model import Persona
 from personas.prompts import build_system_prompt
 from personas.routing import Selection, Source, select_targets
 from store.base import Group, GroupMessage, Store, StoreError
+from store.chatviews import TurnUsage
 from store.memory import MemoryBackend
 
 log = logging.getLogger(__name__)
@@ -176,7 +178,9 @@ class TurnRunner:
         reply, mentioned = await self.store_reply(ctx.group)
         self.tracker.advance(TurnState.STORED)
         self.ended = self.outcome(result, reply, mentioned)
+        used = self.reported_usage()
         await self.writer.finish(message_id=reply.id if reply else None)
+        await self.count_usage(used)
         await self.save(ctx.conv)
         return self.ended
 
@@ -190,7 +194,12 @@ class TurnRunner:
         conv = await self.s.transcripts.take(store, req.group_id)
         cursor = conv.meta.get("cursor")
         recent = await self._catch_up(cursor)
-        context, trigger = group_view(recent, self.s.vp_id, cursor, req.origin.trigger_id)
+        forget_deleted(conv.messages, recent)
+        if req.regenerates:
+            context: list[Message] = []
+            trigger = rewind(conv.messages, recent, self.s.vp_id, req.origin.trigger_id)
+        else:
+            context, trigger = group_view(recent, self.s.vp_id, cursor, req.origin.trigger_id)
         conv.messages.extend(context)
         tools = self._tool_context(group, conv)
         allowed = set(self.s.persona.tools) if self.s.persona.tools is not None else None
@@ -270,6 +279,8 @@ class TurnRunner:
                 "memory": memory,
                 "language": "zh" if ctx.group.settings.language == "zh" else "en",
             },
+            # The group's model, when its owner chose one, for every VP in it.
+            model=ctx.group.settings.model or None,
         )
 
     async def store_reply(self, group: Group) -> tuple[GroupMessage | None, Selection]:
@@ -289,7 +300,18 @@ class TurnRunner:
             "chainId": req.origin.chain_id,
             "turnId": req.turn_id,
             "stop": str(stop.reason),
+            # What the turn cost, so a reload shows what the live result showed.
+            "usage": {
+                "input_tokens": self.reported_usage().input_tokens,
+                "output_tokens": self.reported_usage().output_tokens,
+            },
+            "costUsd": stop.cost_usd if math.isfinite(stop.cost_usd) else 0.0,
+            "durationMs": max(0, stop.duration_ms),
         }
+        if stop.model:
+            meta["model"] = stop.model
+        if req.regenerates:
+            meta["regenerates"] = req.regenerates
         if stop.reason in (StopReason.ABORTED, StopReason.ERROR):
             meta["incomplete"] = True
         sel = select_targets(
@@ -311,6 +333,29 @@ class TurnRunner:
             ),
         )
         return stored, sel
+
+    def reported_usage(self) -> Usage:
+        """The tokens the turn's result reports: the stop's own, else the sum of its calls.
+
+        Read before the result goes out (the bridge forgets its sum then).
+        """
+        stop = self.writer.stop
+        if stop is not None and (stop.usage.input_tokens or stop.usage.output_tokens):
+            return stop.usage
+        return self.writer.bridge.usage
+
+    async def count_usage(self, used: Usage) -> None:
+        """Add what the turn used to its group's totals (once per turn id)."""
+        stop = self.writer.sent
+        if stop is None:
+            return
+        cost = stop.cost_usd if math.isfinite(stop.cost_usd) else 0.0
+        usage = TurnUsage(self.req.turn_id, used.input_tokens, used.output_tokens, cost)
+        try:
+            await self.s.store.add_usage(self.req.group_id, usage)
+        except StoreError as exc:
+            # The turn has its result; only the group's running total misses it.
+            log.warning("usage of turn %s not counted: %s", self.req.turn_id, exc)
 
     async def save(self, conv: Conversation) -> None:
         conv.meta["cursor"] = self.req.origin.trigger_id

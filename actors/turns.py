@@ -133,6 +133,9 @@ class TurnRequest:
     # When the coordinator sent it (its wall clock): a cancel of the group
     # stamped later covers this turn even if the cancel arrives first.
     sent_at: float = 0.0
+    # The reply this turn regenerates (``coordinator.regenerate``): the VP
+    # rewinds its transcript to before the trigger and answers it afresh.
+    regenerates: str | None = None
 
     @staticmethod
     def new_turn_id(vp_id: str) -> str:

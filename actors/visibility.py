@@ -26,6 +26,8 @@ def group_view(
     for gm in sorted(log, key=lambda m: m.id):
         if (after_id and gm.id <= after_id) or gm.id > upto_id:
             continue
+        if gm.meta.get("deleted") and gm.id != upto_id:
+            continue  # its author deleted it: the VP never sees it
         msg = _as_seen_by(gm, vp_id)
         if gm.id == upto_id:
             trigger = msg or Message.user(gm.text, speaker=gm.author)
@@ -51,3 +53,47 @@ def _as_seen_by(gm: GroupMessage, vp_id: str) -> Message | None:
             return None  # already in the VP's own transcript, in full
         return Message.user(f"[@{gm.author}] {gm.text}", speaker=gm.author, meta=meta)
     return Message.user(f"[{gm.author}] {gm.text}", speaker=gm.author, meta=meta)
+
+
+DELETED_TEXT = "[a message deleted by its author]"
+
+
+def forget_deleted(messages: list[Message], log: list[GroupMessage]) -> int:
+    """Blank, in a VP's transcript, the group messages ``log`` shows as deleted.
+
+    The entry stays (as :data:`DELETED_TEXT`) so the transcript keeps its
+    shape, user and assistant in turn; its words are gone. Only messages in
+    ``log`` (the turn's catch-up read) are looked for: one deleted after it
+    left that window stays in the transcript, or in a compaction summary,
+    until the transcript is compacted again. Returns how many were blanked.
+    """
+    deleted = {gm.id for gm in log if gm.meta.get("deleted")}
+    if not deleted:
+        return 0
+    blanked = 0
+    for i, msg in enumerate(messages):
+        if msg.meta.get("group_message_id") in deleted and msg.content != DELETED_TEXT:
+            messages[i] = msg.model_copy(update={"content": DELETED_TEXT})
+            blanked += 1
+    return blanked
+
+
+def rewind(
+    messages: list[Message], log: list[GroupMessage], vp_id: str, trigger_id: str
+) -> Message | None:
+    """Cut a VP's transcript back to just before ``trigger_id``, for a regenerated turn.
+
+    Returns the trigger as the turn's input: the transcript's own copy when
+    it is there (everything from it on, the superseded answer included, is
+    removed), else the message as the VP would see it from ``log`` (the
+    transcript was compacted past it; the old answer then stays in context).
+    """
+    for i in range(len(messages) - 1, -1, -1):
+        if messages[i].meta.get("group_message_id") == trigger_id:
+            trigger = messages[i]
+            del messages[i:]
+            return trigger
+    for gm in log:
+        if gm.id == trigger_id:
+            return _as_seen_by(gm, vp_id) or Message.user(gm.text, speaker=gm.author)
+    return None

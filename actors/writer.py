@@ -47,6 +47,7 @@ from protocol import (
     AskUserQuestion,
     GroupMessageFrame,
     Handoff,
+    MessageChanged,
     ResultData,
     SystemData,
     YeaftOutput,
@@ -136,6 +137,12 @@ class GroupEvents:
         """
         return await self.store.append_message(
             self.group_id, message, turns, announce=message_frame(self.group_id, message)
+        )
+
+    async def changed(self, frame: MessageChanged) -> int:
+        """Tell every member a stored message changed (deleted, superseded); returns its seq."""
+        return await until_stored(
+            lambda: self.store.append_event(self.group_id, frame), f"change of {frame.message_id}"
         )
 
     async def question(

@@ -12,6 +12,8 @@ from ray.actor import ActorHandle
 
 from actors.vp_actor import VPStats
 from coordinator.coordinator import CoordinatorWorker
+from coordinator.membership import GroupEdit, MemberOp
+from coordinator.regenerate import RegenerateResult
 from coordinator.results import CancelResult, IngestResult
 from protocol.settings import GroupSettingsPatch
 from store.base import Group
@@ -46,8 +48,9 @@ class CoordinatorClient:
         group: Group = await self._handle.rename_group.remote(self.group_id, name)
         return group
 
-    async def delete_group(self) -> bool:
-        deleted: bool = await self._handle.delete_group.remote(self.group_id)
+    async def delete_group(self, actor: str | None = None) -> bool:
+        """Delete the group; with ``actor``, only if they own it."""
+        deleted: bool = await self._handle.delete_group.remote(self.group_id, actor)
         return deleted
 
     async def add_vp(self, vp_id: str) -> Group:
@@ -70,6 +73,16 @@ class CoordinatorClient:
         group: Group = await self._handle.set_members.remote(self.group_id, members)
         return group
 
+    async def change_members(self, actor: str, op: MemberOp) -> Group:
+        """Invite, remove, leave or hand over, as ``actor`` (see ``coordinator.membership``)."""
+        group: Group = await self._handle.change_members.remote(self.group_id, actor, op)
+        return group
+
+    async def edit_group(self, actor: str, edit: GroupEdit) -> Group:
+        """Change name, default VP and settings, as ``actor`` (the owner)."""
+        group: Group = await self._handle.edit_group.remote(self.group_id, actor, edit)
+        return group
+
     # -- conversation ---------------------------------------------------------
     async def ingest(
         self,
@@ -80,6 +93,13 @@ class CoordinatorClient:
     ) -> IngestResult:
         result: IngestResult = await self._handle.ingest.remote(
             self.group_id, sender, text, mentions, client_message_id
+        )
+        return result
+
+    async def regenerate(self, message_id: str, by: str) -> RegenerateResult:
+        """Have the VP of reply ``message_id`` answer its message again (a new turn)."""
+        result: RegenerateResult = await self._handle.regenerate.remote(
+            self.group_id, message_id, by
         )
         return result
 

@@ -16,14 +16,18 @@ import logging
 import time
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import replace
 
 from actors.config import RuntimeConfig
 from actors.turns import ForwardRequest, TurnOrigin, TurnOutcome, TurnRequest
 from actors.vp_actor import VPStats
 from actors.writer import GroupEvents
 from coordinator.dispatch import Dispatcher
+from coordinator.errors import GroupError, GroupErrorCode
 from coordinator.groups import GroupBook
 from coordinator.loop_guard import Chain, LoopGuard, Verdict
+from coordinator.membership import GroupEdit, MemberOp, Membership, require_owner
+from coordinator.regenerate import RegenerateResult, origin_of, regenerable_reply
 from coordinator.results import (
     CancelResult,
     DrainResult,
@@ -36,6 +40,7 @@ from engine.events import StopReason
 from personas.directory import PersonaDirectory
 from personas.mentions import extract_mentions
 from personas.routing import Selection, Source, select_targets
+from protocol import MessageChange, MessageChanged
 from protocol.settings import GroupSettingsPatch
 from store.base import Group, GroupMessage, Store
 from store.turns import TurnRecord
@@ -63,6 +68,7 @@ class CoordinatorWorker:
         self.store: Store = config.open_store()
         self.personas = PersonaDirectory.open(config.personas_dir)
         self.groups = GroupBook(self.store, self.personas)
+        self.membership = Membership(self.groups, self.store)
         name = config.actor_name("coordinator", shard)
         self.turns = Dispatcher(config, self.store, name, self._after_turn)
         self._guards: dict[str, LoopGuard] = {}
@@ -104,12 +110,18 @@ class CoordinatorWorker:
     async def rename_group(self, group_id: str, name: str) -> Group:
         return await self.groups.rename(group_id, name)
 
-    async def delete_group(self, group_id: str) -> bool:
-        if await self.groups.get(group_id) is not None:
+    async def delete_group(self, group_id: str, actor: str | None = None) -> bool:
+        group = await self.groups.get(group_id)
+        if group is not None:
+            if actor is not None:
+                require_owner(group, actor, "delete the group")
             await self.cancel(group_id)
         self._guards.pop(group_id, None)
         self.turns.forget(group_id)
-        return await self.groups.forget(group_id)
+        deleted = await self.groups.forget(group_id)
+        if group is not None and deleted:
+            await self.membership.deleted(group, actor)
+        return deleted
 
     async def add_vp(self, group_id: str, vp_id: str) -> Group:
         return await self.groups.add_vp(group_id, vp_id)
@@ -127,6 +139,12 @@ class CoordinatorWorker:
 
     async def set_members(self, group_id: str, members: list[str]) -> Group:
         return await self.groups.set_members(group_id, members)
+
+    async def change_members(self, group_id: str, actor: str, op: MemberOp) -> Group:
+        return await self.membership.change(group_id, actor, op)
+
+    async def edit_group(self, group_id: str, actor: str, edit: GroupEdit) -> Group:
+        return await self.membership.edit(group_id, actor, edit)
 
     # -- restarts -----------------------------------------------------------
     async def recover(self) -> RecoveryReport:
@@ -297,6 +315,46 @@ class CoordinatorWorker:
             await self.turns.start(group, target, request.origin.next_hop(stored.id))
             dispatched.append(target)
         return ForwardResult(True, tuple(dispatched))
+
+    async def regenerate(self, group_id: str, message_id: str, by: str) -> RegenerateResult:
+        """Answer again the message a VP's latest reply answered (``coordinator.regenerate``).
+
+        The new turn is admitted like any other (``busy``, the loop guard);
+        the old reply is marked superseded and every member is told.
+        """
+        await self.recover()
+        group = await self.groups.require(group_id)
+        reply = await regenerable_reply(self.store, group, message_id)
+        if self.turns.busy(group.id, reply.author):
+            # Its next turn would rewind past what the running one writes.
+            raise GroupError(
+                GroupErrorCode.CONFLICT,
+                f"@{reply.author} is still answering in this group: regenerate once it is done",
+            )
+        origin = origin_of(reply, by)
+        chain = self._guard(group).resume_chain(origin.chain_id)
+        with self.turns.admission.reserve(group.id, [reply.author]):
+            verdict = self._admit(group, chain, None, reply.author, origin.depth)
+            if not verdict.ok:
+                await self._refused(group, chain, verdict)
+                raise GroupError(GroupErrorCode.CONFLICT, verdict.summary)
+            req = replace(self.turns.plan(group, reply.author, origin), regenerates=reply.id)
+            await self.turns.record(group.id, [req])
+            await self.store.supersede_message(
+                group.id, reply.id, turn_id=req.turn_id, by=by, ts=time.time()
+            )
+            await GroupEvents(self.store, group.id).changed(
+                MessageChanged(
+                    group_id=group.id,
+                    message_id=reply.id,
+                    change=MessageChange.SUPERSEDED,
+                    by=by,
+                    ts=time.time(),
+                    turn_id=req.turn_id,
+                )
+            )
+            turn_id = self.turns.launch(req)
+        return RegenerateResult(reply.id, reply.author, turn_id, origin.trigger_id)
 
     async def turn_started(self, group_id: str, turn_id: str) -> None:
         """A VP actor's acknowledgement that a turn left its queue and started."""

@@ -183,6 +183,10 @@ class Dispatcher:
             turn.tracker.advance(TurnState.FINISHED)
         return outcome
 
+    def busy(self, group_id: str, vp_id: str) -> bool:
+        """Whether ``vp_id`` has a turn in ``group_id`` that has not ended."""
+        return any(t.request.vp_id == vp_id for t in self._turns.get(group_id, {}).values())
+
     def started(self, group_id: str, turn_id: str) -> None:
         """The VP acknowledged a turn's start (it may arrive after the outcome)."""
         turn = self._turns.get(group_id, {}).get(turn_id)

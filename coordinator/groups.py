@@ -8,10 +8,13 @@ persona ids, and the default VP kept in the roster. Refusals raise
 
 from __future__ import annotations
 
+import asyncio
+
 from coordinator.errors import GroupError, GroupErrorCode
 from personas.directory import PersonaDirectory
 from protocol.settings import GroupSettings, GroupSettingsPatch
-from store.base import Group, GroupStore, StoreError
+from store.base import Group, Store, StoreError
+from store.members import MemberChange
 
 MAX_NAME = 120
 
@@ -19,10 +22,23 @@ MAX_NAME = 120
 class GroupBook:
     """A cache of this coordinator's group records over the store, and every change to them."""
 
-    def __init__(self, store: GroupStore, personas: PersonaDirectory) -> None:
+    def __init__(self, store: Store, personas: PersonaDirectory) -> None:
         self.store = store
         self.personas = personas
         self._groups: dict[str, Group] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    def locked(self, group_id: str) -> asyncio.Lock:
+        """The group's lock: every change holds it from its read to its write.
+
+        Without it two changes of one group (this actor runs calls
+        concurrently) could both start from the same cached record, and the
+        second write would undo the first.
+        """
+        lock = self._locks.get(group_id)
+        if lock is None:
+            lock = self._locks[group_id] = asyncio.Lock()
+        return lock
 
     async def get(self, group_id: str) -> Group | None:
         group = self._groups.get(group_id)
@@ -56,10 +72,11 @@ class GroupBook:
                 )
         group = Group(
             id=group_id,
-            name=_valid_name(name),
+            name=valid_name(name),
             roster=ids,
             default_vp=default_vp or (ids[0] if ids else None),
             members=list(dict.fromkeys(members)),
+            owner=members[0] if members else None,
             settings=GroupSettings().apply(settings),
         )
         try:
@@ -70,27 +87,35 @@ class GroupBook:
         return created
 
     async def rename(self, group_id: str, name: str) -> Group:
-        group = await self.require(group_id)
-        return await self._save(group.model_copy(update={"name": _valid_name(name)}))
+        async with self.locked(group_id):
+            group = await self.require(group_id)
+            return await self._save(group.model_copy(update={"name": valid_name(name)}))
 
     async def forget(self, group_id: str) -> bool:
         """Delete the group's record and everything under it; False if it did not exist."""
         self._groups.pop(group_id, None)
+        self._locks.pop(group_id, None)
         return await self.store.delete_group(group_id)
 
     async def add_vp(self, group_id: str, vp_id: str) -> Group:
-        group = await self.require(group_id)
-        (vp,) = self.roster_ids([vp_id])
-        if vp in group.roster:
-            return group
-        update = {"roster": [*group.roster, vp], "default_vp": group.default_vp or vp}
-        return await self._save(group.model_copy(update=update))
+        async with self.locked(group_id):
+            group = await self.require(group_id)
+            (vp,) = self.roster_ids([vp_id])
+            if vp in group.roster:
+                return group
+            update = {"roster": [*group.roster, vp], "default_vp": group.default_vp or vp}
+            return await self._save(group.model_copy(update=update))
 
     async def remove_vp(self, group_id: str, vp: str) -> Group:
-        group = await self.require(group_id)
-        roster = [v for v in group.roster if v != vp]
-        default = group.default_vp if group.default_vp != vp else (roster[0] if roster else None)
-        return await self._save(group.model_copy(update={"roster": roster, "default_vp": default}))
+        async with self.locked(group_id):
+            group = await self.require(group_id)
+            roster = [v for v in group.roster if v != vp]
+            default = (
+                group.default_vp if group.default_vp != vp else (roster[0] if roster else None)
+            )
+            return await self._save(
+                group.model_copy(update={"roster": roster, "default_vp": default})
+            )
 
     async def member_vp(self, group_id: str, vp_id: str) -> tuple[Group, str]:
         """The group and the persona id ``vp_id`` names, which must be in its roster."""
@@ -101,19 +126,36 @@ class GroupBook:
         return group, vp
 
     async def set_default_vp(self, group_id: str, vp_id: str | None) -> Group:
-        group = await self.require(group_id)
-        vp = self.roster_ids([vp_id])[0] if vp_id else None
-        if vp is not None and vp not in group.roster:
-            raise GroupError(GroupErrorCode.DEFAULT_NOT_IN_ROSTER, f"{vp} is not in the roster")
-        return await self._save(group.model_copy(update={"default_vp": vp}))
+        async with self.locked(group_id):
+            group = await self.require(group_id)
+            vp = self.roster_ids([vp_id])[0] if vp_id else None
+            if vp is not None and vp not in group.roster:
+                raise GroupError(GroupErrorCode.DEFAULT_NOT_IN_ROSTER, f"{vp} is not in the roster")
+            return await self._save(group.model_copy(update={"default_vp": vp}))
 
     async def update_settings(self, group_id: str, patch: GroupSettingsPatch) -> Group:
-        group = await self.require(group_id)
-        return await self._save(group.model_copy(update={"settings": group.settings.apply(patch)}))
+        async with self.locked(group_id):
+            group = await self.require(group_id)
+            return await self._save(
+                group.model_copy(update={"settings": group.settings.apply(patch)})
+            )
 
     async def set_members(self, group_id: str, members: list[str]) -> Group:
-        group = await self.require(group_id)
-        return await self._save(group.model_copy(update={"members": list(dict.fromkeys(members))}))
+        async with self.locked(group_id):
+            group = await self.require(group_id)
+            return await self._save(
+                group.model_copy(update={"members": list(dict.fromkeys(members))})
+            )
+
+    async def change_members(self, group_id: str, change: MemberChange) -> Group:
+        """Apply a member change in the store (atomically there too); the caller holds the lock."""
+        changed = await self.store.change_members(group_id, change)
+        self._groups[group_id] = changed
+        return changed
+
+    async def save(self, group: Group) -> Group:
+        """Write a record changed by the caller, who holds the group's lock."""
+        return await self._save(group)
 
     def roster_ids(self, names: list[str]) -> list[str]:
         """Persona ids for ``names`` (ids or aliases), without repeats; unknown names refused."""
@@ -138,7 +180,7 @@ class GroupBook:
         return saved
 
 
-def _valid_name(name: str) -> str:
+def valid_name(name: str) -> str:
     name = (name or "").strip()
     if not name or len(name) > MAX_NAME:
         raise GroupError(GroupErrorCode.INVALID_NAME, "a group name needs 1 to 120 characters")

@@ -155,6 +155,9 @@ def render(screen: Screen, frame: dict[str, Any]) -> None:
         )
     elif kind == "error":
         screen.line(screen.paint(f"  error {frame.get('code')}: {frame.get('message')}", "31"))
+    elif kind == "removed" or (kind == "group_update" and frame.get("action") == "deleted"):
+        # The group is no longer this user's to watch: nothing more will come.
+        screen.line(screen.paint(f"  {frame.get('message') or 'this group was deleted'}", "31"))
 
 
 def _render_output(screen: Screen, frame: dict[str, Any]) -> None:

@@ -9,6 +9,7 @@ from gateway.groups import GroupService
 from gateway.limits import LagMeter, UserBuckets
 from gateway.lockout import LoginLockout
 from gateway.metrics import Metrics
+from gateway.people import People
 from gateway.settings import GatewaySettings
 from gateway.tail import Hub
 from personas.loader import PersonaLibrary
@@ -34,3 +35,5 @@ class GatewayContext:
     lag: LagMeter
     # The MCP servers as this process lists them (gateway.mcp).
     mcp: McpCatalog
+    # Connections by user, presence, and the directory log (gateway.people).
+    people: People

@@ -37,6 +37,10 @@ GROUP_ERROR_CODES: dict[GroupErrorCode, ErrorCode] = {
     GroupErrorCode.NOT_FOUND: ErrorCode.NOT_FOUND,
     GroupErrorCode.CONFLICT: ErrorCode.CONFLICT,
     GroupErrorCode.BUSY: ErrorCode.BUSY,
+    GroupErrorCode.NOT_OWNER: ErrorCode.FORBIDDEN,
+    GroupErrorCode.NOT_MEMBER: ErrorCode.NOT_FOUND,
+    GroupErrorCode.OWNER_LEAVING: ErrorCode.CONFLICT,
+    GroupErrorCode.LAST_MEMBER: ErrorCode.CONFLICT,
     # The rest refuse what the client asked for: invalid input (HTTP 422).
     GroupErrorCode.DEFAULT_NOT_IN_ROSTER: ErrorCode.INVALID_FRAME,
     GroupErrorCode.NOT_IN_ROSTER: ErrorCode.INVALID_FRAME,

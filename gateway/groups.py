@@ -14,6 +14,7 @@ import re
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from coordinator.membership import GroupEdit, MemberOp
 from gateway.errors import GatewayError, from_group_error, not_found
 from gateway.views import message_view
 from protocol import MAX_ID_LENGTH, ErrorCode, GroupSettingsPatch
@@ -99,12 +100,12 @@ class GroupService:
             raise _translate(exc) from exc
 
     async def rename(self, username: str, group_id: str, name: str) -> Group:
-        await self.member_group(username, group_id)
-        return await self._call(group_id, lambda c: c.rename_group(name))
+        return await self.edit(username, group_id, GroupEdit(name=name))
 
     async def delete(self, username: str, group_id: str) -> None:
+        """Delete a group (its owner only); every watcher, on every process, is told."""
         await self.member_group(username, group_id)
-        await self._call(group_id, lambda c: c.delete_group())
+        await self._call(group_id, lambda c: c.delete_group(username))
         self.hub.group_deleted(group_id)
 
     async def add_vp(self, username: str, group_id: str, vp_id: str) -> Group:
@@ -116,35 +117,46 @@ class GroupService:
         return await self._call(group_id, lambda c: c.remove_vp(vp_id))
 
     async def set_default_vp(self, username: str, group_id: str, vp_id: str | None) -> Group:
+        edit = GroupEdit(default_vp=vp_id, clear_default_vp=vp_id is None)
+        return await self.edit(username, group_id, edit)
+
+    async def edit(self, username: str, group_id: str, edit: GroupEdit) -> Group:
+        """Change name, default VP and settings (the owner only); announced to the group."""
         await self.member_group(username, group_id)
-        return await self._call(group_id, lambda c: c.set_default_vp(vp_id))
+        return await self._call(group_id, lambda c: c.edit_group(username, edit))
 
-    async def add_member(self, username: str, group_id: str, new_member: str) -> Group:
-        """Add a user to the group; adding a member twice is harmless."""
-        group = await self.member_group(username, group_id)
-        if await (await self.store()).get_user(new_member) is None:
-            raise not_found(f"user {new_member!r}")
-        if new_member in group.members:
-            return group
-        # Read-modify-write through the coordinator; two members added at the
-        # same instant by two people could race, which the UI makes rare.
-        members = [*group.members, new_member]
-        return await self._call(group_id, lambda c: c.set_members(members))
-
-    async def remove_member(self, username: str, group_id: str, member: str) -> Group:
-        """Remove a member (anyone may leave); the last member cannot leave."""
-        group = await self.member_group(username, group_id)
-        if member not in group.members:
-            raise not_found(f"member {member!r}")
-        remaining = [m for m in group.members if m != member]
-        if not remaining:
+    # -- members (see coordinator.membership for the rules) ----------------------
+    async def invite(self, username: str, group_id: str, invitee: str) -> Group:
+        """The owner adds a user by name; an unknown name is ``not_found`` on ``username``."""
+        await self.member_group(username, group_id)
+        if not invitee or await (await self.store()).get_user(invitee) is None:
             raise GatewayError(
-                ErrorCode.CONFLICT,
-                "the last member cannot leave a group: delete the group instead",
+                ErrorCode.NOT_FOUND,
+                f"there is no user {invitee!r}: check the spelling, or create them "
+                "with `yeaft user add`",
+                field="username",
+                detail={"reason": "unknown_user", "username": invitee},
             )
-        updated = await self._call(group_id, lambda c: c.set_members(remaining))
-        self.hub.revoke(group_id, member)
-        return updated
+        return await self._members(username, group_id, MemberOp.invite(invitee))
+
+    async def remove(self, username: str, group_id: str, member: str) -> Group:
+        """The owner removes a member; a member removing themselves leaves."""
+        op = MemberOp.leave(member) if member == username else MemberOp.remove(member)
+        return await self._members(username, group_id, op)
+
+    async def transfer(self, username: str, group_id: str, new_owner: str) -> Group:
+        return await self._members(username, group_id, MemberOp.transfer(new_owner))
+
+    async def leave(self, username: str, group_id: str) -> Group:
+        return await self._members(username, group_id, MemberOp.leave(username))
+
+    # The HTTP API's older names for the same operations.
+    add_member = invite
+    remove_member = remove
+
+    async def _members(self, username: str, group_id: str, op: MemberOp) -> Group:
+        await self.member_group(username, group_id)
+        return await self._call(group_id, lambda c: c.change_members(username, op))
 
     # -- conversation --------------------------------------------------------
     async def ingest(

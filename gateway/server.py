@@ -30,7 +30,7 @@ from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from gateway import http, ws
+from gateway import http, http_members, messages_api, ws
 from gateway.context import GatewayContext
 from gateway.errors import GatewayError
 from gateway.groups import GroupService
@@ -39,6 +39,7 @@ from gateway.lockout import LoginLockout
 from gateway.mcp import McpCatalog
 from gateway.mcp_http import router as mcp_router
 from gateway.metrics import Metrics
+from gateway.people import People
 from gateway.settings import GatewaySettings, load_or_create_secret
 from gateway.tail import Hub
 from personas.loader import load_personas
@@ -88,6 +89,7 @@ def create_app(
         user_rates=UserBuckets(settings.user_rate_limit_per_s, settings.user_rate_limit_burst),
         lag=LagMeter(),
         mcp=McpCatalog(runtime.config.mcp),
+        people=People(runtime.store, hub, wait_s=settings.tail_wait_s),
     )
 
     @contextlib.asynccontextmanager
@@ -101,6 +103,7 @@ def create_app(
         finally:
             lag_probe.cancel()
             await asyncio.gather(lag_probe, return_exceptions=True)
+            await ctx.people.close()
             await hub.close()
             await ctx.mcp.aclose()
         if on_stop is not None:
@@ -117,6 +120,8 @@ def create_app(
     _install_error_handlers(app)
     app.include_router(http.router)
     app.include_router(mcp_router)
+    app.include_router(http_members.router)
+    app.include_router(messages_api.router)
     app.add_api_websocket_route("/ws", ws.websocket_endpoint)
     # The UI's files are written separately and may not exist yet; the mount
     # is made anyway and answers 404 until they do.

@@ -48,7 +48,7 @@ log = logging.getLogger(__name__)
 _ALWAYS_SHOWN_DATA = frozenset({"result", "system"})
 # Frame types no vpIds filter hides: a VP's question to the people, and the
 # group's messages (a person's message, a hand-off), whoever wrote them.
-_ALWAYS_SHOWN_TYPES = frozenset({"ask_user_question", "group_message"})
+_ALWAYS_SHOWN_TYPES = frozenset({"ask_user_question", "group_message", "message_changed"})
 _SYSTEM_VP = "system"
 
 
@@ -377,6 +377,10 @@ class Hub:
             if sub.sink.username == username:
                 sub.sink.offer(text, envelope=False)
                 self.drop(sub)
+
+    def group_subscriptions(self, group_id: str) -> list[Subscription]:
+        """This process's subscriptions to a group (``gateway.people`` ends some)."""
+        return self._subscriptions(group_id)
 
     def _subscriptions(self, group_id: str) -> list[Subscription]:
         tail = self.tails.get(group_id)

@@ -11,25 +11,20 @@ from typing import Any
 
 from protocol import GroupUpdate
 from store.base import Group, GroupMessage
+from store.membership import group_view as store_group_view
 
 
 def group_view(group: Group) -> dict[str, Any]:
-    """A group as clients see it (camelCase, like every wire name)."""
-    return {
-        "id": group.id,
-        "name": group.name,
-        "roster": list(group.roster),
-        "defaultVpId": group.default_vp,
-        "members": list(group.members),
-        "settings": group.settings.model_dump(mode="json", by_alias=True),
-        "createdAt": group.created_at,
-    }
+    """A group as clients see it (camelCase, like every wire name), its owner included."""
+    return store_group_view(group)
 
 
 def group_update(group: dict[str, Any], action: str, **extra: Any) -> GroupUpdate:
     """A ``group_update`` frame; ``action`` says what happened, extras ride along.
 
-    Actions: created, renamed, deleted, roster, default_vp, subscribed, list.
+    Actions: created, renamed, deleted, roster, default_vp, subscribed, list;
+    members, owner, settings (from the event log, with ``seq``); invited,
+    removed, left, added (see ``gateway.ws_members`` and ``gateway.people``).
     Extra keys are given in their wire spelling (``requestId``, ``groups``).
     """
     return GroupUpdate.model_validate({"group": group, "action": action, **extra})

@@ -48,6 +48,7 @@ from gateway.errors import GatewayError
 from gateway.inflight import InFlight
 from gateway.limits import AbuseMeter, LagMeter, TokenBucket
 from gateway.views import group_update, group_view
+from gateway.ws_members import member_handlers
 from protocol import (
     Ack,
     AddVp,
@@ -120,6 +121,7 @@ class ClientSession:
             McpServersList: self._mcp_servers,
             Ping: self._ping,
         }
+        self._handlers.update(member_handlers(self))
 
     @property
     def username(self) -> str:
@@ -139,12 +141,14 @@ class ClientSession:
             code = CloseCode.BAD_ORIGIN if exc.reason is AuthFailure.BAD_ORIGIN else None
             return None, code or CloseCode.UNAUTHORIZED, exc.message
         self.user_bucket = self.ctx.user_rates.acquire(username)
+        await self.ctx.people.connected(self.conn, username)
         return username, 0, ""
 
     def on_close(self) -> None:
         self.chats.cancel()
         if self.user_bucket is not None:
             self.ctx.user_rates.release(self.username)
+            self.ctx.people.disconnected(self.conn, self.username)
         for sub in list(self.conn.subscriptions.values()):
             self.ctx.hub.drop(sub)
 
@@ -277,7 +281,8 @@ class ClientSession:
                 f"at most {self.ctx.settings.max_subscriptions} groups can be watched at once",
                 detail={"limit": self.ctx.settings.max_subscriptions},
             )
-        self.reply(group_view(group), "subscribed")
+        online = await self.ctx.people.watching(frame.group_id, group.members)
+        self.conn.send(group_update(group_view(group), "subscribed", online=online))
         await self.ctx.hub.subscribe(self.conn, frame.group_id, frame.last_seq, frame.vp_ids)
 
     async def _unsubscribe(self, frame: Unsubscribe) -> None:

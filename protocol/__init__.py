@@ -72,6 +72,7 @@ from protocol.data import (
 )
 from protocol.errors import ProtocolError
 from protocol.mcp import McpServerInfo, McpServersList, McpServersListFrame, McpToolInfo
+from protocol.message_changes import MessageChange, MessageChanged
 from protocol.server import (
     Ack,
     AgentState,
@@ -136,6 +137,8 @@ __all__ = [
     "McpServersListFrame",
     "McpToolInfo",
     "MessageAttachment",
+    "MessageChange",
+    "MessageChanged",
     "Ping",
     "Pong",
     "ProtocolError",

@@ -32,6 +32,13 @@ from protocol.common import (
     Text,
 )
 from protocol.mcp import McpServersList
+from protocol.members import (
+    InviteMember,
+    LeaveGroup,
+    RemoveMember,
+    TransferOwnership,
+    UpdateGroupSettings,
+)
 from protocol.settings import GroupSettingsPatch
 
 GROUP_CHAT_TYPE = "yeaft_session_chat"
@@ -265,7 +272,12 @@ ClientFrame = Annotated[
     | Subscribe
     | Unsubscribe
     | Ping
-    | McpServersList,
+    | McpServersList
+    | InviteMember
+    | RemoveMember
+    | TransferOwnership
+    | LeaveGroup
+    | UpdateGroupSettings,
     Field(discriminator="type"),
 ]
 """Every frame a client may send, told apart by ``type``."""

@@ -16,6 +16,8 @@ from pydantic import Field
 from protocol.common import ErrorCode, ServerModel
 from protocol.data import DataPayload
 from protocol.mcp import McpServersListFrame
+from protocol.members import DirectoryEvent, PresenceFrame, RemovedFrame
+from protocol.message_changes import MessageChanged
 
 
 class AgentState(StrEnum):
@@ -161,8 +163,32 @@ class AskUserQuestion(ServerModel):
     seq: int | None = Field(default=None, ge=0)
 
 
-EventFrame = YeaftOutput | AgentStatus | AskUserQuestion | GroupMessageFrame
-"""The frames a group's event log holds; the log assigns their ``seq``."""
+class GroupUpdate(ServerModel):
+    """The current state of a group after it was created or changed.
+
+    ``seq`` is set when it comes from the group's event log (a change of
+    members or settings, which every subscriber sees in order).
+    """
+
+    type: Literal["group_update"] = "group_update"
+    group: dict[str, Any]
+    seq: int | None = Field(default=None, ge=0)
+
+
+EventFrame = (
+    YeaftOutput
+    | AgentStatus
+    | AskUserQuestion
+    | GroupMessageFrame
+    | GroupUpdate
+    | DirectoryEvent
+    | MessageChanged
+)
+"""The frames a group's event log holds; the log assigns their ``seq``.
+
+A ``group_update`` there announces a change of members or settings to every
+subscriber; ``directory`` frames live only in the store's directory log.
+"""
 
 
 class ErrorFrame(ServerModel):
@@ -197,13 +223,6 @@ class Ack(ServerModel):
     duplicate: bool = False
 
 
-class GroupUpdate(ServerModel):
-    """The current state of a group after it was created or changed."""
-
-    type: Literal["group_update"] = "group_update"
-    group: dict[str, Any]
-
-
 class Pong(ServerModel):
     """The answer to ``ping``."""
 
@@ -217,11 +236,14 @@ ServerFrame = Annotated[
     | AgentStatus
     | AskUserQuestion
     | GroupMessageFrame
+    | MessageChanged
     | ErrorFrame
     | Ack
     | GroupUpdate
     | Pong
-    | McpServersListFrame,
+    | McpServersListFrame
+    | PresenceFrame
+    | RemovedFrame,
     Field(discriminator="type"),
 ]
 """Every frame the server may send, told apart by ``type``."""

@@ -17,12 +17,16 @@ values are not coerced.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 from pydantic.alias_generators import to_camel
 
 from protocol.common import ClientModel
+
+MODEL_PATTERN = r"^((openai|anthropic|offline):[^\s:][^\s]*)?$"
+"""A group's model: empty (the server's default) or ``provider:name`` of a known provider."""
 
 
 class GroupSettings(BaseModel):
@@ -30,7 +34,8 @@ class GroupSettings(BaseModel):
 
     Unknown keys are ignored when a stored group is loaded: settings that
     were removed (a ``model`` field once lived here) must not make old
-    groups unreadable. What a client sends is checked by the strict
+    groups unreadable (the ``model`` that lives here now is another: the
+    group's model for every VP, empty by default). What a client sends is checked by the strict
     ``GroupSettingsPatch`` instead.
     """
 
@@ -80,6 +85,24 @@ class GroupSettings(BaseModel):
         max_length=64,
         description="The MCP servers this group's VPs may use, by name; '*' is every one.",
     )
+    model: str = Field(
+        default="",
+        max_length=200,
+        pattern=MODEL_PATTERN,
+        description=(
+            "The model every VP of the group answers with, as provider:name "
+            "(openai, anthropic or offline); empty: the server's default for each VP."
+        ),
+    )
+
+    @field_validator("model", mode="before")
+    @classmethod
+    def _retired_model_is_the_default(cls, value: object) -> object:
+        # Groups saved when ``model`` was an unused setting carry ``null`` or
+        # a bare name: loaded as the default, like any retired setting.
+        if value is None or (isinstance(value, str) and not re.fullmatch(MODEL_PATTERN, value)):
+            return ""
+        return value
 
     def apply(self, patch: GroupSettingsPatch | None) -> GroupSettings:
         """These settings with the fields ``patch`` sets replaced; ``self`` is left as is."""

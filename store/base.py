@@ -12,7 +12,7 @@ import json
 import time
 import uuid
 from abc import abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
@@ -22,7 +22,9 @@ from protocol import EventFrame
 # The settings model lives in the protocol, the layer every other one sees;
 # it is re-exported here because a group record is a store type.
 from protocol.settings import GroupSettings as GroupSettings
+from store.chatviews import GroupSummary, SearchHit, TurnUsage, UsageTotals
 from store.events import EventBatch
+from store.members import MemberChange
 from store.turns import TurnEnd, TurnRecord
 
 
@@ -37,6 +39,9 @@ class Group(BaseModel):
     roster: list[str] = Field(default_factory=list)
     default_vp: str | None = None
     members: list[str] = Field(default_factory=list)
+    # Who may change members and settings (store.members); None in records
+    # made before owners existed: their first member owns them.
+    owner: str | None = None
     settings: GroupSettings = Field(default_factory=GroupSettings)
     created_at: float = Field(default_factory=time.time)
 
@@ -252,7 +257,88 @@ class UserStore(Protocol):
         """Every user record, sorted by username."""
 
 
-class Store(GroupStore, GroupLog, EventLog, TurnLog, TranscriptStore, UserStore, Protocol):
+class MemberStore(Protocol):
+    """Atomic member changes of a group record."""
+
+    @abstractmethod
+    async def change_members(self, group_id: str, change: MemberChange) -> Group:
+        """Apply ``change`` to the stored record in one atomic step; returns the new record.
+
+        Raises NotFound when the group does not exist and MemberError when the
+        change breaks a rule (then nothing is written).
+        """
+
+
+class PresenceStore(Protocol):
+    """Who is connected, per gateway process, with an expiry."""
+
+    @abstractmethod
+    async def mark_online(self, users: Iterable[str], node: str, ttl_s: float) -> None:
+        """Record (or renew) that ``node`` serves ``users`` for the next ``ttl_s`` seconds."""
+
+    @abstractmethod
+    async def mark_offline(self, user: str, node: str) -> None:
+        """``node`` no longer serves ``user``."""
+
+    @abstractmethod
+    async def online(self, users: Iterable[str]) -> set[str]:
+        """Those of ``users`` some node serves now (entries not yet expired)."""
+
+
+class ChatViews(Protocol):
+    """Search, deletion, read marks and usage totals (rules in ``store.chatviews``)."""
+
+    @abstractmethod
+    async def search_messages(
+        self, group_ids: Sequence[str], query: str, *, limit: int = 50
+    ) -> list[SearchHit]:
+        """Messages of these groups matching every word of ``query``, newest first."""
+
+    @abstractmethod
+    async def delete_message(
+        self, group_id: str, message_id: str, *, by: str, ts: float
+    ) -> GroupMessage | None:
+        """Mark a message deleted (its text is dropped, it leaves the search index).
+
+        Returns the tombstone (``meta.deleted``), or None when there is no such
+        message. Deleting twice returns the first tombstone unchanged. Who may
+        delete is the caller's rule.
+        """
+
+    @abstractmethod
+    async def supersede_message(
+        self, group_id: str, message_id: str, *, turn_id: str, by: str, ts: float
+    ) -> GroupMessage | None:
+        """Mark a VP reply as superseded by the regenerated turn ``turn_id``."""
+
+    @abstractmethod
+    async def mark_read(self, group_id: str, username: str, message_id: str) -> bool:
+        """Move the user's read mark up to ``message_id``; never back. False if unknown."""
+
+    @abstractmethod
+    async def summaries(self, group_ids: Sequence[str], username: str) -> list[GroupSummary]:
+        """Each group's last message and the user's unread count, in the order given."""
+
+    @abstractmethod
+    async def add_usage(self, group_id: str, usage: TurnUsage) -> bool:
+        """Add one finished turn's usage to its group; False if that turn was added before."""
+
+    @abstractmethod
+    async def group_usage(self, group_id: str) -> UsageTotals: ...
+
+
+class Store(
+    GroupStore,
+    GroupLog,
+    EventLog,
+    TurnLog,
+    TranscriptStore,
+    UserStore,
+    MemberStore,
+    PresenceStore,
+    ChatViews,
+    Protocol,
+):
     """Every role at once: what a backend implements and a process opens.
 
     Code that needs one role takes that role's protocol, so a test can hand

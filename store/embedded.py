@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from protocol import EventFrame
+from store import embedded_chat as chat_sql
 from store import embedded_turns as turn_sql
 from store._shared import DEFAULT_EVENT_RETENTION, check_retention, client_message_id
 from store.base import (
@@ -57,6 +58,7 @@ from store.base import (
     encode_user,
     user_record_key,
 )
+from store.embedded_members import EmbeddedMembers
 from store.embedded_schema import event_counter, setup_schema
 from store.events import (
     EncodedEvent,
@@ -91,7 +93,7 @@ def _resolve(fut: asyncio.Future[None]) -> None:
         fut.set_result(None)
 
 
-class EmbeddedStore(Store):
+class EmbeddedStore(EmbeddedMembers, chat_sql.EmbeddedChatViews, Store):
     """A Store on one SQLite file under ``data_dir``; safe across processes."""
 
     def __init__(
@@ -176,7 +178,8 @@ class EmbeddedStore(Store):
             with write_txn(conn):
                 existed = conn.execute("DELETE FROM groups WHERE id = ?", (group_id,)).rowcount
                 # Data written under the id without a group row is removed too.
-                for table in ("messages", "transcripts", "events", "event_heads", "turns"):
+                tables = ("messages", "transcripts", "events", "event_heads", "turns")
+                for table in (*tables, *chat_sql.GROUP_TABLES):
                     conn.execute(f"DELETE FROM {table} WHERE group_id = ?", (group_id,))
             return existed > 0
 
@@ -226,10 +229,11 @@ class EmbeddedStore(Store):
                     ).fetchone()
                 if row is not None:
                     return str(row[0])
-                conn.execute(
+                cur = conn.execute(
                     "INSERT INTO messages (group_id, id, client_id, data) VALUES (?, ?, ?, ?)",
                     (group_id, message.id, client_id, data),
                 )
+                chat_sql.index_message(conn, int(cur.lastrowid or 0), group_id, message)
                 turn_sql.insert(conn, group_id, turns)
                 if encoded is not None:
                     self._append_event_sync(conn, group_id, encoded)

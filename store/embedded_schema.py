@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sqlite3
 
+from store import embedded_chat
 from store.sqlite import write_txn
 
 SCHEMA = """
@@ -66,6 +67,13 @@ CREATE TABLE IF NOT EXISTS users (
     username TEXT PRIMARY KEY,
     data TEXT NOT NULL
 ) WITHOUT ROWID;
+-- Who each gateway process serves, until expires_at (store.members).
+CREATE TABLE IF NOT EXISTS presence (
+    username TEXT NOT NULL,
+    node TEXT NOT NULL,
+    expires_at REAL NOT NULL,
+    PRIMARY KEY (username, node)
+) WITHOUT ROWID;
 """
 
 # The event header columns (see store.events.EventHeader), added to databases
@@ -103,3 +111,4 @@ def setup_schema(conn: sqlite3.Connection) -> None:
     """Make the schema on a new connection and migrate what an older version made."""
     conn.executescript(f"BEGIN IMMEDIATE;{SCHEMA}COMMIT;")
     migrate(conn)
+    embedded_chat.setup(conn)

@@ -21,11 +21,14 @@ from protocol import (
     ErrorCode,
     EventFrame,
     GroupMessageFrame,
+    GroupUpdate,
+    MessageChanged,
     ProtocolError,
     YeaftOutput,
     dumps,
     parse_server_frame,
 )
+from protocol.members import DirectoryEvent
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +47,7 @@ class EventHeader:
 
     @classmethod
     def of(cls, frame: EventFrame) -> EventHeader:
-        if isinstance(frame, GroupMessageFrame):
+        if isinstance(frame, GroupMessageFrame | GroupUpdate | DirectoryEvent | MessageChanged):
             return cls(type=frame.type)
         data_type = frame.data.type if isinstance(frame, YeaftOutput) else None
         return cls(type=frame.type, vp_id=frame.vp_id, data_type=data_type)
@@ -118,7 +121,8 @@ class StoredEvent:
     def frame(self) -> EventFrame:
         """The stored JSON parsed into its protocol model; ProtocolError when it is not one."""
         frame = parse_server_frame(self.text)
-        if not isinstance(frame, YeaftOutput | AgentStatus | AskUserQuestion | GroupMessageFrame):
+        event_types = YeaftOutput | AgentStatus | AskUserQuestion | GroupMessageFrame
+        if not isinstance(frame, event_types | GroupUpdate | MessageChanged):
             raise ProtocolError(
                 ErrorCode.INVALID_FRAME, f"a {frame.type} frame does not belong in an event log"
             )

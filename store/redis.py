@@ -21,6 +21,9 @@ carries ``{G}`` as a Redis Cluster hash tag, so each Lua script
 ``P:users``              hash    username -> user record JSON
 =======================  ======  ===============================================
 
+The keys of search, read marks and usage totals (``terms``, ``reads``,
+``uturns``, ``usage``) are described in ``store.redis_chat``.
+
 An event entry holds ``d``, the frame's JSON text with its seq, and the
 header fields a subscriber filter reads without decoding it: ``t`` (frame
 type), ``v`` (``vpId``) and ``k`` (``data.type`` of ``yeaft_output``); ``v``
@@ -44,16 +47,12 @@ well below the blocking pool's socket timeout (20 s unless the URL sets
 
 from __future__ import annotations
 
-import contextlib
 import json
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import redis.asyncio as aioredis
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from protocol import EventFrame
 from store import redis_scripts as scripts
@@ -64,7 +63,6 @@ from store.base import (
     NotFound,
     Store,
     StoreError,
-    StoreUnavailable,
     decode_user,
     encode_user,
     user_record_key,
@@ -77,6 +75,9 @@ from store.events import (
     encode_event,
     make_batch,
 )
+from store.redis_chat import CHAT_KINDS, RedisChatViews
+from store.redis_errors import redis_errors as _redis_errors
+from store.redis_members import RedisMembers
 from store.turns import TurnEnd, TurnRecord
 
 # The longest single XREAD BLOCK, and the socket timeout of the blocking
@@ -98,21 +99,10 @@ _GROUP_KINDS = (
     "tphase",
     "topen",
     "ttrig",
+    *CHAT_KINDS,
 )
 _TURN_KINDS = ("turns", "tphase", "topen", "ttrig")
 _FINISHED = "finished"
-
-
-@contextlib.contextmanager
-def _redis_errors() -> Iterator[None]:
-    try:
-        yield
-    except (RedisConnectionError, RedisTimeoutError) as exc:
-        # Refused, dropped or timed out, or a server still loading its data
-        # (BusyLoadingError is a ConnectionError): worth retrying later.
-        raise StoreUnavailable(f"redis store unavailable: {exc}") from exc
-    except RedisError as exc:
-        raise StoreError(f"redis store: {exc}") from exc
 
 
 def _longest_block(socket_timeout: object) -> float:
@@ -126,7 +116,7 @@ def _seq_of(entry_id: str) -> int:
     return int(entry_id.split("-", 1)[0])
 
 
-class RedisStore(Store):
+class RedisStore(RedisMembers, RedisChatViews, Store):
     """A Store on a Redis server; all keys live under ``prefix``.
 
     ``max_block_s`` is the longest single XREAD BLOCK: at most half the
@@ -262,6 +252,7 @@ class RedisStore(Store):
         with _redis_errors():
             stored, data = await self._append_message(keys=keys, args=args)
         if int(stored):
+            await self._index_message(group_id, message)
             return message, True
         return GroupMessage.model_validate_json(data), False
 

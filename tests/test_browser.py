@@ -51,11 +51,16 @@ RECONNECT_MODEL = "offline:default?tps=20&tokens=120"
 TURN_TIMEOUT_MS = 60_000
 
 
+# Calls per message text of the "flaky" script, in the VP actor's process.
+_FLAKY_CALLS: dict[str, int] = {}
+
+
 def scripted_vp(request: ModelRequest) -> Reply | Fail:
     """A VP that thinks, asks the person a question, then answers with the choice.
 
-    A message containing "fail" makes the model call fail instead. Module
-    level, so Ray workers can import it by reference.
+    A message containing "fail" makes the model call fail instead; one with
+    "flaky" fails halfway through its first reply and answers when retried.
+    Module level, so Ray workers can import it by reference.
     """
     last = request.messages[-1] if request.messages else None
     if last is not None and last.role == "tool":
@@ -63,6 +68,11 @@ def scripted_vp(request: ModelRequest) -> Reply | Fail:
     said = next((m.content for m in reversed(request.messages) if m.role == "user"), "")
     if "fail" in said:
         return Fail(ErrorKind.AUTH, "the provider refused the API key")
+    if "flaky" in said:
+        calls = _FLAKY_CALLS[said] = _FLAKY_CALLS.get(said, 0) + 1
+        if calls == 1:
+            return Fail(ErrorKind.OVERLOADED, "busy", after_text="A half-finished answ")
+        return Reply("The steady answer.")
     return Reply(
         thinking="Two sensible policies; the person should choose.",
         tool_calls=[
@@ -474,6 +484,14 @@ async def test_tools_thinking_questions_notices_and_errors(
         await expect(failed.get_by_test_id("bubble-error")).to_contain_text("API key")
         await page.screenshot(path=str(screenshot_dir(tmp_path) / "yeaft-ui-notices.png"))
 
+        # -- a call that fails midway is retried, and its half answer dropped ---
+        await box.fill("@kent a flaky answer please")
+        await box.press("Enter")
+        retried = kent.nth(3)
+        await expect(retried).to_have_attribute("data-state", "complete", timeout=TURN_TIMEOUT_MS)
+        await expect(retried.get_by_test_id("bubble-text")).to_have_text("The steady answer.")
+        await expect(retried.get_by_test_id("bubble-note")).to_contain_text("retry")
+
         # -- another group, with a long history read page by page ---------------
         store = await runtime.store()
         notes = await runtime.create_group("Notes", ["kent"], members=[USER])
@@ -492,10 +510,12 @@ async def test_tools_thinking_questions_notices_and_errors(
         await expect(messages.first).to_contain_text("note 0")
         await expect(page.get_by_test_id("load-older")).to_be_hidden()
         # And back: the first group's history is still there (the failed turn
-        # wrote no text, so the group log has no reply of it to show).
+        # wrote no text, so the group log has no reply of it to show), and the
+        # retried reply is stored without the half answer.
         await page.get_by_test_id("group-item").filter(has_text="Policies").click()
         await expect(page.get_by_test_id("group-title")).to_have_text("Policies")
-        await expect(kent).to_have_count(2)
+        await expect(kent).to_have_count(3)
+        await expect(kent.nth(2).get_by_test_id("bubble-text")).to_have_text("The steady answer.")
         await expect(
             page.locator('[data-testid="notice"][data-rule="unknown_mentions"]')
         ).to_be_visible()

@@ -206,7 +206,7 @@ def test_group_view_shows_settings_by_their_wire_names() -> None:
     settings = group_view(group)["settings"]
     assert settings == GroupSettings(fanout_cap=3, language="zh").model_dump(by_alias=True)
     assert settings["fanoutCap"] == 3 and settings["throttleWindowS"] == 5.0
-    assert "model" not in settings and "fanout_cap" not in settings
+    assert settings["model"] == "" and "fanout_cap" not in settings
 
 
 # -- users in the store (both backends) ---------------------------------------

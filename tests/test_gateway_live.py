@@ -120,6 +120,7 @@ async def test_a_reload_replays_no_message_the_history_already_has(
     # Bob opens the group: the history, then the stream after its lastSeq.
     page = (await gw.http.get(f"/api/groups/{gid}/messages", headers=gw.auth("bob"))).json()
     assert [(m["author"], m["meta"].get("clientMessageId")) for m in page["messages"]] == [
+        ("system", None),  # "ann added bob to the group"
         ("ann", "c-1"),
         ("linus", None),
     ]

@@ -43,6 +43,7 @@ DEFAULTS: dict[str, Any] = {
     "max_pair_exchanges": 4,
     "max_turns_per_message": 32,
     "mcp_servers": ["*"],
+    "model": "",
 }
 
 
@@ -54,10 +55,17 @@ def _edges(name: str) -> tuple[list[float], list[float]]:
     return [kind(low), kind(high)], [kind(low - step), kind(high + step)]
 
 
-def test_defaults_and_no_model_field() -> None:
+def test_defaults_and_the_model_setting() -> None:
     assert GroupSettings().model_dump() == DEFAULTS
     assert StoreGroupSettings is GroupSettings
-    assert "model" not in GroupSettings.model_fields
+    # The group's model: empty (each VP's default) or provider:name of a known provider.
+    for good in ("", "offline:default", "openai:gpt-4o-mini", "anthropic:claude-sonnet-4-5"):
+        assert GroupSettingsPatch.model_validate({"model": good}).changes() == {"model": good}
+    for bad in ("gpt-4o", "acme:x", "openai:", "openai:a b", "x" * 300):
+        with pytest.raises(ValidationError):
+            GroupSettingsPatch.model_validate({"model": bad})
+    # Groups saved when ``model`` was an unused setting held null: the default now.
+    assert GroupSettings.model_validate({"model": None}).model == ""
 
 
 def test_patch_has_every_setting_and_nothing_else() -> None:

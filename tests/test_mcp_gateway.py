@@ -153,7 +153,7 @@ async def test_the_tools_dialog_shows_the_servers_and_their_tools(
 ) -> None:
     from playwright.async_api import expect
 
-    from tests.test_browser import PASSWORD, USER, log_in, watch_page_errors
+    from tests.test_browser import PASSWORD, USER, create_group, log_in, watch_page_errors
 
     runtime = make_runtime(mcp=_config())
     await add_user(await runtime.store(), USER, PASSWORD)
@@ -177,5 +177,13 @@ async def test_the_tools_dialog_shows_the_servers_and_their_tools(
         await expect(servers.nth(1).get_by_test_id("mcp-error")).to_have_text(
             "command not found: /nonexistent/mcp-server-binary"
         )
+        await dialog.locator("button[value=close]").click()
+
+        # The group settings panel shows the same list in its #settings-extra.
+        await create_group(page, "Tools", ["linus"])
+        await page.get_by_test_id("settings-button").click()
+        extra = page.get_by_test_id("settings-dialog").get_by_test_id("settings-extra")
+        await expect(extra.get_by_test_id("mcp-server")).to_have_count(3)
+        await expect(extra.get_by_test_id("mcp-state").first).to_have_text("ready")
         assert SECRET not in await page.content()
         assert problems == []

@@ -72,7 +72,7 @@ from protocol import (
     parse_data,
     parse_server_frame,
 )
-from protocol.mcp import McpServerInfo, McpServersList, McpServersListFrame
+from tests.fixtures.frame_samples import MEMBER_CLIENT_SAMPLES, MEMBER_SERVER_SAMPLES
 
 ATTACHMENT = Attachment(name="notes.txt", mime="text/plain", base64="aGVsbG8=")
 
@@ -111,12 +111,12 @@ CLIENT_SAMPLES: list[BaseModel] = [
     RemoveVp(group_id="g1", vp_id="linus"),
     SetDefaultVp(group_id="g1", vp_id="linus"),
     SetDefaultVp(group_id="g1", vp_id=None),
-    McpServersList(connect=True, request_id="r8"),
     ListGroups(),
     Subscribe(group_id="g1", last_seq=41, vp_ids=["alice", "bob"]),
     Subscribe(group_id="g1", last_seq=0),
     Unsubscribe(group_id="g1"),
     Ping(),
+    *MEMBER_CLIENT_SAMPLES,
 ]
 
 DATA_SAMPLES: list[BaseModel] = [
@@ -211,7 +211,7 @@ SERVER_SAMPLES: list[BaseModel] = [
     Ack(message_id="msg_2", group_id="g1"),
     GroupUpdate(group={"id": "g1", "roster": ["alice"]}),
     Pong(),
-    McpServersListFrame(servers=[McpServerInfo(name="w", transport="http", state="failed")]),
+    *MEMBER_SERVER_SAMPLES,
 ]
 
 
@@ -360,8 +360,8 @@ ERROR_CASES: list[tuple[str, Any, ErrorCode, str | None, str]] = [
                                "settings": {"fanoutCap": 17}},
      ErrorCode.INVALID_FRAME, "settings.fanoutCap", "less than or equal to 16"),
     ("unknown setting", {"type": "create_group", "name": "g", "roster": [],
-                         "settings": {"model": "x"}},
-     ErrorCode.INVALID_FRAME, "settings.model", "'settings.model' is not a field"),
+                         "settings": {"budget": "x"}},
+     ErrorCode.INVALID_FRAME, "settings.budget", "'settings.budget' is not a field"),
     ("setting of the wrong type", {"type": "create_group", "name": "g", "roster": [],
                                    "settings": {"throttleWindowS": "5"}},
      ErrorCode.INVALID_FRAME, "settings.throttleWindowS", "valid number"),

@@ -3,10 +3,11 @@
 
 /** An HTTP call that failed; `code` is the server's error code when it sent one. */
 export class ApiError extends Error {
-  constructor(status, code, message) {
+  constructor(status, code, message, field = null) {
     super(message);
     this.status = status;
     this.code = code;
+    this.field = field;
   }
 }
 
@@ -36,7 +37,7 @@ async function request(method, path, body) {
     const code = (error && error.code) || `http_${response.status}`;
     let message = (error && error.message) || (typeof error === 'string' ? error : '');
     if (!message) message = `${method} ${path} failed (HTTP ${response.status})`;
-    throw new ApiError(response.status, code, message);
+    throw new ApiError(response.status, code, message, (error && error.field) || null);
   }
   return data;
 }
@@ -65,6 +66,21 @@ export const api = {
   deleteGroup: (id) => request('DELETE', `/api/groups/${enc(id)}`),
   addVp: (id, vpId) => request('POST', `/api/groups/${enc(id)}/vps`, { vpId }),
   removeVp: (id, vpId) => request('DELETE', `/api/groups/${enc(id)}/vps/${enc(vpId)}`),
+  invite: (id, username) => request('POST', `/api/groups/${enc(id)}/members`, { username }),
+  removeMember: (id, username) =>
+    request('DELETE', `/api/groups/${enc(id)}/members/${enc(username)}`),
+  transferOwnership: (id, username) => request('PUT', `/api/groups/${enc(id)}/owner`, { username }),
+  leaveGroup: (id) => request('POST', `/api/groups/${enc(id)}/leave`),
+  updateSettings: (id, body) => request('PATCH', `/api/groups/${enc(id)}/settings`, body),
+  inbox: () => request('GET', '/api/inbox'),
+  markRead: (id, messageId) => request('POST', `/api/groups/${enc(id)}/read`, { messageId }),
+  search: (q) => request('GET', `/api/search?q=${enc(q)}&limit=50`),
+  usage: (id) => request('GET', `/api/groups/${enc(id)}/usage`),
+  limits: () => request('GET', '/api/limits'),
+  deleteMessage: (id, messageId) => request('DELETE', `/api/groups/${enc(id)}/messages/${enc(messageId)}`),
+  regenerate: (id, messageId) =>
+    request('POST', `/api/groups/${enc(id)}/messages/${enc(messageId)}/regenerate`),
+  exportUrl: (id, format) => `/api/groups/${enc(id)}/export?format=${enc(format)}`,
   messages: (id, { before, limit } = {}) => {
     const query = new URLSearchParams();
     if (before) query.set('before', before);

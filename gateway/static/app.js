@@ -14,6 +14,11 @@ import { Connection } from './connection.js';
 import { el, newId } from './dom.js';
 import { GroupDialog } from './groupdialog.js';
 import { mountMcp } from './mcp.js';
+import { MembersPanel } from './members.js';
+import { SettingsPanel } from './settings.js';
+import { Inbox } from './inbox.js';
+import { MessageOps } from './messageops.js';
+import { SearchBox } from './search.js';
 import { Sidebar } from './sidebar.js';
 import { presenceChip, Timeline } from './timeline.js';
 
@@ -57,6 +62,29 @@ const timeline = new Timeline({
   onChange: () => updateStopAll(),
   onTurnEnd: (bubble) => {
     if (bubble.joinedLate && state.groupId) fetchWholeReply(state.groupId, bubble);
+    if (bubble.messageId) inbox.read(state.groupId, bubble.messageId);
+    ops.refreshUsage();
+  },
+  onDelete: (messageId, failed) => ops.deleteMessage(messageId, failed),
+  onRegenerate: (bubble) => ops.regenerate(bubble),
+});
+
+const ops = new MessageOps({
+  groupId: () => state.groupId,
+  timeline,
+  toast: (text, kind) => toast(text, kind),
+  usageNode: $('group-usage'),
+});
+
+const inbox = new Inbox({ onChange: () => renderGroupChrome() });
+
+const search = new SearchBox({
+  input: $('search-input'),
+  results: $('search-results'),
+  label: (author, role) => (role === 'assistant' ? persona(author).name : author),
+  onOpen: (groupId, messageId) => {
+    closeSidebar();
+    openAt(groupId, messageId);
   },
 });
 
@@ -108,6 +136,29 @@ const groupDialog = new GroupDialog({
   },
 });
 
+const membersPanel = new MembersPanel({
+  dialog: $('members-dialog'),
+  button: $('members-button'),
+  me: () => state.me,
+  onLeft: (id) => dropGroup(id),
+});
+
+const settingsPanel = new SettingsPanel({
+  dialog: $('settings-dialog'),
+  button: $('settings-button'),
+  me: () => state.me,
+  persona,
+  onSaved: (group) => replaceGroup(group),
+});
+
+/** A group the user lost (left, removed, deleted): out of the list, and out of view. */
+function dropGroup(id) {
+  state.groups = state.groups.filter((g) => g.id !== id);
+  if (localStorage.getItem(LAST_GROUP_KEY) === id) localStorage.removeItem(LAST_GROUP_KEY);
+  if (state.groupId === id) selectGroup(state.groups[0]?.id || null);
+  else renderGroupChrome();
+}
+
 // -- toasts -----------------------------------------------------------------
 function toast(message, kind = 'error') {
   const node = el('div', { class: `toast ${kind}`, testid: 'toast', role: 'alert', text: message });
@@ -130,6 +181,8 @@ function leaveApp(message) {
   state.groupId = null;
   askDialog.reset();
   timeline.reset();
+  inbox.stop();
+  search.clear();
   showLogin(message);
 }
 
@@ -175,12 +228,20 @@ async function enterApp(username) {
   $('login-view').hidden = true;
   $('app-view').hidden = false;
   $('app-view').querySelector('[data-testid="me"]').textContent = username;
-  const [personas, groups] = await Promise.all([api.personas(), api.groups()]);
-  state.personas = personas || [];
+  const [personas, groups, limits] = await Promise.all([
+    api.personas(),
+    api.groups(),
+    api.limits().catch(() => null),
+  ]);
+  // Sorted by name, so every picker lists them the same way.
+  state.personas = (personas || []).sort((a, b) => a.name.localeCompare(b.name));
+  composer.setLimits(limits);
   state.personaById = new Map(state.personas.map((p) => [p.id, p]));
   state.groups = groups || [];
   sidebar.setPersonas(state.personas);
   startConnection();
+  ops.dropOversized(connection, limits?.frameMaxBytes);
+  inbox.start();
   const wanted = groupFromHash() || localStorage.getItem(LAST_GROUP_KEY);
   const first = state.groups.find((g) => g.id === wanted) || state.groups[0];
   if (!first) $('new-group').open = true;
@@ -246,13 +307,20 @@ async function createGroup(name, roster) {
 
 /** The sidebar, the title and the presence bar of the current group. */
 function renderGroupChrome() {
-  sidebar.render(state.groups, state.groupId, (id) => persona(id).name);
+  sidebar.render(state.groups, state.groupId, (id) => persona(id).name, inbox.summaries);
   const group = currentGroup();
   $('group-title').textContent = group ? group.name : 'No group selected';
   document.title = group ? `${group.name} · Yeaft` : 'Yeaft';
   $('group-menu-button').disabled = !group;
+  $('export-menu').hidden = !group;
+  if (group) {
+    $('export-markdown').href = api.exportUrl(group.id, 'markdown');
+    $('export-json').href = api.exportUrl(group.id, 'json');
+  }
   $('empty-state').hidden = Boolean(group);
   $('chat').classList.toggle('has-group', Boolean(group));
+  membersPanel.update(group);
+  settingsPanel.update(group);
   const roster = group?.roster || [];
   $('presence-bar').replaceChildren(
     ...roster.map((id) => {
@@ -308,6 +376,9 @@ async function selectGroup(groupId) {
   }
   connection.subscribe(groupId, typeof page?.lastSeq === 'number' ? page.lastSeq : undefined);
   composer.focus();
+  ops.refreshUsage();
+  const newest = messages[messages.length - 1];
+  if (newest) inbox.read(groupId, newest.id);
 }
 
 /**
@@ -334,7 +405,9 @@ async function fetchWholeReply(groupId, bubble) {
   bubble.lateFetchFailed();
 }
 
-$('load-older').addEventListener('click', async () => {
+$('load-older').addEventListener('click', () => loadOlder());
+
+async function loadOlder() {
   const groupId = state.groupId;
   if (!groupId || !state.oldestId) return;
   try {
@@ -347,7 +420,7 @@ $('load-older').addEventListener('click', async () => {
   } catch (err) {
     toast(`Could not load earlier messages: ${err.message}`);
   }
-});
+}
 
 $('group-menu-button').addEventListener('click', () => {
   const group = currentGroup();
@@ -374,12 +447,38 @@ function updateStopAll() {
   $('stop-all').hidden = !busy;
 }
 
+// -- search hits ------------------------------------------------------------
+/** Open a group at one message (a search hit): load earlier pages until it is there. */
+async function openAt(groupId, messageId) {
+  if (groupId !== state.groupId || state.loading) await selectGroup(groupId);
+  for (let page = 0; page < 20; page += 1) {
+    if (groupId !== state.groupId) return;
+    if (timeline.focusMessage(messageId)) return;
+    if ($('older').hidden || !state.oldestId) break;
+    await loadOlder();
+  }
+  if (!timeline.focusMessage(messageId)) toast('That message is no longer in the group.', 'info');
+}
+
 // -- frames from the server ---------------------------------------------------
 function handleFrame(frame) {
   switch (frame.type) {
     case 'group_message':
       if (frame.groupId !== state.groupId || state.loading) return;
       timeline.message(frame);
+      inbox.read(frame.groupId, frame.messageId);
+      inbox.saw(frame.groupId, {
+        messageId: frame.messageId,
+        author: frame.author,
+        role: frame.role,
+        text: frame.text,
+        ts: frame.ts,
+      });
+      break;
+    case 'message_changed':
+      if (frame.groupId !== state.groupId || state.loading) return;
+      timeline.changed(frame);
+      if (frame.change === 'deleted') inbox.refresh();
       break;
     case 'yeaft_output':
       if (frame.groupId !== state.groupId || state.loading) return;
@@ -405,6 +504,13 @@ function handleFrame(frame) {
     case 'group_update':
       handleGroupUpdate(frame);
       break;
+    case 'presence':
+      membersPanel.presence(frame.groupId, frame.online);
+      break;
+    case 'removed':
+      toast(frame.message, 'info');
+      dropGroup(frame.groupId);
+      break;
     case 'error':
       handleError(frame);
       break;
@@ -422,10 +528,11 @@ function handleGroupUpdate(frame) {
   }
   const group = frame.group;
   if (!group || !group.id) return;
-  if (frame.action === 'deleted') {
-    state.groups = state.groups.filter((g) => g.id !== group.id);
-    if (state.groupId === group.id) selectGroup(state.groups[0]?.id || null);
-    else renderGroupChrome();
+  if (frame.action === 'subscribed' && Array.isArray(frame.online)) {
+    membersPanel.presence(group.id, frame.online);
+  }
+  if (['deleted', 'removed', 'left'].includes(frame.action)) {
+    dropGroup(group.id);
     return;
   }
   if (group.name) replaceGroup(group);
@@ -460,6 +567,13 @@ function handleError(frame) {
       if (again) connection.send(again);
     }, wait);
     toast(`The group is busy: sending again in ${Math.ceil(wait / 1000)} s.`, 'info');
+    return;
+  }
+  if (frame.code === 'frame_too_large') {
+    // The server names no message: drop every pending one too large to pass,
+    // so none is left "sending…" and resent on each reconnect or reload.
+    ops.dropRefused(connection, state.groupId, Number(frame.detail?.limit) || 0);
+    toast(`${frame.message}: the message was not sent.`);
     return;
   }
   if (frame.code === 'unauthorized') {

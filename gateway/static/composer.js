@@ -3,6 +3,18 @@
 
 import { avatar, el } from './dom.js';
 
+// The server's limits until /api/limits says otherwise (protocol defaults).
+const DEFAULT_LIMITS = { frameMaxBytes: 256 * 1024, maxTextLength: 100_000 };
+// The counter shows from this share of a limit on.
+const COUNTER_FROM = 0.8;
+// Room the rest of a chat frame (type, ids, mentions) takes besides the text.
+const FRAME_OVERHEAD = 512;
+
+/** Bytes `text` takes inside a JSON frame, as UTF-8. */
+export function frameBytes(text) {
+  return new TextEncoder().encode(JSON.stringify(text)).length + FRAME_OVERHEAD;
+}
+
 // `@` at the start or after whitespace, then the id typed so far, ending at the caret.
 const MENTION_AT_CARET = /(^|\s)@([A-Za-z0-9_-]*)$/;
 const MENTION_ANYWHERE = /(^|\s)@([A-Za-z0-9_-]+)/g;
@@ -22,6 +34,11 @@ export class Composer {
     this.options = [];
     this.active = 0;
     this.range = null;
+    this.limits = { ...DEFAULT_LIMITS };
+    // Shown near a limit, and the reason a message is refused before sending.
+    this.counter = el('span', { class: 'composer-counter', testid: 'composer-counter', hidden: true });
+    this.error = el('p', { class: 'composer-error', testid: 'composer-error', role: 'alert' });
+    form.append(this.counter, this.error);
 
     form.addEventListener('submit', (event) => {
       event.preventDefault();
@@ -46,8 +63,47 @@ export class Composer {
     this.updateButton();
   }
 
+  /** The server's limits ({frameMaxBytes, maxTextLength}). */
+  setLimits(limits) {
+    this.limits = { ...DEFAULT_LIMITS, ...(limits || {}) };
+    this.updateButton();
+  }
+
+  /** Why `text` cannot be sent (a sentence), or '' when it can. */
+  tooLong(text) {
+    const chars = [...text].length;
+    const { maxTextLength, frameMaxBytes } = this.limits;
+    if (chars > maxTextLength) {
+      return `Too long to send: ${chars.toLocaleString()} characters, the limit is ${maxTextLength.toLocaleString()}. Shorten it or split it in parts.`;
+    }
+    const bytes = frameBytes(text);
+    if (bytes > frameMaxBytes) {
+      return `Too long to send: ${Math.ceil(bytes / 1024).toLocaleString()} KiB, the limit is ${Math.floor(frameMaxBytes / 1024).toLocaleString()} KiB. Shorten it or split it in parts.`;
+    }
+    return '';
+  }
+
+  /** The counter near a limit, and the refusal over it. */
+  updateCounter() {
+    const text = this.input.value;
+    const chars = [...text].length;
+    const bytes = frameBytes(text);
+    const { maxTextLength, frameMaxBytes } = this.limits;
+    const share = Math.max(chars / maxTextLength, bytes / frameMaxBytes);
+    const over = this.tooLong(text.trim());
+    this.counter.hidden = share < COUNTER_FROM;
+    this.counter.dataset.over = over ? 'true' : 'false';
+    this.counter.textContent =
+      bytes / frameMaxBytes > chars / maxTextLength
+        ? `${Math.ceil(bytes / 1024).toLocaleString()} / ${Math.floor(frameMaxBytes / 1024).toLocaleString()} KiB`
+        : `${chars.toLocaleString()} / ${maxTextLength.toLocaleString()}`;
+    this.error.textContent = over;
+    return over;
+  }
+
   updateButton() {
-    this.button.disabled = this.input.disabled || !this.input.value.trim();
+    const over = this.updateCounter();
+    this.button.disabled = this.input.disabled || !this.input.value.trim() || Boolean(over);
   }
 
   focus() {
@@ -89,6 +145,13 @@ export class Composer {
   send() {
     const text = this.input.value.trim();
     if (!text || this.input.disabled) return;
+    // Refused here, before it is queued: a frame the server would refuse
+    // must never sit in the outbox, "sending…" and resent on every reload.
+    const over = this.tooLong(text);
+    if (over) {
+      this.error.textContent = over;
+      return;
+    }
     if (this.onSend(text, this.mentionsIn(text)) === false) return;
     this.input.value = '';
     this.autosize();
@@ -138,7 +201,8 @@ export class Composer {
       p.id.toLowerCase().startsWith(prefix) ||
       p.name.toLowerCase().startsWith(prefix) ||
       (p.aliases || []).some((a) => a.toLowerCase().startsWith(prefix));
-    this.options = [...this.roster(), everyone].filter(matches);
+    const byName = [...this.roster()].sort((a, b) => a.name.localeCompare(b.name));
+    this.options = [...byName, everyone].filter(matches);
     if (!this.options.length) return this.closeMenu();
     this.renderMenu();
     return undefined;

@@ -1,4 +1,4 @@
-// Group settings: rename, add and remove VPs, delete the group.
+// The group dialog: its VPs (add, remove), its name, and deleting it.
 
 import { api } from './api.js';
 import { avatar, el } from './dom.js';

@@ -97,17 +97,26 @@ export async function renderMcpServers(container, { connect = false } = {}) {
 
 /** Wire the list into the page: the settings panel, if any, and the Tools dialog. */
 export function mountMcp(root = document) {
-  const extra = root.getElementById('settings-extra');
-  if (extra) {
+  // The settings panel may build its element after this runs: wire it when it appears.
+  const wireExtra = () => {
+    const extra = root.getElementById('settings-extra');
+    if (!extra || extra.dataset.mcp) return Boolean(extra);
+    extra.dataset.mcp = 'on';
     const dialog = extra.closest('dialog');
     if (dialog) {
       new MutationObserver(() => dialog.open && renderMcpServers(extra)).observe(dialog, {
         attributes: true,
         attributeFilter: ['open'],
       });
+      if (dialog.open) renderMcpServers(extra);
     } else {
       renderMcpServers(extra);
     }
+    return true;
+  };
+  if (!wireExtra()) {
+    const watch = new MutationObserver(() => wireExtra() && watch.disconnect());
+    watch.observe(root.body || root, { childList: true, subtree: true });
   }
   const button = root.getElementById('tools-button');
   const dialog = root.getElementById('tools-dialog');

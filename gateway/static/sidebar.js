@@ -1,6 +1,6 @@
 // The sidebar: the user's groups and the form that creates one.
 
-import { avatar, el } from './dom.js';
+import { avatar, el, formatTime, truncate } from './dom.js';
 
 // Pre-selected in the roster picker: a small, varied team.
 const DEFAULT_ROSTER = ['steve', 'linus', 'martin'];
@@ -29,9 +29,10 @@ export class Sidebar {
   }
 
   setPersonas(personas) {
-    this.personas = personas;
+    // Sorted by name, as every persona picker is.
+    this.personas = [...personas].sort((a, b) => a.name.localeCompare(b.name));
     this.picker.replaceChildren(
-      ...personas.map((p) =>
+      ...this.personas.map((p) =>
         el(
           'label',
           { class: 'roster-option', testid: 'roster-option', dataset: { vp: p.id } },
@@ -79,8 +80,12 @@ export class Sidebar {
     }
   }
 
-  /** Render the group list; `personaName(id)` labels the roster line. */
-  render(groups, activeId, personaName) {
+  /**
+   * Render the group list; `personaName(id)` labels the roster line and the
+   * last message's author; `summaries` (group id → {unread, lastMessage})
+   * adds each group's last message and unread count when known.
+   */
+  render(groups, activeId, personaName, summaries = new Map()) {
     if (!groups.length) {
       this.list.replaceChildren(
         el('li', { class: 'group-empty', text: 'No groups yet: create one below.' }),
@@ -102,14 +107,46 @@ export class Sidebar {
               'aria-current': group.id === activeId ? 'true' : 'false',
               onclick: () => this.onSelect(group.id),
             },
-            el('span', { class: 'group-name', text: group.name }),
-            el('span', {
-              class: 'group-roster',
-              text: (group.roster || []).map(personaName).join(', ') || 'no VPs',
-            }),
+            el(
+              'span',
+              { class: 'group-line' },
+              el('span', { class: 'group-name', text: group.name }),
+              unreadBadge(summaries.get(group.id)),
+            ),
+            lastLine(summaries.get(group.id), personaName) ||
+              el('span', {
+                class: 'group-roster',
+                text: (group.roster || []).map(personaName).join(', ') || 'no VPs',
+              }),
           ),
         ),
       ),
     );
   }
+}
+
+/** The unread count of a group, or nothing when all is read. */
+function unreadBadge(summary) {
+  const unread = summary?.unread || 0;
+  if (!unread) return null;
+  return el('span', {
+    class: 'unread',
+    testid: 'unread',
+    'aria-label': `${unread} unread`,
+    text: unread > 999 ? '999+' : String(unread),
+  });
+}
+
+/** "Linus: the last thing said" with its time, or null when the group is empty. */
+function lastLine(summary, personaName) {
+  const last = summary?.lastMessage;
+  if (!last) return null;
+  const who = last.role === 'assistant' ? personaName(last.author) : last.author;
+  const text = truncate(last.text.replace(/\s+/g, ' '), 80);
+  return el(
+    'span',
+    { class: 'group-last', testid: 'group-last' },
+    el('span', { class: 'group-last-text', text: `${who}: ${text}` }),
+    el('time', { class: 'group-last-time', text: formatTime(last.ts) }),
+  );
 }

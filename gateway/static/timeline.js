@@ -10,6 +10,7 @@
 // row goes.
 
 import { avatar, el, formatTime } from './dom.js';
+import { copyText, renderMarkdown } from './markdown.js';
 import { Threads } from './thread.js';
 import { TurnBubble } from './turn.js';
 
@@ -21,7 +22,11 @@ export class Timeline {
    * `scroller` scrolls, `list` holds the items. `persona(id)` returns
    * {name, role}; `onCancel(vpId)` stops a VP; `me` is the user's name.
    */
-  constructor({ scroller, list, persona, onCancel, onChange, onTurnEnd }) {
+  constructor({ scroller, list, persona, onCancel, onChange, onTurnEnd, onDelete, onRegenerate }) {
+    // `onDelete(messageId)` deletes one of the user's own messages;
+    // `onRegenerate(bubble)` asks the bubble's VP to answer again.
+    this.onDelete = onDelete || null;
+    this.onRegenerate = onRegenerate || null;
     this.scroller = scroller;
     this.list = list;
     this.persona = persona;
@@ -92,12 +97,28 @@ export class Timeline {
     } else {
       this.scrollToBottom();
     }
+    this.markLatest();
     this.onChange();
+  }
+
+  /**
+   * Mark each VP's newest stored reply on screen: only that one offers
+   * Regenerate (the server refuses the others).
+   */
+  markLatest() {
+    const newest = new Map();
+    for (const node of this.list.querySelectorAll('.bubble[data-message-id]')) {
+      newest.get(node.dataset.vp)?.removeAttribute('data-latest');
+      node.dataset.latest = 'true';
+      newest.set(node.dataset.vp, node);
+    }
   }
 
   renderStored(container, message) {
     const meta = message.meta || {};
     if (this.threads.has(message.id)) return;
+    // Its author deleted it: it is gone for everyone (the log keeps a tombstone).
+    if (meta.deleted) return;
     if (message.role === 'user') {
       const cmid = meta.clientMessageId;
       const pending = cmid ? this.userMessages.get(cmid) : null;
@@ -120,7 +141,15 @@ export class Timeline {
       if (meta.stop === 'aborted' || meta.incomplete) bubble.end('cancelled');
       else if (meta.stop === 'error') bubble.end('error');
       else bubble.end('complete');
-      bubble.footer.textContent = formatTime(message.ts);
+      bubble.showUsage({
+        ts: message.ts,
+        stopped: meta.stop === 'aborted',
+        usage: meta.usage,
+        costUsd: meta.costUsd,
+        durationMs: meta.durationMs,
+      });
+      bubble.setMessageId(message.id);
+      if (meta.supersededBy) bubble.markSuperseded();
       const causes = meta.causedBy || [];
       this.place(bubble, causes[causes.length - 1] || null, container);
       this.threads.rememberReply(message.id, bubble);
@@ -182,11 +211,94 @@ export class Timeline {
         el('time', { class: 'user-time', text: formatTime(ts) }),
         el('span', { class: 'user-state', testid: 'user-message-state' }),
       ),
-      el('div', { class: 'user-text', text }),
+      this.userBody(text),
+      this.userActions(text),
     );
     if (clientMessageId) this.userMessages.set(clientMessageId, node);
     this.setUserState(node, state);
     return node;
+  }
+
+  userBody(text) {
+    const body = el('div', { class: 'user-text', testid: 'user-text' });
+    renderMarkdown(body, text);
+    return body;
+  }
+
+  /** Copy (any message) and Delete (the user's own, once stored). */
+  userActions(text) {
+    const copy = el('button', {
+      type: 'button',
+      class: 'msg-action',
+      testid: 'copy-message',
+      text: 'Copy',
+      onclick: async (event) => {
+        const ok = await copyText(text);
+        event.target.textContent = ok ? 'Copied' : 'Copy failed';
+        setTimeout(() => {
+          event.target.textContent = 'Copy';
+        }, 1500);
+      },
+    });
+    const remove = el('button', {
+      type: 'button',
+      class: 'msg-action danger',
+      testid: 'delete-message',
+      text: 'Delete',
+      onclick: (event) => {
+        const node = event.target.closest('.user-msg');
+        const id = node?.dataset.messageId;
+        if (!id || !this.onDelete) return;
+        if (!window.confirm('Delete this message for everyone?')) return;
+        event.target.disabled = true;
+        this.onDelete(id, () => {
+          event.target.disabled = false;
+        });
+      },
+    });
+    return el('div', { class: 'msg-actions', testid: 'user-actions' }, copy, remove);
+  }
+
+  // -- changes to stored messages ------------------------------------------
+  /** A `message_changed` frame: a message was deleted, or a reply superseded. */
+  changed(frame) {
+    if (frame.change === 'deleted') this.removeMessage(frame.messageId);
+    else if (frame.change === 'superseded') this.markSuperseded(frame.messageId);
+  }
+
+  /** Dim a reply a regenerated one replaces (it stays readable). */
+  markSuperseded(messageId) {
+    const node = this.list.querySelector(`.bubble[data-message-id="${CSS.escape(messageId)}"]`);
+    if (!node) return;
+    node.classList.add('superseded');
+    node.dataset.superseded = 'true';
+  }
+
+  /** Take a deleted message off the screen (its replies stay). */
+  removeMessage(messageId) {
+    const node = this.list.querySelector(`.user-msg[data-message-id="${CSS.escape(messageId)}"]`);
+    if (!node) return;
+    this.mutate(() => {
+      node.remove();
+      const cmid = node.dataset.clientMessageId;
+      if (cmid) this.userMessages.delete(cmid);
+      // The replies stay; the line naming what they answer no longer quotes it.
+      const rows = this.list.querySelectorAll(`.thread[data-trigger="${CSS.escape(messageId)}"] > .reply-to`);
+      for (const label of rows) label.textContent = '↳ a deleted message';
+    });
+  }
+
+  /** Scroll to a message and flash it; false when it is not on screen. */
+  focusMessage(messageId) {
+    const sel = CSS.escape(messageId);
+    const node = this.list.querySelector(`[data-message-id="${sel}"]`);
+    if (!node) return false;
+    node.scrollIntoView({ block: 'center' });
+    node.classList.remove('flash');
+    void node.offsetWidth; // restart the animation
+    node.classList.add('flash');
+    node.dataset.focused = 'true';
+    return true;
   }
 
   setUserState(node, state, reason) {
@@ -265,6 +377,7 @@ export class Timeline {
       joinedLate,
       persona: this.persona(vpId),
       onCancel: (id) => this.onCancel(id),
+      onRegenerate: this.onRegenerate,
     });
     this.turns.set(turnId, bubble);
     return bubble;
@@ -304,7 +417,10 @@ export class Timeline {
       return target;
     });
     // The result names the reply the turn stored: turns it starts thread under it.
-    if (data.type === 'result' && data.message_id) this.threads.rememberReply(data.message_id, bubble);
+    if (data.type === 'result' && data.message_id) {
+      this.threads.rememberReply(data.message_id, bubble);
+      this.markLatest();
+    }
     if (bubble.final) this.onTurnEnd(bubble);
   }
 

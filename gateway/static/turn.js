@@ -5,7 +5,8 @@
 // collapsible block), and tool chips (the call, then its result). A
 // `result` payload ends it as complete, cancelled or error.
 
-import { avatar, el, hueOf, renderRich, truncate } from './dom.js';
+import { avatar, el, formatTime, hueOf, truncate } from './dom.js';
+import { copyText, MarkdownView } from './markdown.js';
 
 const STATUS_LABEL = {
   waiting: 'waiting…',
@@ -41,6 +42,21 @@ function pretty(value) {
 function formatDuration(ms) {
   if (typeof ms !== 'number') return '';
   return ms < 1000 ? `${ms} ms` : `${(ms / 1000).toFixed(1)} s`;
+}
+
+/** `in 120 · out 48 tokens · $0.0012 · 1.2 s`, with what is known. */
+export function usageLine({ stopped = false, durationMs, usage, costUsd, ts } = {}) {
+  const parts = [];
+  if (ts) parts.push(formatTime(ts));
+  if (stopped) parts.push('stopped');
+  const u = usage || {};
+  if (u.input_tokens || u.output_tokens) {
+    parts.push(`${u.input_tokens || 0} in · ${u.output_tokens || 0} out tokens`);
+  }
+  if (costUsd) parts.push(`$${Number(costUsd).toFixed(4)}`);
+  const duration = formatDuration(durationMs);
+  if (duration) parts.push(duration);
+  return parts.join(' · ');
 }
 
 /** A tool call as a compact chip: click to see the arguments and the result. */
@@ -99,9 +115,14 @@ export class TurnBubble {
    * `persona` is {name, role} (or a stand-in for an unknown id); `onCancel`
    * is called with the vpId when the bubble's stop button is pressed.
    */
-  constructor({ vpId, turnId, persona, onCancel, joinedLate = false }) {
+  constructor({ vpId, turnId, persona, onCancel, onRegenerate, joinedLate = false }) {
     this.vpId = vpId;
     this.turnId = turnId;
+    // The stored reply's id (from the result or the history): what
+    // regenerate names. Null until the turn has stored a reply.
+    this.messageId = null;
+    this.onRegenerate = onRegenerate || null;
+    this.usage = null;
     // Shown from the middle (the page was opened while the VP was writing):
     // the start is missing until the stored reply replaces the text.
     this.joinedLate = joinedLate;
@@ -123,6 +144,7 @@ export class TurnBubble {
     this.statusEl = el('span', { class: 'bubble-status', testid: 'bubble-status' });
     this.body = el('div', { class: 'bubble-body', testid: 'bubble-body' });
     this.footer = el('div', { class: 'bubble-footer', testid: 'bubble-footer' });
+    this.actions = el('div', { class: 'msg-actions', testid: 'bubble-actions' });
     const head = el(
       'header',
       { class: 'bubble-head' },
@@ -145,7 +167,7 @@ export class TurnBubble {
       },
       head,
       this.body,
-      this.footer,
+      el('div', { class: 'bubble-bottom' }, this.footer, this.actions),
     );
     this.root.style.setProperty('--hue', String(hueOf(vpId)));
     this.setStatus('waiting');
@@ -180,12 +202,16 @@ export class TurnBubble {
     if (!text) return;
     let seg = this.lastSegment('text');
     if (!seg) {
-      seg = { kind: 'text', text: '', node: el('div', { class: 'bubble-text', testid: 'bubble-text' }) };
+      const node = el('div', { class: 'bubble-text', testid: 'bubble-text' });
+      seg = { kind: 'text', text: '', node, view: new MarkdownView(node) };
       this.segments.push(seg);
       this.body.append(seg.node);
     }
     seg.text += text;
-    renderRich(seg.node, seg.text);
+    // Rendered once per animation frame at most (markdown.js), and at once
+    // when the bubble ends.
+    seg.view.set(seg.text);
+    if (this.final) seg.view.flush();
   }
 
   appendThinking(text) {
@@ -229,8 +255,11 @@ export class TurnBubble {
     chip.setResult(block);
   }
 
-  /** A notice inside the turn (a compaction, an engine error). */
+  /** A notice inside the turn (a compaction, a retry, an engine error). */
   addSystem(data) {
+    // A model call that is retried or handed to a fallback model starts its
+    // reply over: what it had streamed is dropped, as the server drops it.
+    if (data.detail && data.detail.discard_partial) this.dropPartial();
     const kind = data.subtype === 'error' ? 'error' : 'notice';
     this.body.append(
       el('div', {
@@ -239,6 +268,16 @@ export class TurnBubble {
         text: data.message || data.subtype || 'notice',
       }),
     );
+  }
+
+  /** Remove the text and thinking streamed since the last tool call or note. */
+  dropPartial() {
+    while (this.segments.length) {
+      const last = this.segments[this.segments.length - 1];
+      if (last.kind !== 'text' && last.kind !== 'thinking') break;
+      this.segments.pop();
+      last.node.remove();
+    }
   }
 
   /** Apply one `data` payload of a yeaft_output frame. */
@@ -271,15 +310,14 @@ export class TurnBubble {
     if (result.stop_reason === 'aborted') state = 'cancelled';
     else if (result.is_error) state = 'error';
     this.end(state);
-    const parts = [];
-    if (state === 'cancelled') parts.push('stopped');
-    const duration = formatDuration(result.duration_ms);
-    if (duration) parts.push(duration);
-    const usage = result.usage || {};
-    const tokens = (usage.input_tokens || 0) + (usage.output_tokens || 0);
-    if (tokens) parts.push(`${usage.output_tokens || 0} tokens out`);
-    if (result.total_cost_usd) parts.push(`$${result.total_cost_usd.toFixed(4)}`);
-    this.footer.textContent = parts.join(' · ');
+    this.showUsage({
+      ts: Date.now() / 1000,
+      stopped: state === 'cancelled',
+      durationMs: result.duration_ms,
+      usage: result.usage,
+      costUsd: result.total_cost_usd,
+    });
+    this.setMessageId(result.message_id);
     if (state === 'error') {
       const reason = result.error || result.subtype || 'the turn failed';
       this.body.append(el('div', { class: 'bubble-note error', testid: 'bubble-error', text: reason }));
@@ -310,6 +348,75 @@ export class TurnBubble {
     }
   }
 
+  /**
+   * The footer line of a turn: time, tokens and cost. The same for a turn
+   * seen live (its result) and one read back from the history (the stored
+   * reply's meta), so a reload shows what the live view showed.
+   */
+  showUsage({ stopped = false, durationMs, usage, costUsd, ts } = {}) {
+    this.footer.textContent = usageLine({ stopped, durationMs, usage, costUsd, ts });
+    const u = usage || {};
+    this.root.dataset.tokensIn = String(u.input_tokens || 0);
+    this.root.dataset.tokensOut = String(u.output_tokens || 0);
+    this.root.dataset.cost = String(costUsd || 0);
+  }
+
+  /** The whole text of the reply, as written (Markdown source). */
+  get text() {
+    return this.segments
+      .filter((s) => s.kind === 'text')
+      .map((s) => s.text)
+      .join('\n\n');
+  }
+
+  /** Remember the stored reply's id (regenerate needs it). */
+  setMessageId(messageId) {
+    if (!messageId) return;
+    this.messageId = messageId;
+    this.root.dataset.messageId = messageId;
+    this.showActions();
+  }
+
+  /** Mark this reply as replaced by a regenerated one (it stays, dimmed). */
+  markSuperseded() {
+    this.root.classList.add('superseded');
+    this.root.dataset.superseded = 'true';
+  }
+
+  /** Copy (any ended reply) and Regenerate (a stored reply). */
+  showActions() {
+    if (!this.final) return;
+    const copy = el('button', {
+      type: 'button',
+      class: 'msg-action',
+      testid: 'copy-message',
+      title: 'Copy the reply as Markdown',
+      text: 'Copy',
+      onclick: async (event) => {
+        const ok = await copyText(this.text);
+        event.target.textContent = ok ? 'Copied' : 'Copy failed';
+        setTimeout(() => {
+          event.target.textContent = 'Copy';
+        }, 1500);
+      },
+    });
+    const regenerate =
+      this.messageId && this.onRegenerate
+        ? el('button', {
+            type: 'button',
+            class: 'msg-action',
+            testid: 'regenerate',
+            title: `Ask this VP to answer the same message again`,
+            text: 'Regenerate',
+            onclick: (event) => {
+              event.target.disabled = true;
+              this.onRegenerate(this);
+            },
+          })
+        : null;
+    this.actions.replaceChildren(copy, ...(regenerate ? [regenerate] : []));
+  }
+
   /** Mark the bubble final without a result payload (history, lost turns). */
   end(state) {
     if (this.lateNote) {
@@ -319,6 +426,8 @@ export class TurnBubble {
     }
     this.root.dataset.state = state;
     this.root.dataset.status = 'idle';
+    for (const seg of this.segments) seg.view?.flush();
+    this.showActions();
     this.statusEl.textContent = state === 'cancelled' ? 'stopped' : state === 'error' ? 'failed' : '';
     this.cancelButton.remove();
   }

@@ -1,0 +1,121 @@
+"""A group's whole log as a download: Markdown for people, JSON for programs.
+
+Deleted messages are left out (their text is gone anyway); notices are
+kept, marked as such; a superseded reply is kept and says so, because it
+was said. The JSON export carries every stored field of every message in
+the wire spelling of the history endpoint, so it can be read back.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from typing import Any
+
+from gateway.views import group_view, message_view
+from store.base import Group, GroupLog, GroupMessage
+from store.chatviews import UsageTotals
+
+# Messages read per store call while exporting, and the most one export holds.
+EXPORT_PAGE = 500
+EXPORT_MAX_MESSAGES = 200_000
+
+
+async def all_messages(log: GroupLog, group_id: str) -> list[GroupMessage]:
+    """Every message of the group log, oldest first (at most EXPORT_MAX_MESSAGES)."""
+    pages: list[list[GroupMessage]] = []
+    count = 0
+    async for page in _pages(log, group_id):
+        pages.append(page)
+        count += len(page)
+        if count >= EXPORT_MAX_MESSAGES:
+            break
+    return [m for page in reversed(pages) for m in page]
+
+
+async def _pages(log: GroupLog, group_id: str) -> AsyncIterator[list[GroupMessage]]:
+    before: str | None = None
+    while True:
+        page = await log.read_messages(group_id, before=before, limit=EXPORT_PAGE)
+        if not page:
+            return
+        yield page
+        if len(page) < EXPORT_PAGE:
+            return
+        before = page[0].id
+
+
+def _kept(messages: list[GroupMessage]) -> list[GroupMessage]:
+    return [m for m in messages if not m.meta.get("deleted")]
+
+
+def _when(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def as_json(group: Group, messages: list[GroupMessage], usage: UsageTotals) -> str:
+    """The export as one JSON document."""
+    document: dict[str, Any] = {
+        "format": "yeaft-group-export",
+        "version": 1,
+        "exportedAt": time.time(),
+        "group": group_view(group),
+        "usage": usage_view(usage),
+        "messages": [message_view(m) for m in _kept(messages)],
+    }
+    return json.dumps(document, ensure_ascii=False, indent=2)
+
+
+def as_markdown(group: Group, messages: list[GroupMessage], usage: UsageTotals) -> str:
+    """The export as a Markdown document: one section per message, text as written."""
+    lines = [
+        f"# {group.name}",
+        "",
+        f"Exported {_when(time.time())} · members: {', '.join(group.members) or '-'}"
+        f" · VPs: {', '.join('@' + v for v in group.roster) or '-'}",
+        f"Usage: {usage.turns} turns, {usage.input_tokens} tokens in,"
+        f" {usage.output_tokens} tokens out, ${usage.cost_usd:.4f}",
+        "",
+    ]
+    for m in _kept(messages):
+        lines += ["---", "", f"### {_heading(m)}", "", m.text or "_(no text)_", ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _heading(m: GroupMessage) -> str:
+    meta = m.meta
+    if m.role == "system":
+        who = "notice"
+    elif meta.get("injectedBy") == "route_forward":
+        who = f"@{m.author} → @{meta.get('routeForwardTarget', '?')} (hand-off)"
+    elif m.role == "assistant":
+        who = f"@{m.author}"
+    else:
+        who = m.author
+    extra = []
+    usage = meta.get("usage")
+    if isinstance(usage, dict) and (usage.get("input_tokens") or usage.get("output_tokens")):
+        extra.append(f"{usage.get('input_tokens', 0)} in / {usage.get('output_tokens', 0)} out")
+    if meta.get("supersededBy"):
+        extra.append("superseded by a regenerated reply")
+    tail = f" ({'; '.join(extra)})" if extra else ""
+    return f"{who} · {_when(m.ts)}{tail}"
+
+
+def usage_view(usage: UsageTotals) -> dict[str, Any]:
+    """Usage totals in wire spelling."""
+    return {
+        "turns": usage.turns,
+        "inputTokens": usage.input_tokens,
+        "outputTokens": usage.output_tokens,
+        "costUsd": usage.cost_usd,
+    }
+
+
+def filename(group: Group, extension: str) -> str:
+    """A safe download name from the group's name."""
+    stem = re.sub(r"[^A-Za-z0-9_-]+", "-", group.name).strip("-")[:60] or group.id
+    return f"{stem}.{extension}"

@@ -1,0 +1,96 @@
+// Search across the user's groups: a box in the sidebar, hits below it
+// (group, author, snippet, time); a hit opens its group at that message.
+
+import { api } from './api.js';
+import { el, formatTime } from './dom.js';
+
+const DEBOUNCE_MS = 250;
+
+export class SearchBox {
+  /**
+   * `input` is the search field, `results` the list the hits go in;
+   * `onOpen(groupId, messageId)` opens a hit; `label(author, role)` names an author.
+   */
+  constructor({ input, results, onOpen, label }) {
+    this.input = input;
+    this.results = results;
+    this.onOpen = onOpen;
+    this.label = label;
+    this.timer = null;
+    this.token = 0;
+    input.addEventListener('input', () => {
+      clearTimeout(this.timer);
+      this.timer = setTimeout(() => this.run(), DEBOUNCE_MS);
+    });
+    input.addEventListener('keydown', (event) => {
+      if (event.key === 'Enter') {
+        event.preventDefault();
+        clearTimeout(this.timer);
+        this.run();
+      } else if (event.key === 'Escape') {
+        this.clear();
+      }
+    });
+  }
+
+  clear() {
+    this.input.value = '';
+    this.token += 1;
+    this.results.replaceChildren();
+    this.results.hidden = true;
+  }
+
+  async run() {
+    const query = this.input.value.trim();
+    const token = ++this.token;
+    if (!query) {
+      this.clear();
+      return;
+    }
+    let data;
+    try {
+      data = await api.search(query);
+    } catch (err) {
+      if (token !== this.token) return;
+      this.show([el('li', { class: 'search-empty', text: `Search failed: ${err.message}` })]);
+      return;
+    }
+    if (token !== this.token) return;
+    const hits = data?.hits || [];
+    if (!hits.length) {
+      this.show([el('li', { class: 'search-empty', testid: 'search-empty', text: 'No messages match.' })]);
+      return;
+    }
+    this.show(hits.map((hit) => this.hitNode(hit)));
+  }
+
+  show(items) {
+    this.results.replaceChildren(...items);
+    this.results.hidden = false;
+  }
+
+  hitNode(hit) {
+    return el(
+      'li',
+      {},
+      el(
+        'button',
+        {
+          type: 'button',
+          class: 'search-hit',
+          testid: 'search-hit',
+          dataset: { groupId: hit.groupId, messageId: hit.messageId },
+          onclick: () => this.onOpen(hit.groupId, hit.messageId),
+        },
+        el(
+          'span',
+          { class: 'search-hit-head' },
+          el('span', { class: 'search-hit-group', text: hit.groupName }),
+          el('span', { class: 'search-hit-author', text: this.label(hit.author, hit.role) }),
+          el('time', { class: 'search-hit-time', text: formatTime(hit.ts) }),
+        ),
+        el('span', { class: 'search-hit-snippet', text: hit.snippet }),
+      ),
+    );
+  }
+}

@@ -1,0 +1,98 @@
+"""The Redis store's member changes and presence (see ``store.members``).
+
+A mixin of :class:`~store.redis.RedisStore`. A member change is an optimistic
+transaction: WATCH the group's record, read it, apply the change in Python
+(the same :func:`~store.members.apply_change` as the embedded store), and
+write it in MULTI/EXEC; when another client wrote the record in between, EXEC
+fails and the change is applied again to the record that client left.
+
+Presence is one sorted set per user, ``P:presence:{user}``: each gateway
+process (node) with its expiry time as score, the key itself expiring with
+the newest entry, so a process that dies stops counting without cleanup.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import abstractmethod
+from collections.abc import Iterable
+
+import redis.asyncio as aioredis
+from redis.exceptions import WatchError
+
+from store.base import Group, NotFound, StoreError
+from store.members import MemberChange
+from store.membership import apply_change
+from store.redis_errors import redis_errors
+
+# A change that loses the race this many times in a row gives up (it never
+# does in practice: each retry only waits for one competing write).
+_MAX_ATTEMPTS = 50
+
+
+class RedisMembers:
+    """``MemberStore`` and ``PresenceStore`` on the Redis store's connection pool."""
+
+    prefix: str
+    _r: aioredis.Redis
+
+    @abstractmethod
+    def _key(self, group_id: str, kind: str) -> str: ...
+
+    @abstractmethod
+    def _check_open(self) -> None: ...
+
+    def _presence_key(self, user: str) -> str:
+        return f"{self.prefix}:presence:{user}"
+
+    async def change_members(self, group_id: str, change: MemberChange) -> Group:
+        self._check_open()
+        key = self._key(group_id, "group")
+        with redis_errors():
+            async with self._r.pipeline(transaction=True) as pipe:
+                for _ in range(_MAX_ATTEMPTS):
+                    try:
+                        await pipe.watch(key)
+                        data = await pipe.get(key)
+                        if not data:
+                            raise NotFound(f"group {group_id!r} not found")
+                        group = apply_change(Group.model_validate_json(data), change)
+                        pipe.multi()
+                        pipe.set(key, group.model_dump_json(), xx=True)
+                        await pipe.execute()
+                        return group
+                    except WatchError:
+                        continue
+                    finally:
+                        await pipe.reset()
+        raise StoreError(f"group {group_id!r}: the member change kept losing races; try again")
+
+    async def mark_online(self, users: Iterable[str], node: str, ttl_s: float) -> None:
+        self._check_open()
+        expires_ms = int((time.time() + ttl_s) * 1000)
+        with redis_errors():
+            async with self._r.pipeline(transaction=False) as pipe:
+                for user in users:
+                    key = self._presence_key(user)
+                    pipe.zadd(key, {node: expires_ms})
+                    pipe.zremrangebyscore(key, "-inf", int(time.time() * 1000) - 1)
+                    pipe.pexpire(key, int(ttl_s * 1000) + 1000)
+                await pipe.execute()
+
+    async def mark_offline(self, user: str, node: str) -> None:
+        self._check_open()
+        with redis_errors():
+            await self._r.zrem(self._presence_key(user), node)
+
+    async def online(self, users: Iterable[str]) -> set[str]:
+        self._check_open()
+        wanted = sorted(set(users))
+        if not wanted:
+            return set()
+        now_ms = int(time.time() * 1000)
+        with redis_errors():
+            async with self._r.pipeline(transaction=False) as pipe:
+                for user in wanted:
+                    pipe.zcount(self._presence_key(user), now_ms, "+inf")
+                counts = await pipe.execute()
+        return {user for user, count in zip(wanted, counts, strict=True) if count}

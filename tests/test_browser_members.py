@@ -1,0 +1,143 @@
+"""The members and settings panels in the web UI (real headless Chromium), two people at once.
+
+Ada owns a group; Grace, logged in beside her, is invited by name and sees
+the group appear live, with Ada and herself online. Grace sees the settings
+read-only; Ada changes them and both see the new name and a notice. Ada
+removes Grace, whose view drops the group at once.
+
+Run: ``.venv/bin/pytest tests/test_browser_members.py`` (see tests/fixtures/browser.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from gateway.users import add_user
+from tests.fixtures.ray_cluster import MakeRuntime
+from tests.test_browser import PASSWORD, USER, log_in, watch_page_errors
+
+if TYPE_CHECKING:
+    from coordinator.runtime import Runtime
+    from tests.fixtures.browser import LiveGateway
+
+pytestmark = [
+    pytest.mark.parametrize("store_factory", ["embedded"], indirect=True),
+    pytest.mark.timeout(300),
+]
+
+
+async def test_invite_presence_settings_and_removal_between_two_people(
+    chromium: Callable[..., AbstractAsyncContextManager[Any]],
+    gateway_server: Callable[[Runtime], AbstractAsyncContextManager[LiveGateway]],
+    make_runtime: MakeRuntime,
+) -> None:
+    from playwright.async_api import expect
+
+    runtime = make_runtime()
+    store = await runtime.store()
+    await add_user(store, USER, PASSWORD)
+    await add_user(store, "grace", PASSWORD)
+    group = await runtime.create_group("Team", ["linus", "steve"], members=[USER])
+    async with (
+        gateway_server(runtime) as gateway,
+        chromium() as first,
+        chromium("second-profile") as second,
+    ):
+        ada, grace = [b.pages[0] if b.pages else await b.new_page() for b in (first, second)]
+        problems = watch_page_errors(ada) + watch_page_errors(grace)
+        for page in (ada, grace):
+            page.on("dialog", lambda dialog: dialog.accept())
+        await log_in(ada, gateway.url)
+        await log_in(grace, gateway.url, "grace")
+        await expect(ada.get_by_test_id("group-title")).to_have_text("Team")
+        await expect(grace.get_by_test_id("group-item")).to_have_count(0)
+
+        # Ada invites: an unknown name is refused in the panel, Grace's is taken.
+        await ada.get_by_test_id("members-button").click()
+        panel = ada.get_by_test_id("members-dialog")
+        await expect(panel.get_by_test_id("member")).to_have_count(1)
+        await expect(panel.get_by_test_id("member-role")).to_have_text("owner")
+        await panel.get_by_test_id("invite-input").fill("nobody")
+        await panel.get_by_test_id("invite-button").click()
+        await expect(panel.get_by_test_id("members-error")).to_contain_text("no user 'nobody'")
+        await panel.get_by_test_id("invite-input").fill("grace")
+        await panel.get_by_test_id("invite-button").click()
+        await expect(panel.get_by_test_id("member")).to_have_count(2)
+        await expect(panel.get_by_test_id("members-error")).to_have_text("")
+
+        # Grace sees the group appear without reloading, and opens it.
+        item = grace.get_by_test_id("group-item")
+        await expect(item).to_have_count(1)
+        await expect(item).to_contain_text("Team")
+        await item.click()
+        await expect(grace.get_by_test_id("group-title")).to_have_text("Team")
+        await expect(grace.get_by_test_id("notice").last).to_contain_text("added grace")
+        # Both are online, on both screens.
+        for page in (ada, grace):
+            await expect(page.get_by_test_id("members-button")).to_have_text("People · 2 online")
+        grace_row = panel.locator('[data-testid="member"][data-user="grace"]')
+        await expect(grace_row).to_have_attribute("data-online", "true")
+        await expect(grace_row.get_by_test_id("member-role")).to_have_text("member")
+        await panel.get_by_test_id("members-close").click()
+
+        # Grace may look at the settings, not change them.
+        await grace.get_by_test_id("settings-button").click()
+        settings = grace.get_by_test_id("settings-dialog")
+        await expect(settings.get_by_test_id("settings-note")).to_contain_text("Only the owner")
+        await expect(settings.get_by_test_id("setting-name")).to_be_disabled()
+        await expect(settings.get_by_test_id("settings-save")).to_be_hidden()
+        await expect(settings.locator("#settings-extra")).to_have_count(1)
+        await settings.get_by_test_id("settings-close").click()
+
+        # Ada changes them: a value out of bounds is named, then a good change lands.
+        await ada.get_by_test_id("settings-button").click()
+        form = ada.get_by_test_id("settings-dialog")
+        await expect(form.get_by_test_id("setting-name")).to_have_value("Team")
+        await form.locator("details.limits summary").click()
+        await form.get_by_test_id("setting-fanoutCap").fill("40")
+        await form.get_by_test_id("settings-save").click()
+        await expect(form.get_by_test_id("error-fanoutCap")).to_contain_text("16")
+        await form.get_by_test_id("setting-fanoutCap").fill("4")
+        await form.get_by_test_id("setting-name").fill("Team two")
+        await form.get_by_test_id("setting-language").select_option("zh")
+        await form.get_by_test_id("setting-defaultVpId").select_option("steve")
+        await form.get_by_test_id("setting-broadcastWhenUnmentioned").uncheck()
+        await form.get_by_test_id("settings-save").click()
+        await expect(form).to_be_hidden()
+        for page in (ada, grace):
+            await expect(page.get_by_test_id("group-title")).to_have_text("Team two")
+            notice = page.get_by_test_id("notice").last
+            await expect(notice).to_contain_text("changed the group settings")
+            await expect(notice).to_contain_text("language → zh")
+        saved = await store.get_group(group.id)
+        assert saved is not None and saved.settings.fanout_cap == 4
+        assert saved.default_vp == "steve" and not saved.settings.broadcast_when_unmentioned
+        # The notice is stored: it is there after a reload too.
+        await grace.reload()
+        await expect(grace.get_by_test_id("connection")).to_have_attribute("data-state", "live")
+        await expect(grace.get_by_test_id("notice").last).to_contain_text("changed the group")
+
+        # Ada removes Grace: Grace's view drops the group at once.
+        await ada.get_by_test_id("members-button").click()
+        await (
+            panel.locator('[data-testid="member"][data-user="grace"]')
+            .get_by_test_id("remove-member")
+            .click()
+        )
+        await expect(panel.get_by_test_id("member")).to_have_count(1)
+        await expect(grace.get_by_test_id("group-item")).to_have_count(0)
+        await expect(grace.get_by_test_id("group-title")).to_have_text("No group selected")
+        await expect(grace.get_by_test_id("toast").last).to_contain_text("removed")
+        await expect(ada.get_by_test_id("members-button")).to_have_text("People · 1 online")
+
+        # Grace closes her browser tab: once she is invited back, Ada sees her offline.
+        await grace.close()
+        await panel.get_by_test_id("invite-input").fill("grace")
+        await panel.get_by_test_id("invite-button").click()
+        back = panel.locator('[data-testid="member"][data-user="grace"]')
+        await expect(back).to_have_attribute("data-online", "false")
+    assert not problems, "the pages reported errors:\n" + "\n".join(problems)
