@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from engine.mcp import McpConfig
 from engine.providers.base import Provider
 from engine.settings import EngineConfig
 from store import StoreConfig
@@ -35,6 +36,9 @@ class RuntimeConfig:
     store: StoreConfig = field(default_factory=StoreConfig)
     # Everything the VP actors' engines are configured with.
     engine: EngineConfig = field(default_factory=EngineConfig)
+    # The MCP servers VPs may use (read from mcp.json by the driver; env and
+    # header values are masked secrets).
+    mcp: McpConfig = field(default_factory=McpConfig)
     personas_dir: str | None = None
     coordinator_shards: int = 2
     max_concurrent_turns: int = 64

@@ -32,6 +32,7 @@ from actors.visibility import forget_deleted, group_view, rewind
 from actors.writer import GroupEvents, TurnWriter, error_stop
 from engine.engine import Engine, TurnResult
 from engine.events import StopEvent, StopReason
+from engine.mcp import McpManager, select_servers
 from engine.memory import recall, render_memory, scopes_for
 from engine.messages import Conversation, Message, Usage
 from engine.tools.registry import ToolContext
@@ -91,6 +92,8 @@ class VPServices:
     questions: QuestionBox
     recall_limit: int
     recall_budget_tokens: int
+    # This actor's MCP connections, shared by all its turns.
+    mcp: McpManager
 
     @property
     def vp_id(self) -> str:
@@ -162,7 +165,7 @@ class TurnRunner:
         ctx = await self.context()
         if ctx is None:
             return await self.end_early()
-        memory = await self.recall(ctx)
+        memory, _ = await asyncio.gather(self.recall(ctx), self.mcp_tools(ctx))
         system = self.prompt(ctx, memory)
         if not await self.writer.begin():
             # Ended from outside before it began (a shutdown, a recovery).
@@ -224,6 +227,31 @@ class TurnRunner:
             log.warning("memory recall failed for %s", self.s.vp_id, exc_info=True)
             return []
         return render_memory(items)
+
+    async def mcp_tools(self, ctx: _Context) -> None:
+        """Add the tools of the MCP servers this VP may use in this group to the turn's.
+
+        Servers are opened here on first use (beside the memory recall); one
+        that cannot be reached offers nothing, and a call to one of its tools
+        gets an error saying why.
+        """
+        servers = select_servers(
+            self.s.mcp.servers, self.s.persona.mcp_servers, ctx.group.settings.mcp_servers
+        )
+        if not servers:
+            return
+        try:
+            toolset = await self.s.mcp.toolset(servers)
+        except Exception:
+            # MCP tools are a help, never a reason to fail the turn.
+            log.warning("MCP tools of %s unavailable", self.s.vp_id, exc_info=True)
+            return
+        ctx.tools.extra_tools = toolset.tools
+        ctx.tools.missing_tool = toolset.missing
+        names = [t.name for t in toolset.tools]
+        if ctx.allowed is not None:
+            ctx.allowed.update(names)
+        ctx.offered.extend(names)
 
     def prompt(self, ctx: _Context, memory: list[str]) -> str:
         library = self.s.personas.library

@@ -27,6 +27,7 @@ from actors.runner import TranscriptCache, TurnRunner, VPServices
 from actors.tools import route_forward_tool
 from actors.turns import TurnHost, TurnOutcome, TurnRequest, TurnTracker
 from engine.engine import Engine
+from engine.mcp import McpManager
 from engine.memory import memory_tools
 from engine.providers.registry import ProviderRegistry
 from engine.tools.builtin import builtin_tools
@@ -89,6 +90,7 @@ class VPActor:
             questions=QuestionBox(vp_id, config.ask_timeout_s),
             recall_limit=config.recall_limit,
             recall_budget_tokens=config.recall_budget_tokens,
+            mcp=McpManager(config.mcp),
         )
         self.dreams = DreamScheduler(
             DreamContext(persona, engine, store, memory),
@@ -194,6 +196,14 @@ class VPActor:
     async def dream(self, group_id: str) -> DreamReport:
         """Run memory maintenance for one group now."""
         return await self.dreams.run_now(group_id)
+
+    async def close_tools(self) -> None:
+        """Close this actor's MCP connections (stdio servers are stopped).
+
+        An actor killed without this still stops its stdio servers: they
+        see their stdin close with the actor's process and exit.
+        """
+        await self.services.mcp.aclose()
 
     async def stats(self) -> VPStats:
         calls = sum(getattr(p, "calls", 0) for p in self.config.provider_overrides.values())

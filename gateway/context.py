@@ -17,6 +17,7 @@ from personas.loader import PersonaLibrary
 
 if TYPE_CHECKING:
     from coordinator.runtime import Runtime
+    from gateway.mcp import McpCatalog
 
 
 @dataclass(slots=True)
@@ -34,5 +35,7 @@ class GatewayContext:
     user_rates: UserBuckets
     lag: LagMeter
     conversations: ConversationService
+    # The MCP servers as this process lists them (gateway.mcp).
+    mcp: McpCatalog
     # Connections by user, presence, and the directory log (gateway.people).
     people: People

@@ -37,6 +37,8 @@ from gateway.errors import GatewayError
 from gateway.groups import GroupService
 from gateway.limits import LagMeter, UserBuckets, probe_loop_lag
 from gateway.lockout import LoginLockout
+from gateway.mcp import McpCatalog
+from gateway.mcp_http import router as mcp_router
 from gateway.metrics import Metrics
 from gateway.people import People
 from gateway.settings import GatewaySettings, load_or_create_secret
@@ -89,6 +91,7 @@ def create_app(
         ),
         user_rates=UserBuckets(settings.user_rate_limit_per_s, settings.user_rate_limit_burst),
         lag=LagMeter(),
+        mcp=McpCatalog(runtime.config.mcp),
         people=People(runtime.store, hub, wait_s=settings.tail_wait_s),
         conversations=ConversationService(runtime, groups, personas, settings.data_dir),
     )
@@ -106,6 +109,7 @@ def create_app(
             await asyncio.gather(lag_probe, return_exceptions=True)
             await ctx.people.close()
             await hub.close()
+            await ctx.mcp.aclose()
         if on_stop is not None:
             await on_stop()
 
@@ -120,6 +124,7 @@ def create_app(
     _install_error_handlers(app)
     app.include_router(http.router)
     app.include_router(conversations_http.router)
+    app.include_router(mcp_router)
     app.include_router(http_members.router)
     app.include_router(messages_api.router)
     app.add_api_websocket_route("/ws", ws.websocket_endpoint)
@@ -298,6 +303,7 @@ def runtime_config(settings: GatewaySettings, engine: EngineConfig) -> RuntimeCo
         coordinator_shards=settings.coordinator_shards,
         max_group_pending_turns=settings.max_group_pending_turns,
         max_vp_pending_turns=settings.max_vp_pending_turns,
+        mcp=settings.mcp(),
     )
 
 

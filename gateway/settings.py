@@ -26,6 +26,7 @@ from pathlib import Path
 from pydantic import Field, PrivateAttr, SecretStr, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
+from engine.mcp import McpConfig, load_mcp_config
 from store import StoreSettings
 
 log = logging.getLogger(__name__)
@@ -176,6 +177,14 @@ class GatewaySettings(StoreSettings):
     coordinator_shards: int = Field(default=2, ge=1)
     # YEAFT_LOG_LEVEL: the server's log level.
     log_level: str = "info"
+    # YEAFT_MCP_CONFIG: the MCP servers file, in the mcpServers shape
+    # (unset: <data_dir>/mcp.json; no file: no servers).
+    mcp_config: Path | None = None
+    # YEAFT_MCP_CONNECT_TIMEOUT / YEAFT_MCP_CALL_TIMEOUT: seconds to start a
+    # server and list its tools; seconds one tool call may take (a server's
+    # own "timeout" wins).
+    mcp_connect_timeout: float = Field(default=15.0, gt=0)
+    mcp_call_timeout: float = Field(default=60.0, gt=0)
 
     _secret: str | None = PrivateAttr(default=None)
 
@@ -213,6 +222,15 @@ class GatewaySettings(StoreSettings):
                 f"({self.ws_max_message_bytes} < {self.frame_max_bytes})"
             )
         return self
+
+    def mcp(self) -> McpConfig:
+        """The MCP servers, read once by the driver and passed to every actor."""
+        path = (self.mcp_config or self.data_dir / "mcp.json").expanduser()
+        return load_mcp_config(
+            path,
+            connect_timeout_s=self.mcp_connect_timeout,
+            call_timeout_s=self.mcp_call_timeout,
+        )
 
     def persona_dir(self) -> Path:
         """Where the user's persona files are (``personas_dir`` or ``<data_dir>/personas``)."""

@@ -62,6 +62,7 @@ from protocol import (
     ErrorCode,
     ErrorFrame,
     ListGroups,
+    McpServersList,
     Ping,
     Pong,
     ProtocolError,
@@ -120,6 +121,7 @@ class ClientSession:
             RemoveVp: self._remove_vp,
             SetDefaultVp: self._set_default_vp,
             ListGroups: self._list_groups,
+            McpServersList: self._mcp_servers,
             Ping: self._ping,
         }
         # The seed's chat mode: create, resume, send, delete, list (gateway.conversation_ws).
@@ -356,6 +358,10 @@ class ClientSession:
     async def _list_groups(self, frame: ListGroups) -> None:
         groups = await self.ctx.groups.list_for(self.username)
         self.conn.send(group_update({}, "list", groups=[group_view(g) for g in groups]))
+
+    async def _mcp_servers(self, frame: McpServersList) -> None:
+        # Opening servers can take seconds: answered off the receive loop.
+        self.ctx.mcp.answer(self.conn.send, frame.connect, frame.request_id)
 
     async def _ping(self, frame: Ping) -> None:
         self.conn.send(Pong())

@@ -338,6 +338,7 @@ def persona_detail(persona: Persona) -> dict[str, Any]:
         "traits": list(persona.traits),
         "model": persona.model,
         "tools": None if persona.tools is None else list(persona.tools),
+        "mcpServers": list(persona.mcp_servers),
         "body": persona.body,
         "source": persona.source,
         "personaHash": persona.persona_hash,

@@ -90,6 +90,15 @@ class PersonaMeta(BaseModel):
     model: str | None = None
     # None means "whatever the mode offers"; a list narrows it to these names.
     tools: tuple[str, ...] | None = None
+    # The MCP servers this VP may use, by name ("*": every configured one); a
+    # group's own choice narrows it further.
+    mcp_servers: tuple[str, ...] = Field(default=("*",), alias="mcpServers")
+
+    @field_validator("mcp_servers", mode="before")
+    @classmethod
+    def _star_alone(cls, value: object) -> object:
+        # ``mcpServers: "*"`` is the short form of ``["*"]``.
+        return (value,) if isinstance(value, str) else value
 
     @field_validator("id")
     @classmethod

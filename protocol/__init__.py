@@ -71,6 +71,7 @@ from protocol.data import (
     UserMessage,
 )
 from protocol.errors import ProtocolError
+from protocol.mcp import McpServerInfo, McpServersList, McpServersListFrame, McpToolInfo
 from protocol.message_changes import MessageChange, MessageChanged
 from protocol.server import (
     Ack,
@@ -131,6 +132,10 @@ __all__ = [
     "ListFolders",
     "ListGroups",
     "ListHistorySessions",
+    "McpServerInfo",
+    "McpServersList",
+    "McpServersListFrame",
+    "McpToolInfo",
     "MessageAttachment",
     "MessageChange",
     "MessageChanged",

@@ -31,6 +31,7 @@ from protocol.common import (
     Name,
     Text,
 )
+from protocol.mcp import McpServersList
 from protocol.members import (
     InviteMember,
     LeaveGroup,
@@ -275,6 +276,7 @@ ClientFrame = Annotated[
     | Subscribe
     | Unsubscribe
     | Ping
+    | McpServersList
     | InviteMember
     | RemoveMember
     | TransferOwnership

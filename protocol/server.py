@@ -16,6 +16,7 @@ from pydantic import Field
 from protocol.common import ErrorCode, ServerModel
 from protocol.conversations import ConversationDeleted, FoldersList, HistorySessions
 from protocol.data import DataPayload
+from protocol.mcp import McpServersListFrame
 from protocol.members import DirectoryEvent, PresenceFrame, RemovedFrame
 from protocol.message_changes import MessageChanged
 
@@ -257,6 +258,7 @@ ServerFrame = Annotated[
     | HistorySessions
     | FoldersList
     | ConversationDeleted
+    | McpServersListFrame
     | PresenceFrame
     | RemovedFrame,
     Field(discriminator="type"),

@@ -80,6 +80,11 @@ class GroupSettings(BaseModel):
     max_turns_per_message: int = Field(
         default=32, ge=1, le=64, description="At most this many VP turns after one message."
     )
+    mcp_servers: list[Annotated[str, Field(min_length=1, max_length=64)]] = Field(
+        default_factory=lambda: ["*"],
+        max_length=64,
+        description="The MCP servers this group's VPs may use, by name; '*' is every one.",
+    )
     model: str = Field(
         default="",
         max_length=200,

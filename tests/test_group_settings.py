@@ -42,6 +42,7 @@ DEFAULTS: dict[str, Any] = {
     "throttle_window_s": 5.0,
     "max_pair_exchanges": 4,
     "max_turns_per_message": 32,
+    "mcp_servers": ["*"],
     "model": "",
 }
 

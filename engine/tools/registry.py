@@ -15,7 +15,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ValidationError
+import jsonschema
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from engine.messages import ToolCall
 from engine.providers.base import ToolSpec
@@ -52,6 +53,11 @@ class ToolContext:
     # Anything else the hosting layer hands its tools (memory, user id, ...).
     services: dict[str, Any] = field(default_factory=dict)
     end_turn: EndTurnRequest | None = None
+    # Tools of this turn only, beside the registry's (a group's MCP tools).
+    extra_tools: tuple[Tool, ...] = ()
+    # Says why a tool the model named is missing, when the host knows (an
+    # MCP server that is down); None falls back to "unknown tool".
+    missing_tool: Callable[[str], str | None] | None = None
 
     def request_end_turn(self, kind: str, **detail: Any) -> None:
         """Ask the engine to stop after this tool batch. The first request wins."""
@@ -66,6 +72,12 @@ class ToolOutcome:
 
 
 Handler = Callable[[Any, ToolContext], Awaitable[Any]]
+
+
+class JsonArguments(BaseModel):
+    """The ``params`` of a tool described by a JSON Schema of its own (``input_schema``)."""
+
+    model_config = ConfigDict(extra="allow")
 
 
 @dataclass(slots=True)
@@ -88,9 +100,43 @@ class Tool:
     # Decides at request time whether the tool is offered (e.g. route_forward
     # is hidden in one-VP groups).
     available: Callable[[ToolContext], bool] | None = None
+    # A JSON Schema that replaces the one of ``params`` (an MCP tool's): the
+    # call is validated against it and the handler gets the arguments dict.
+    input_schema: dict[str, Any] | None = None
 
     def spec(self) -> ToolSpec:
-        return ToolSpec(self.name, self.description, _schema(self.params))
+        schema = self.input_schema if self.input_schema is not None else _schema(self.params)
+        return ToolSpec(self.name, self.description, schema)
+
+    def parse(self, arguments: dict[str, Any]) -> Any:
+        """The handler's input for ``arguments``; raises ValueError saying what is wrong."""
+        if self.input_schema is None:
+            try:
+                return self.params.model_validate(arguments)
+            except ValidationError as exc:
+                raise ValueError(
+                    "; ".join(
+                        f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}"
+                        for e in exc.errors()
+                    )
+                ) from None
+        problems = _schema_problems(self.input_schema, arguments)
+        if problems:
+            raise ValueError("; ".join(problems))
+        return dict(arguments)
+
+
+def _schema_problems(schema: dict[str, Any], arguments: dict[str, Any]) -> list[str]:
+    """What is wrong with ``arguments`` under ``schema`` (at most five problems)."""
+    try:
+        validator = jsonschema.validators.validator_for(schema)(schema)
+        errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))
+    except jsonschema.SchemaError:
+        # The tool's own schema is broken: let its server judge the call.
+        return []
+    return [
+        f"{'.'.join(str(p) for p in e.absolute_path) or '(root)'}: {e.message}" for e in errors[:5]
+    ]
 
 
 @functools.cache
@@ -135,7 +181,7 @@ class ToolRegistry:
     ) -> list[Tool]:
         """Tools offered in ``ctx.mode``, narrowed by an optional allowlist."""
         out = []
-        for tool in self._tools.values():
+        for tool in [*self._tools.values(), *ctx.extra_tools]:
             if tool.modes is not None and ctx.mode not in tool.modes:
                 continue
             if allowed is not None and tool.name not in allowed:
@@ -160,17 +206,14 @@ class ToolRegistry:
 
         Cancellation (an abort) is the one thing that propagates.
         """
-        tool = self._tools.get(call.name)
-        if tool is None or tool not in self.offered(ctx, allowed):
-            return ToolOutcome(f"unknown or unavailable tool: {call.name}", is_error=True)
+        tool = next((t for t in self.offered(ctx, allowed) if t.name == call.name), None)
+        if tool is None:
+            why = ctx.missing_tool(call.name) if ctx.missing_tool is not None else None
+            return ToolOutcome(why or f"unknown or unavailable tool: {call.name}", is_error=True)
         try:
-            params = tool.params.model_validate(call.arguments)
-        except ValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}"
-                for e in exc.errors()
-            )
-            return ToolOutcome(f"invalid arguments for {call.name}: {problems}", is_error=True)
+            params = tool.parse(call.arguments)
+        except ValueError as exc:
+            return ToolOutcome(f"invalid arguments for {call.name}: {exc}", is_error=True)
         if tool.approval == "ask":
             refusal = await self._approve(tool, call, ctx)
             if refusal is not None:

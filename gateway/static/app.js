@@ -14,6 +14,7 @@ import { Connection } from './connection.js';
 import { Conversations } from './conversations.js';
 import { el, newId } from './dom.js';
 import { GroupDialog } from './groupdialog.js';
+import { mountMcp } from './mcp.js';
 import { MembersPanel } from './members.js';
 import { SettingsPanel } from './settings.js';
 import { Inbox } from './inbox.js';
@@ -225,6 +226,8 @@ $('login-view').querySelector('form').addEventListener('submit', async (event) =
     button.disabled = false;
   }
 });
+
+mountMcp();
 
 $('logout').addEventListener('click', async () => {
   try {

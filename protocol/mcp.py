@@ -1,0 +1,55 @@
+"""The ``mcp_servers_list`` frames: a client asks, the server lists its MCP servers.
+
+Both directions share the seed's wire name: the client's frame (strict, like
+every client frame) asks for the list, optionally opening servers nobody has
+used yet so their tools are known; the server's frame answers with each
+configured server, its transport, state, tools and, when it failed, why.
+Nothing in it carries a server's ``env`` or ``headers``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from protocol.common import ClientModel, Id, ServerModel
+
+McpState = Literal["idle", "connecting", "ready", "failed", "closed"]
+
+
+class McpServersList(ClientModel):
+    """Ask for the MCP servers; ``connect`` opens the ones not opened yet."""
+
+    type: Literal["mcp_servers_list"] = "mcp_servers_list"
+    connect: bool = False
+    request_id: Id | None = None
+
+
+class McpToolInfo(ServerModel):
+    """One tool of a server: its name as the model sees it, and its own."""
+
+    name: str
+    tool: str
+    description: str = ""
+    input_schema: dict[str, Any] = Field(default_factory=dict)
+
+
+class McpServerInfo(ServerModel):
+    """One configured server as this gateway process sees it."""
+
+    name: str
+    transport: Literal["stdio", "http", "unknown"]
+    state: McpState
+    target: str = ""
+    tools: list[McpToolInfo] = Field(default_factory=list)
+    error: str | None = None
+    retry_in: float | None = None
+
+
+class McpServersListFrame(ServerModel):
+    """The answer to ``mcp_servers_list``."""
+
+    type: Literal["mcp_servers_list"] = "mcp_servers_list"
+    servers: list[McpServerInfo] = Field(default_factory=list)
+    request_id: str | None = None

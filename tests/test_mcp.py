@@ -1,0 +1,509 @@
+"""MCP tools in a VP's turn, against real MCP servers written with the SDK's server API.
+
+The servers are ``tests/fixtures/mcp_server.py``, over stdio (started by the
+VP's own connection) and over streamable HTTP (a subprocess on 127.0.0.1).
+The VP is the real actor class, in process, whose engine talks to the fake
+LLM server through the OpenAI SDK: the model is scripted to call
+``server__tool``, and each test reads what came back to the model in its next
+request and what the turn wrote to the group's event log. MCP does not touch
+the store, so these run on the embedded backend only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import pickle
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import SecretStr
+
+from actors.config import RuntimeConfig
+from actors.turns import TurnOrigin, TurnOutcome, TurnRequest
+from actors.vp_actor import VPActor
+from engine.mcp import McpConfig, McpManager, parse_mcp_config
+from engine.settings import EngineConfig
+from protocol.settings import GroupSettings
+from store.base import Group, GroupMessage
+from tests.fixtures.llm_server import FakeLLM, RecordedRequest, ScriptedToolCall
+from tests.fixtures.stores import StoreFactory
+
+SERVER = str(Path(__file__).resolve().parent / "fixtures" / "mcp_server.py")
+TOKEN = "http-token-0123456789"
+SECRET = "stdio-secret-0123456789"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def stdio(**extra: Any) -> dict[str, Any]:
+    return {"command": sys.executable, "args": [SERVER, "stdio"], **extra}
+
+
+@pytest.fixture
+def http_server() -> Iterator[str]:
+    """The fixture server over streamable HTTP; its URL (it wants ``TOKEN``)."""
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, SERVER, "http", str(port), TOKEN])
+    try:
+        for _ in range(300):
+            if proc.poll() is not None:
+                raise RuntimeError("the MCP HTTP server exited at start")
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                # Nothing to await: the port opens when uvicorn is up.
+                time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+MakeVP = Callable[..., VPActor]
+
+
+def linus_with(tmp_path: Path, servers: str) -> str:
+    """A personas directory whose linus names ``servers`` in its front matter."""
+    builtin = Path(__file__).resolve().parents[1] / "personas" / "builtin" / "linus.md"
+    own = tmp_path / "personas"
+    own.mkdir()
+    line = "modelHint: primary\n"
+    text = builtin.read_text().replace(line, f"{line}mcpServers: {servers}\n")
+    (own / "linus.md").write_text(text)
+    return str(own)
+
+
+@pytest.fixture
+async def make_vp(tmp_path: Path, fake_llm: FakeLLM) -> AsyncIterator[MakeVP]:
+    store_factory = StoreFactory("embedded", tmp_path / "data", None, "unused")
+    made: list[VPActor] = []
+
+    def make(
+        servers: dict[str, Any], vp: str = "linus", personas_dir: str | None = None, **limits: Any
+    ) -> VPActor:
+        config = RuntimeConfig(
+            personas_dir=personas_dir,
+            store=store_factory.config,
+            engine=EngineConfig(
+                model="openai:gpt-test",
+                openai_api_key=SecretStr("sk-test-0123456789"),
+                openai_base_url=fake_llm.openai_base_url,
+                max_retries=0,
+            ),
+            mcp=parse_mcp_config({"mcpServers": servers}, **limits),
+            dream_idle_s=0,
+            dream_every_turns=0,
+        )
+        worker = VPActor(vp, config)
+        made.append(worker)
+        return worker
+
+    yield make
+    for worker in made:
+        await worker.close_tools()
+        await worker.services.memory.close()
+        await worker.services.store.close()
+
+
+async def turn(
+    worker: VPActor, text: str = "@linus go", settings: GroupSettings | None = None
+) -> tuple[TurnOutcome, list[dict[str, Any]]]:
+    """One turn in a new group; its outcome and the payloads it wrote to the event log."""
+    store = worker.services.store
+    gid = f"grp_{uuid.uuid4().hex[:10]}"
+    group = Group(id=gid, name="g", roster=[worker.vp_id], settings=settings or GroupSettings())
+    await store.create_group(group)
+    msg, _ = await store.append_message(gid, GroupMessage(author="ann", role="user", text=text))
+    origin = TurnOrigin(trigger_id=msg.id, chain_id=msg.id, user_id="ann")
+    outcome = await worker.run_turn(TurnRequest(gid, worker.vp_id, uuid.uuid4().hex, origin))
+    events = (await store.read_events(gid, 0)).events
+    return outcome, [json.loads(e.text) for e in events]
+
+
+def tool_results(request: RecordedRequest) -> list[str]:
+    """The tool results the model was sent (OpenAI wire format)."""
+    return [m["content"] for m in request.body["messages"] if m["role"] == "tool"]
+
+
+def offered(request: RecordedRequest) -> dict[str, Any]:
+    return {t["function"]["name"]: t["function"] for t in request.body.get("tools", [])}
+
+
+def chips(events: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """(kind, name or content) of the tool blocks in the turn's yeaft_output envelopes."""
+    out = []
+    for frame in events:
+        data = frame.get("data") or {}
+        for block in (data.get("message") or {}).get("content") or []:
+            if isinstance(block, dict) and block.get("type") == "tool_use":
+                out.append(("tool_use", block["name"]))
+            elif isinstance(block, dict) and block.get("type") == "tool_result":
+                content = block["content"]
+                out.append(("tool_result", content if isinstance(content, str) else str(content)))
+    return out
+
+
+# -- a VP calls a tool and uses its result ----------------------------------------
+async def test_a_vp_calls_a_stdio_tool_and_answers_with_its_result(
+    make_vp: MakeVP, fake_llm: FakeLLM
+) -> None:
+    vp = make_vp({"fx": stdio(env={"FIXTURE_SECRET": SECRET})})
+    fake_llm.tool_calls(ScriptedToolCall("fx__echo", {"text": "hello"}))
+    fake_llm.text("The server said hello back.")
+    outcome, events = await turn(vp)
+
+    assert outcome.error is None, outcome.error
+    assert outcome.text == "The server said hello back."
+    first, second = fake_llm.requests
+    tools = offered(first)
+    assert tools["fx__echo"]["parameters"]["properties"]["text"]["type"] == "string"
+    assert tools["fx__echo"]["parameters"]["required"] == ["text"]
+    assert "[MCP fx]" in tools["fx__echo"]["description"]
+    (result,) = tool_results(second)
+    assert result.startswith("echo from ") and result.endswith(": hello")
+    assert ("tool_use", "fx__echo") in chips(events)
+    assert ("tool_result", result) in chips(events)
+    # The secret reached the server process, and no envelope or repr shows it.
+    assert SECRET not in json.dumps(events)
+    assert SECRET not in repr(vp.config) and SECRET not in repr(vp.services.mcp)
+
+
+async def test_a_vp_calls_a_streamable_http_tool_with_its_headers(
+    make_vp: MakeVP, fake_llm: FakeLLM, http_server: str
+) -> None:
+    vp = make_vp({"web": {"url": http_server, "headers": {"Authorization": f"Bearer {TOKEN}"}}})
+    fake_llm.tool_calls(ScriptedToolCall("web__add", {"a": 20, "b": 22}))
+    fake_llm.text("It is 42.")
+    outcome, events = await turn(vp)
+
+    assert outcome.text == "It is 42."
+    assert tool_results(fake_llm.requests[1]) == ["42"]
+    assert ("tool_use", "web__add") in chips(events)
+    assert TOKEN not in json.dumps(events) and TOKEN not in repr(vp.config)
+
+
+async def test_images_and_resources_reach_the_model_as_text(
+    make_vp: MakeVP, fake_llm: FakeLLM
+) -> None:
+    vp = make_vp({"fx": stdio()})
+    fake_llm.tool_calls(
+        ScriptedToolCall("fx__picture", {}, id="call_pic"),
+        ScriptedToolCall("fx__document", {}, id="call_doc"),
+    )
+    fake_llm.text("Seen.")
+    await turn(vp)
+    picture, document = tool_results(fake_llm.requests[1])
+    assert picture.startswith("a tiny picture\n[image: image/png, 64 bytes")
+    assert document == "[resource memo://plan]\nstep 1: test"
+
+
+# -- every failure is a tool error the model sees; the turn ends normally ---------
+async def test_a_tool_error_is_an_error_result(make_vp: MakeVP, fake_llm: FakeLLM) -> None:
+    vp = make_vp({"fx": stdio()})
+    fake_llm.tool_calls(ScriptedToolCall("fx__fail", {"reason": "not today"}))
+    fake_llm.text("It refused.")
+    outcome, _ = await turn(vp)
+    assert outcome.text == "It refused."
+    (result,) = tool_results(fake_llm.requests[1])
+    assert "refused: not today" in result
+
+
+async def test_bad_arguments_are_refused_before_the_call(
+    make_vp: MakeVP, fake_llm: FakeLLM
+) -> None:
+    vp = make_vp({"fx": stdio()})
+    fake_llm.tool_calls(
+        ScriptedToolCall("fx__add", {"a": "one", "b": 2}, id="call_type"),
+        ScriptedToolCall("fx__add", {"a": 1}, id="call_missing"),
+    )
+    fake_llm.text("I will fix the arguments.")
+    outcome, _ = await turn(vp)
+    assert outcome.error is None
+    wrong_type, missing = tool_results(fake_llm.requests[1])
+    assert wrong_type == "Error: invalid arguments for fx__add: a: 'one' is not of type 'integer'"
+    assert missing == "Error: invalid arguments for fx__add: (root): 'b' is a required property"
+
+
+async def test_a_tool_that_times_out_is_cancelled_and_the_server_goes_on(
+    make_vp: MakeVP, fake_llm: FakeLLM
+) -> None:
+    vp = make_vp({"fx": stdio(timeout=1)})
+    fake_llm.tool_calls(ScriptedToolCall("fx__slow", {"seconds": 60}, id="call_slow"))
+    fake_llm.tool_calls(ScriptedToolCall("fx__echo", {"text": "still there?"}, id="call_echo"))
+    fake_llm.text("The slow one gave up.")
+    outcome, _ = await turn(vp)
+    assert outcome.text == "The slow one gave up."
+    (timed_out,) = tool_results(fake_llm.requests[1])
+    assert timed_out == (
+        "Error: fx__slow timed out after 1s: MCP server 'fx' did not answer in time, "
+        "and the call was cancelled"
+    )
+    assert tool_results(fake_llm.requests[2])[1].endswith(": still there?")
+
+
+async def test_a_server_that_dies_mid_call_is_an_error_and_the_next_call_reconnects(
+    make_vp: MakeVP, fake_llm: FakeLLM
+) -> None:
+    vp = make_vp({"fx": stdio()})
+    fake_llm.tool_calls(ScriptedToolCall("fx__echo", {"text": "before"}, id="call_1"))
+    fake_llm.tool_calls(ScriptedToolCall("fx__crash", {}, id="call_2"))
+    fake_llm.tool_calls(ScriptedToolCall("fx__echo", {"text": "after"}, id="call_3"))
+    fake_llm.text("It came back.")
+    outcome, events = await turn(vp)
+
+    assert outcome.text == "It came back."
+    before, crashed, after = tool_results(fake_llm.requests[3])
+    assert crashed == (
+        "Error: MCP server 'fx' stopped during the call to fx__crash; "
+        "it is restarted on the next call"
+    )
+    # A new server process answered the call after the crash.
+    assert before.split(":")[0] != after.split(":")[0]
+    assert after.endswith(": after")
+    assert ("tool_result", crashed.removeprefix("Error: ")) in chips(events)
+
+
+async def test_servers_that_are_not_there_give_errors_that_say_why(
+    make_vp: MakeVP, fake_llm: FakeLLM
+) -> None:
+    vp = make_vp(
+        {
+            "gone": {"command": "/nonexistent/mcp-server-binary"},
+            "down": {"url": f"http://127.0.0.1:{free_port()}/mcp"},
+            "fx": stdio(),
+        }
+    )
+    fake_llm.tool_calls(
+        ScriptedToolCall("gone__echo", {"text": "x"}, id="call_gone"),
+        ScriptedToolCall("down__echo", {"text": "x"}, id="call_down"),
+    )
+    fake_llm.text("Two servers are down.")
+    outcome, _ = await turn(vp)
+
+    assert outcome.text == "Two servers are down."
+    assert set(offered(fake_llm.requests[0])) >= {"fx__echo", "fx__add"}
+    assert not any(n.startswith(("gone__", "down__")) for n in offered(fake_llm.requests[0]))
+    gone, down = tool_results(fake_llm.requests[1])
+    assert gone == (
+        "Error: gone__echo cannot be called: MCP server 'gone' is unavailable: "
+        "command not found: /nonexistent/mcp-server-binary"
+    )
+    assert down == (
+        "Error: down__echo cannot be called: MCP server 'down' is unavailable: connection refused"
+    )
+
+
+# -- which servers a VP may use ---------------------------------------------------
+async def test_a_group_that_enables_no_server_offers_no_mcp_tool(
+    make_vp: MakeVP, fake_llm: FakeLLM
+) -> None:
+    vp = make_vp({"fx": stdio()})
+    fake_llm.tool_calls(ScriptedToolCall("fx__echo", {"text": "x"}))
+    fake_llm.text("Not here.")
+    outcome, _ = await turn(vp, settings=GroupSettings(mcp_servers=[]))
+    assert outcome.text == "Not here."
+    assert not any(n.startswith("fx__") for n in offered(fake_llm.requests[0]))
+    assert tool_results(fake_llm.requests[1]) == ["Error: unknown or unavailable tool: fx__echo"]
+    # Nothing was started for it either.
+    assert vp.services.mcp.connection("fx").state == "idle"  # type: ignore[union-attr]
+
+
+async def test_the_persona_allowlist_and_the_group_choice_both_narrow(
+    make_vp: MakeVP, fake_llm: FakeLLM, http_server: str
+) -> None:
+    from engine.mcp import select_servers
+
+    assert select_servers(["a", "b", "c"], ["*"], ["*"]) == ["a", "b", "c"]
+    assert select_servers(["a", "b", "c"], ["a", "b"], ["b", "c"]) == ["b"]
+    assert select_servers(["a", "b"], [], ["*"]) == []
+    web = {"url": http_server, "headers": {"Authorization": f"Bearer {TOKEN}"}}
+    vp = make_vp({"fx": stdio(), "web": web})
+    fake_llm.text("ok")
+    await turn(vp, settings=GroupSettings(mcp_servers=["web"]))
+    names = set(offered(fake_llm.requests[0]))
+    assert "web__echo" in names and not any(n.startswith("fx__") for n in names)
+
+
+async def test_a_persona_file_narrows_the_servers_its_vp_uses(
+    make_vp: MakeVP, fake_llm: FakeLLM, tmp_path: Path
+) -> None:
+    vp = make_vp({"fx": stdio(), "other": stdio()}, personas_dir=linus_with(tmp_path, "[fx]"))
+    assert vp.services.persona.mcp_servers == ("fx",)
+    fake_llm.text("ok")
+    await turn(vp)
+    names = set(offered(fake_llm.requests[0]))
+    assert "fx__echo" in names and not any(n.startswith("other__") for n in names)
+    assert vp.services.mcp.connection("other").state == "idle"  # type: ignore[union-attr]
+
+
+def test_a_persona_file_names_its_servers() -> None:
+    from personas.model import PersonaMeta
+
+    base = {"id": "quinn", "name": "Quinn", "role": "tester"}
+    assert PersonaMeta.model_validate(base).mcp_servers == ("*",)
+    assert PersonaMeta.model_validate({**base, "mcpServers": "*"}).mcp_servers == ("*",)
+    narrowed = PersonaMeta.model_validate({**base, "mcpServers": ["files", "web"]})
+    assert narrowed.mcp_servers == ("files", "web")
+
+
+# -- connections: shared, lazy, closed ---------------------------------------------
+async def test_connections_are_opened_once_and_closed_with_the_actor(
+    make_vp: MakeVP, fake_llm: FakeLLM, tmp_path: Path
+) -> None:
+    pidfile = tmp_path / "pid"
+    vp = make_vp({"fx": stdio(env={"MCP_TEST_PIDFILE": str(pidfile)})})
+    assert vp.services.mcp.connection("fx").state == "idle"  # type: ignore[union-attr]
+    assert not pidfile.exists()
+    for word in ("one", "two"):
+        fake_llm.tool_calls(ScriptedToolCall("fx__echo", {"text": word}))
+        fake_llm.text("ok")
+        await turn(vp)
+    first, second = (tool_results(r)[0] for r in fake_llm.requests if tool_results(r))
+    assert first.split(":")[0] == second.split(":")[0]  # one process served both turns
+    pid = int(pidfile.read_text())
+    await vp.close_tools()
+    assert vp.services.mcp.connection("fx").state == "closed"  # type: ignore[union-attr]
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
+async def test_a_slow_server_does_not_hold_up_another(tmp_path: Path) -> None:
+    config = parse_mcp_config({"mcpServers": {"fx": stdio(), "other": stdio()}}, call_timeout_s=30)
+    manager = McpManager(config)
+    try:
+        toolset = await manager.toolset(["fx", "other"])
+        tools = {t.name: t for t in toolset.tools}
+        from engine.tools.registry import ToolContext
+
+        ctx = ToolContext("c")
+        slow = asyncio.create_task(tools["fx__slow"].handler({"seconds": 30}, ctx))
+        async with asyncio.timeout(10):
+            quick = await tools["other__echo"].handler({"text": "quick"}, ctx)
+            same_server = await tools["fx__echo"].handler({"text": "meanwhile"}, ctx)
+        assert quick.content.endswith(": quick")
+        assert same_server.content.endswith(": meanwhile")
+        assert not slow.done()
+        slow.cancel()
+        await asyncio.gather(slow, return_exceptions=True)
+    finally:
+        await manager.aclose()
+
+
+# -- configuration -----------------------------------------------------------------
+def test_the_configuration_reads_the_desktop_shape(tmp_path: Path) -> None:
+    from engine.mcp import HttpServer, McpConfigError, StdioServer, load_mcp_config
+
+    path = tmp_path / "mcp.json"
+    path.write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "files": {"command": "npx", "args": ["-y", "x"], "env": {"K": "v-secret"}},
+                    "web": {"url": "https://example.invalid/mcp", "headers": {"X-Key": "h-secret"}},
+                    "typed": {"type": "streamable-http", "url": "http://127.0.0.1:1/mcp"},
+                    "old": {"type": "sse", "url": "http://127.0.0.1:1/sse"},
+                    "nothing": {"args": []},
+                    "bad name": {"command": "x"},
+                    "off": {"command": "x", "disabled": True},
+                }
+            }
+        )
+    )
+    config = load_mcp_config(path)
+    assert isinstance(config.servers["files"], StdioServer)
+    assert isinstance(config.servers["web"], HttpServer)
+    assert isinstance(config.servers["typed"], HttpServer)
+    assert "SSE transport is not supported" in config.invalid["old"]
+    assert "needs 'command'" in config.invalid["nothing"]
+    assert "server name" in config.invalid["bad name"]
+    assert config.usable() == ["files", "typed", "web"]
+    assert "v-secret" not in repr(config) and "h-secret" not in repr(config)
+    # It travels to actors pickled, secrets intact.
+    again = pickle.loads(pickle.dumps(config))
+    assert again.servers["files"].env["K"].get_secret_value() == "v-secret"  # type: ignore[union-attr]
+    assert load_mcp_config(tmp_path / "absent.json") == McpConfig()
+    path.write_text("{not json")
+    with pytest.raises(McpConfigError, match=r"mcp\.json"):
+        load_mcp_config(path)
+
+
+async def test_a_server_that_keeps_failing_is_retried_after_a_growing_back_off() -> None:
+    from engine.mcp.connection import ServerConnection, ServerState, ServerUnavailable
+
+    spec = parse_mcp_config({"mcpServers": {"gone": {"command": "/nonexistent/x"}}})
+    conn = ServerConnection(
+        "gone", spec.servers["gone"], connect_timeout_s=5, backoff_s=(40.0, 300.0)
+    )
+    # The first failure after a healthy run (or none) is retried at once.
+    with pytest.raises(ServerUnavailable, match="command not found"):
+        await conn.ensure()
+    assert conn.status().state is ServerState.FAILED and conn.status().retry_in == 0
+    with pytest.raises(ServerUnavailable, match="command not found"):
+        await conn.ensure()
+    # Then the back-off starts at its first value and doubles; a call meanwhile
+    # is refused at once, saying when the next attempt is.
+    assert 39 < (conn.status().retry_in or 0) <= 40
+    with pytest.raises(ServerUnavailable, match=r"next attempt in \d+s"):
+        await conn.ensure()
+    conn._retry_at = 0  # the back-off has passed
+    with pytest.raises(ServerUnavailable):
+        await conn.ensure()
+    assert 79 < (conn.status().retry_in or 0) <= 80
+    assert conn.failures == 3
+
+
+async def test_a_server_that_never_answers_is_given_up_after_the_connect_timeout() -> None:
+    silent = {"command": sys.executable, "args": ["-c", "import time; time.sleep(120)"]}
+    dies = {"command": sys.executable, "args": ["-c", "raise SystemExit(1)"]}
+    config = parse_mcp_config({"mcpServers": {"silent": silent, "dies": dies}}, connect_timeout_s=2)
+    manager = McpManager(config)
+    try:
+        started = time.monotonic()
+        toolset = await manager.toolset(["silent", "dies"])
+        # Started together: the silent one costs its timeout, not more.
+        assert time.monotonic() - started < 6
+        assert toolset.unavailable == {
+            "silent": "MCP server 'silent' is unavailable: no answer within 2s",
+            "dies": "MCP server 'dies' is unavailable: Connection closed",
+        }
+        assert toolset.tools == ()
+    finally:
+        await manager.aclose()
+
+
+async def test_a_listing_that_fails_is_answered_with_an_error_frame(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from gateway.mcp import McpCatalog
+    from protocol import ErrorFrame
+
+    catalog = McpCatalog(parse_mcp_config({"mcpServers": {"fx": stdio()}}))
+
+    async def broken(connect: bool = False) -> list[Any]:
+        raise RuntimeError("the listing broke")
+
+    monkeypatch.setattr(catalog.manager, "statuses", broken)
+    sent: asyncio.Queue[Any] = asyncio.Queue()
+    catalog.answer(sent.put_nowait, connect=False, request_id="r1")
+    frame = await asyncio.wait_for(sent.get(), 10)
+    assert isinstance(frame, ErrorFrame)
+    assert (frame.code, frame.request_id) == ("internal", "r1")
+    await catalog.aclose()
