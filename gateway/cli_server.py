@@ -28,14 +28,17 @@ def _settings(args: argparse.Namespace | None = None) -> Any:
 
 async def _ensure_first_user(settings: Any) -> tuple[str, str] | None:
     """On a fresh install, create an ``admin`` account so the UI can be used at once."""
-    from gateway.users import add_user
+    from gateway.users import UserError, add_user
 
     store = settings.open()
     try:
         if await store.list_users():
             return None
         password = secrets.token_urlsafe(12)
-        await add_user(store, FIRST_USER, password)
+        try:
+            await add_user(store, FIRST_USER, password)
+        except UserError:
+            return None  # another gateway starting at the same time made it first
         return FIRST_USER, password
     finally:
         await store.close()

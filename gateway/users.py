@@ -167,9 +167,11 @@ async def add_user(store: UserStore, username: str, password: str) -> None:
             raise UserError(f"a user named {user['username']!r} already exists")
     # Hashing takes ~0.1 s of CPU: keep it off the event loop.
     password_hash = await asyncio.to_thread(hash_password, password)
-    await store.put_user(
-        {"username": username, "passwordHash": password_hash, "createdAt": time.time()}
-    )
+    record = {"username": username, "passwordHash": password_hash, "createdAt": time.time()}
+    # Created only if absent: of two processes adding the same name at once
+    # (two gateways' first start), one wins and the other is told.
+    if not await store.create_user(record):
+        raise UserError(f"a user named {username!r} already exists")
 
 
 async def authenticate(store: UserStore, username: str, password: str) -> bool:

@@ -257,6 +257,14 @@ class UserStore(Protocol):
         """
 
     @abstractmethod
+    async def create_user(self, user: dict[str, Any]) -> bool:
+        """Store the record of ``user['username']`` only if there is none; atomic.
+
+        False, with nothing written, when the name is taken: of two
+        processes creating the same user at once, exactly one succeeds.
+        """
+
+    @abstractmethod
     async def list_users(self) -> list[dict[str, Any]]:
         """Every user record, sorted by username."""
 

@@ -478,6 +478,20 @@ class EmbeddedStore(EmbeddedMembers, chat_sql.EmbeddedChatViews, Store):
 
         await self._run(op)
 
+    async def create_user(self, user: dict[str, Any]) -> bool:
+        username = user_record_key(user)
+        data = encode_user(user)
+
+        def op(conn: sqlite3.Connection) -> bool:
+            cur = conn.execute(
+                "INSERT INTO users (username, data) VALUES (?, ?)"
+                " ON CONFLICT (username) DO NOTHING",
+                (username, data),
+            )
+            return cur.rowcount == 1
+
+        return await self._run(op)
+
     async def list_users(self) -> list[dict[str, Any]]:
         def op(conn: sqlite3.Connection) -> list[str]:
             return [r[0] for r in conn.execute("SELECT data FROM users ORDER BY username")]

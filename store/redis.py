@@ -442,6 +442,13 @@ class RedisStore(RedisMembers, RedisChatViews, Store):
         with _redis_errors():
             await self._r.hset(self._users, username, data)
 
+    async def create_user(self, user: dict[str, Any]) -> bool:
+        self._check_open()
+        username = user_record_key(user)
+        data = encode_user(user)
+        with _redis_errors():
+            return bool(await self._r.hsetnx(self._users, username, data))
+
     async def list_users(self) -> list[dict[str, Any]]:
         self._check_open()
         with _redis_errors():

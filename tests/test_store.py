@@ -323,3 +323,19 @@ async def test_users_are_not_touched_by_group_deletion(store: Store) -> None:
     await store.put_user({"username": "ann", "passwordHash": "h"})
     assert await store.delete_group(group.id)
     assert await store.get_user("ann") is not None
+
+
+async def test_creating_a_user_is_atomic_across_instances(store_factory: StoreFactory) -> None:
+    # Two processes starting at once on an empty store both try to make the
+    # first account: exactly one record is written, and it is not replaced.
+    first, second = store_factory(), store_factory()
+    made = await asyncio.gather(
+        *(
+            s.create_user({"username": "admin", "passwordHash": f"h{i}"})
+            for i, s in enumerate((first, second) * 4)
+        )
+    )
+    assert made.count(True) == 1
+    winner = made.index(True)
+    assert await second.get_user("admin") == {"username": "admin", "passwordHash": f"h{winner}"}
+    assert [u["username"] for u in await first.list_users()] == ["admin"]
