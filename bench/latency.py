@@ -48,6 +48,28 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+async def wait_healthy(url: str, attempts: int) -> None:
+    """Wait until the server at ``url`` answers ``/healthz`` (0.1 s between tries)."""
+    async with httpx.AsyncClient() as http:
+        for _ in range(attempts):
+            try:
+                if (await http.get(f"{url}/healthz")).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            await asyncio.sleep(0.1)
+    raise RuntimeError("the server did not start")
+
+
+def stop_process(proc: subprocess.Popen[bytes] | subprocess.Popen[str]) -> None:
+    """Terminate a server process, and kill it if it is still there after 30 s."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
 class Server:
     """``yeaft serve`` in a subprocess, stopped by its own pid."""
 
@@ -89,22 +111,10 @@ class Server:
             if found:
                 self.password = found.group(1)
                 break
-        async with httpx.AsyncClient() as http:
-            for _ in range(300):
-                try:
-                    if (await http.get(f"{self.url}/healthz")).status_code == 200:
-                        return
-                except httpx.HTTPError:
-                    pass
-                await asyncio.sleep(0.1)
-        raise RuntimeError("the server did not start")
+        await wait_healthy(self.url, 300)
 
     def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
+        stop_process(self.proc)
         self.tmp.cleanup()
 
 

@@ -54,7 +54,7 @@ import websockets
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.latency import free_port, pct  # noqa: E402  (after the path is set)
+from bench.latency import free_port, pct, stop_process, wait_healthy  # noqa: E402  (after the path is set)
 
 ROSTER = ["linus", "steve", "martin", "dieter", "kent"]
 PING_EVERY_S = 2.0
@@ -214,23 +214,11 @@ class Server:
     async def start(self) -> None:
         await self.add_users()
         self.launch()
-        async with httpx.AsyncClient() as http:
-            for _ in range(600):
-                try:
-                    if (await http.get(f"{self.url}/healthz")).status_code == 200:
-                        return
-                except httpx.HTTPError:
-                    pass
-                await asyncio.sleep(0.1)
-        raise RuntimeError("the server did not start")
+        await wait_healthy(self.url, 600)
 
     def stop(self) -> None:
         if self.proc is not None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
+            stop_process(self.proc)
         self.tmp.cleanup()
 
 
