@@ -14,7 +14,6 @@ and :meth:`answer` find and authorise the one they mean.
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -22,7 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from gateway.errors import GatewayError, from_group_error, not_found
 from personas.loader import PersonaLibrary
 from protocol import ErrorCode, SessionReady
-from protocol.common import MAX_ID_LENGTH
+from protocol.common import is_id
 from protocol.conversations import ConversationSummary, Folder
 from store.base import Group, Store
 from store.conversation import PROVIDER, ConversationInfo, GroupKind
@@ -44,7 +43,6 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-_ID = re.compile(rf"[A-Za-z0-9_-]{{1,{MAX_ID_LENGTH}}}")
 TITLE_LENGTH = 60
 PREVIEW_LENGTH = 200
 
@@ -95,7 +93,7 @@ class ConversationService:
     # -- reads ---------------------------------------------------------------
     async def owned(self, username: str, conversation_id: str) -> Group:
         """The conversation, if ``username`` owns it; else ``not_found``."""
-        if not _ID.fullmatch(conversation_id):
+        if not is_id(conversation_id):
             raise not_found("conversation")
         group = await (await self.store()).get_group(conversation_id)
         if (
@@ -258,7 +256,7 @@ class ConversationService:
     # -- turns in a group or a conversation ------------------------------------
     async def chat_target(self, username: str, target_id: str) -> Group:
         """A group the user is a member of, or a conversation they own; else not_found."""
-        if not _ID.fullmatch(target_id):
+        if not is_id(target_id):
             raise not_found("group or conversation")
         group = await (await self.store()).get_group(target_id)
         if group is None or username not in group.members:

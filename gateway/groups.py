@@ -10,14 +10,14 @@ changes go through the group's coordinator, which owns the group record.
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from coordinator.membership import GroupEdit, MemberOp
 from gateway.errors import GatewayError, from_group_error, not_found
 from gateway.views import message_view
-from protocol import MAX_ID_LENGTH, ErrorCode, GroupSettingsPatch
+from protocol import ErrorCode, GroupSettingsPatch
+from protocol.common import is_id
 from store.base import Group, Store
 from store.conversation import GroupKind
 
@@ -30,8 +30,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-
-_ID = re.compile(rf"[A-Za-z0-9_-]{{1,{MAX_ID_LENGTH}}}")
 
 
 class GroupService:
@@ -47,7 +45,7 @@ class GroupService:
     # -- reads ---------------------------------------------------------------
     async def member_group(self, username: str, group_id: str) -> Group:
         """The group, if ``username`` is one of its members; else ``not_found``."""
-        if not _ID.fullmatch(group_id):
+        if not is_id(group_id):
             raise not_found("group")
         group = await (await self.store()).get_group(group_id)
         if group is None or username not in group.members or group.kind is not GroupKind.GROUP:

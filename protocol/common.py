@@ -13,6 +13,7 @@ names. Parsing off the wire (``protocol.codec``) accepts the wire names only.
 
 from __future__ import annotations
 
+import re
 from enum import StrEnum
 from typing import Annotated
 
@@ -33,6 +34,14 @@ MAX_CHOICES = 64
 
 Id = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID_LENGTH, pattern=ID_PATTERN)]
 """A non-empty identifier of ``[A-Za-z0-9_-]``, at most 128 characters."""
+
+_ID_RE = re.compile(ID_PATTERN)
+
+
+def is_id(value: str) -> bool:
+    """Whether ``value`` is an :data:`Id` (for ids that arrive outside a model, as in a URL)."""
+    return len(value) <= MAX_ID_LENGTH and _ID_RE.fullmatch(value) is not None
+
 
 Text = Annotated[str, StringConstraints(min_length=1, max_length=MAX_TEXT_LENGTH)]
 """A non-empty message text of at most 100,000 characters."""
