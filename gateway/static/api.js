@@ -11,7 +11,8 @@ export class ApiError extends Error {
   }
 }
 
-async function request(method, path, body) {
+/** One JSON request to the HTTP API; an ApiError (with the server's code) when it fails. */
+export async function request(method, path, body) {
   const init = { method, credentials: 'same-origin', headers: { Accept: 'application/json' } };
   if (body !== undefined) {
     init.headers['Content-Type'] = 'application/json';

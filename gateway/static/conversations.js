@@ -11,32 +11,11 @@
 // Messages go out as `send_message`; stop and answers use the same frames
 // as a group, naming the conversation.
 
-import { ApiError } from './api.js';
+import { request as call } from './api.js';
 import { avatar, el, newId } from './dom.js';
 
 const HISTORY_PAGE = 100;
 const enc = encodeURIComponent;
-
-async function call(method, path, body) {
-  const init = { method, credentials: 'same-origin', headers: { Accept: 'application/json' } };
-  if (body !== undefined) {
-    init.headers['Content-Type'] = 'application/json';
-    init.body = JSON.stringify(body);
-  }
-  let response;
-  try {
-    response = await fetch(path, init);
-  } catch (err) {
-    throw new ApiError(0, 'network', `The server cannot be reached (${err.message}).`);
-  }
-  const data = response.status === 204 ? null : await response.json().catch(() => null);
-  if (!response.ok) {
-    const error = data?.error || {};
-    throw new ApiError(response.status, error.code || `http_${response.status}`,
-      error.message || `${method} ${path} failed (HTTP ${response.status})`);
-  }
-  return data;
-}
 
 export const conversationApi = {
   list: async () => (await call('GET', '/api/conversations'))?.conversations || [],
