@@ -80,12 +80,7 @@ class GroupBook:
             owner=members[0] if members else None,
             settings=GroupSettings().apply(settings),
         )
-        try:
-            created = await self.store.create_group(group)
-        except StoreError as exc:
-            raise GroupError(GroupErrorCode.CONFLICT, str(exc)) from exc
-        self._groups[group_id] = created
-        return created
+        return await self._store_new(group)
 
     async def create_conversation(self, group_id: str, name: str, info: ConversationInfo) -> Group:
         """Create a conversation: its VP alone in the roster, its owner alone a member.
@@ -104,11 +99,15 @@ class GroupBook:
             kind=GroupKind.CONVERSATION,
             conversation=info.model_copy(update={"vp_id": vp}),
         )
+        return await self._store_new(group)
+
+    async def _store_new(self, group: Group) -> Group:
+        """Store a new record and keep it; a taken id is a CONFLICT."""
         try:
             created = await self.store.create_group(group)
         except StoreError as exc:
             raise GroupError(GroupErrorCode.CONFLICT, str(exc)) from exc
-        self._groups[group_id] = created
+        self._groups[group.id] = created
         return created
 
     async def rename(self, group_id: str, name: str) -> Group:
