@@ -75,7 +75,7 @@ from store.events import (
     encode_event,
     make_batch,
 )
-from store.redis_chat import CHAT_KINDS, RedisChatViews
+from store.redis_chat import CHAT_KINDS, RedisChatViews, search_postings
 from store.redis_errors import redis_errors as _redis_errors
 from store.redis_members import RedisMembers
 from store.turns import TurnEnd, TurnRecord
@@ -243,16 +243,18 @@ class RedisStore(RedisMembers, RedisChatViews, Store):
         self._check_open()
         keys = [self._key(group_id, k) for k in ("msgs", "order", "mpos", "cmid")]
         keys += [*self._turn_keys(group_id), *self._event_keys(group_id)]
+        keys.append(self._key(group_id, "terms"))
         turn_args = _turn_args(turns)
+        postings = list(search_postings(message))
         args: list[str | int] = [message.id, message.model_dump_json()]
         args += [client_message_id(message) or "", len(turn_args), *turn_args]
+        args += [len(postings), *postings]
         if announce is not None:
             encoded = encode_event(announce)
             args += [encoded.body, self.event_retention, *_header_fields(encoded)]
         with _redis_errors():
             stored, data = await self._append_message(keys=keys, args=args)
         if int(stored):
-            await self._index_message(group_id, message)
             return message, True
         return GroupMessage.model_validate_json(data), False
 

@@ -72,7 +72,8 @@ return 1
 """
 
 
-def _postings(message: GroupMessage) -> dict[str, float]:
+def search_postings(message: GroupMessage) -> dict[str, float]:
+    """The search index members of a message (score 0: ordered by text), none if unsearchable."""
     if not is_searchable(message.role, message.meta):
         return {}
     return {f"{term}{_SEP}{message.id}": 0.0 for term in terms_of(message.text)}
@@ -88,13 +89,6 @@ class RedisChatViews:
 
     def _check_open(self) -> None:
         raise NotImplementedError  # RedisStore's own
-
-    async def _index_message(self, group_id: str, message: GroupMessage) -> None:
-        """Add a newly stored message to its group's search index."""
-        postings = _postings(message)
-        if postings:
-            with redis_errors():
-                await self._r.zadd(self._key(group_id, "terms"), postings)
 
     # -- search ----------------------------------------------------------------
     async def search_messages(
@@ -164,10 +158,10 @@ class RedisChatViews:
                         after = change(before)
                         pipe.multi()
                         pipe.hset(msgs, message_id, after.model_dump_json())
-                        old = list(_postings(before))
+                        old = list(search_postings(before))
                         if old:
                             pipe.zrem(terms, *old)
-                        new = _postings(after)
+                        new = search_postings(after)
                         if new:
                             pipe.zadd(terms, new)
                         await pipe.execute()

@@ -52,12 +52,13 @@ local function append_entry(k, i)
 end
 """
 
-# KEYS: msgs, order, mpos, cmid, the turn keys, eseq, events. ARGV: message
-# id, message JSON, clientMessageId or '', the count n of turn arguments, the
-# n arguments of the turns to record with it, then the frame that announces
-# the message (JSON without seq, retention, header fields) or nothing.
-# Returns {1, json} when stored, {0, stored json} for a repeat (which records
-# and announces nothing).
+# KEYS: msgs, order, mpos, cmid, the turn keys, eseq, events, terms. ARGV:
+# message id, message JSON, clientMessageId or '', the count n of turn
+# arguments, the n arguments of the turns to record with it, the count p of
+# the message's search postings, the p postings, then the frame that
+# announces the message (JSON without seq, retention, header fields) or
+# nothing. Returns {1, json} when stored, {0, stored json} for a repeat
+# (which records, indexes and announces nothing).
 APPEND_MESSAGE = (
     RECORD_TURNS
     + APPEND_ENTRY
@@ -81,7 +82,11 @@ if ARGV[3] ~= '' then
 end
 local n = tonumber(ARGV[4])
 record_turns(5, 5, 4 + n)
-if #ARGV > 4 + n then append_entry(9, 5 + n) end
+local p = tonumber(ARGV[5 + n])
+for j = 6 + n, 5 + n + p do
+  redis.call('ZADD', KEYS[11], 0, ARGV[j])
+end
+if #ARGV > 5 + n + p then append_entry(9, 6 + n + p) end
 return {1, ARGV[2]}
 """
 )
