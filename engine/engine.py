@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.access import ProviderAccess, ProviderState
 from engine.caller import CallResult, CallSpec, ModelCaller, RetryPolicy
 from engine.compaction import compact
 from engine.errors import AllModelsFailed, ErrorKind, ModelError
@@ -106,13 +107,23 @@ class Engine:
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         rand: Callable[[], float] = random.random,
         final_answer_prompt: str = FINAL_ANSWER_PROMPT,
+        provider_state: ProviderState | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.settings = settings or EngineConfig()
         self.providers = providers or ProviderRegistry(self.settings)
-        self.model = model or self.settings.default_model()
-        self.fallbacks = list(self.settings.fallback_models if fallbacks is None else fallbacks)
+        registry = self.settings.registry()
+        self.model = registry.qualify(model) if model else self.settings.default_model()
+        chain = self.settings.fallback_models if fallbacks is None else fallbacks
+        self.fallbacks = [registry.qualify(m) for m in chain]
         self.tools = tools if tools is not None else ToolRegistry(builtin_tools())
-        self.prices = prices or PriceTable.overlay(dict(self.settings.prices))
+        self.prices = prices or PriceTable.overlay(self.settings.models)
+        # Credential rotation, the provider lane and thinking options; the
+        # cooldowns and slots are shared through ``provider_state`` (the store).
+        overridden = frozenset(v for v in ("openai", "anthropic") if self.providers.has_override(v))
+        self.access = ProviderAccess(
+            self.settings, provider_state, overridden=overridden, clock=clock
+        )
         self.final_answer_prompt = final_answer_prompt
         s = self.settings
         self.retry_policy = RetryPolicy(
@@ -122,7 +133,8 @@ class Engine:
         self._rand = rand
 
     def caller(self, model: str | None = None) -> ModelCaller:
-        chain = [model or self.model, *self.fallbacks]
+        first = self.settings.registry().qualify(model) if model else self.model
+        chain = [first, *self.fallbacks]
         return ModelCaller(
             self.providers,
             chain,
@@ -130,11 +142,20 @@ class Engine:
             timeouts=self.settings.stream_timeouts(),
             sleep=self._sleep,
             rand=self._rand,
+            access=self.access,
         )
+
+    def window_for(self, model: str | None = None) -> int:
+        """The context window, in tokens, of ``model`` (the engine's own when omitted)."""
+        return self.settings.window_for(model or self.model)
+
+    def tool_result_max_chars_for(self, model: str | None = None) -> int:
+        """The longest tool result kept in the transcript: ~30% of the window, at most 40k."""
+        return min(int(self.window_for(model) * 0.3 * 4), 40_000)
 
     @property
     def tool_result_max_chars(self) -> int:
-        return min(int(self.settings.context_window * 0.3 * 4), 40_000)
+        return self.tool_result_max_chars_for()
 
     async def run_turn(
         self,
@@ -272,10 +293,7 @@ class _Turn:
     async def step(self) -> _Stop | None:
         await self.prepare_history()
         final = self.tool_iterations >= self.e.settings.max_tool_iterations
-        if (
-            self.prompt_tokens()
-            > self.e.settings.context_window - self.e.settings.max_output_tokens
-        ):
+        if self.prompt_tokens() > self.compaction_threshold():
             await self.recover_overflow()
         try:
             result = await self.call_model(final)
@@ -348,7 +366,9 @@ class _Turn:
     async def run_tools(self, result: CallResult) -> _Stop | None:
         for call in result.tool_calls:
             outcome = await self.e.tools.execute(call, self.ctx, self.allowed)
-            content = truncate_tool_result(outcome.content, self.e.tool_result_max_chars)
+            content = truncate_tool_result(
+                outcome.content, self.e.tool_result_max_chars_for(self.caller.chain[0])
+            )
             self.conv.messages.append(
                 Message.tool_result(call.id, content, name=call.name, is_error=outcome.is_error)
             )
@@ -376,6 +396,10 @@ class _Turn:
         return None
 
     # -- context management ----------------------------------------------
+    def compaction_threshold(self) -> int:
+        """Prompt tokens above which the turn compacts: the window less the output room."""
+        return self.e.window_for(self.caller.chain[0]) - self.e.settings.max_output_tokens
+
     def prompt_tokens(self) -> int:
         n = estimate_tokens(self.system) + estimate_tokens(self.conv.summary or "")
         return n + sum(message_tokens(m) for m in self.conv.messages)
