@@ -78,7 +78,16 @@ class VPActor:
         self.config = config
         self.providers = ProviderRegistry(settings, overrides=config.provider_overrides)
         tools = ToolRegistry([*builtin_tools(), route_forward_tool(), *memory_tools()])
-        engine = Engine(self.providers, model=model, tools=tools, settings=settings)
+        # Credential cooldowns and provider-lane slots, shared by every actor
+        # of the deployment through the store.
+        self.provider_state = config.store.open_provider_state()
+        engine = Engine(
+            self.providers,
+            model=model,
+            tools=tools,
+            settings=settings,
+            provider_state=self.provider_state,
+        )
         store, memory = config.open_store(), config.open_memory()
         self.services = VPServices(
             persona=persona,

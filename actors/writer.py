@@ -38,7 +38,15 @@ from collections.abc import Sequence
 
 from actors.turns import TurnState, TurnTracker
 from engine.bridge import Payload, WebBridge, result_payload
-from engine.events import EngineEvent, StopEvent, StopReason, TextDelta, ToolCallEvent
+from engine.events import (
+    EngineEvent,
+    NoticeEvent,
+    NoticeKind,
+    StopEvent,
+    StopReason,
+    TextDelta,
+    ToolCallEvent,
+)
 from engine.messages import Usage
 from personas.prompts import SKIP_TOKEN
 from protocol import (
@@ -321,6 +329,10 @@ class TurnWriter:
             await self._release()
         if isinstance(event, ToolCallEvent):
             await self.status(AgentState.TOOL)
+        if isinstance(event, NoticeEvent) and event.kind is NoticeKind.QUEUED:
+            # Waiting for the provider lane, then back to thinking once a slot is free.
+            waiting = bool(event.detail.get("waiting"))
+            await self.status(AgentState.QUEUED if waiting else AgentState.THINKING)
         await self.bridge.feed(event)
 
     async def _release(self) -> None:

@@ -25,6 +25,8 @@ class AgentState(StrEnum):
     """What a VP is doing, as ``agent_status`` reports it."""
 
     IDLE = "idle"
+    # Waiting for a free slot at its model provider (the provider lane is full).
+    QUEUED = "queued"
     THINKING = "thinking"
     STREAMING = "streaming"
     TOOL = "tool"

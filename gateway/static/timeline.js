@@ -15,7 +15,7 @@ import { Threads } from './thread.js';
 import { TurnBubble } from './turn.js';
 
 const NEAR_BOTTOM_PX = 80;
-const BUSY_STATES = new Set(['thinking', 'streaming', 'tool']);
+const BUSY_STATES = new Set(['queued', 'thinking', 'streaming', 'tool']);
 
 export class Timeline {
   /**
