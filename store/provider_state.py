@@ -137,16 +137,14 @@ class SQLiteProviderState:
                 self._conn = None
 
 
-# KEYS[1]: the lane's sorted set. ARGV: holder, limit, now, expiry.
+# KEYS[1]: the lane's sorted set. ARGV: holder, limit, now, expiry, lease in ms.
+# The set itself expires a lease after its last addition (nobody holds it then).
 _ACQUIRE = """
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[3])
-if redis.call('ZSCORE', KEYS[1], ARGV[1]) then
+if redis.call('ZSCORE', KEYS[1], ARGV[1])
+   or redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[2]) then
   redis.call('ZADD', KEYS[1], ARGV[4], ARGV[1])
-  return 1
-end
-if redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[2]) then
-  redis.call('ZADD', KEYS[1], ARGV[4], ARGV[1])
-  redis.call('PEXPIREAT', KEYS[1], math.floor(tonumber(ARGV[4]) * 1000))
+  redis.call('PEXPIRE', KEYS[1], ARGV[5])
   return 1
 end
 return 0
@@ -183,7 +181,11 @@ class RedisProviderState:
         self, key: str, holder: str, limit: int, now: float, lease_s: float
     ) -> bool:
         lane = f"{self.prefix}:lane:{key}"
-        return bool(await self._acquire(keys=[lane], args=[holder, limit, now, now + lease_s]))
+        return bool(
+            await self._acquire(
+                keys=[lane], args=[holder, limit, now, now + lease_s, int(lease_s * 1000) + 1000]
+            )
+        )
 
     async def release(self, key: str, holder: str) -> None:
         await self._r.zrem(f"{self.prefix}:lane:{key}", holder)

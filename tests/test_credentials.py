@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import subprocess
@@ -144,7 +145,8 @@ from engine.credentials import Credential, CredentialPool
 from pydantic import SecretStr
 
 async def main():
-    state = StoreConfig(sys.argv[1] or None, sys.argv[2], redis_prefix=sys.argv[3]).open_provider_state()
+    config = StoreConfig(sys.argv[1] or None, sys.argv[2], redis_prefix=sys.argv[3])
+    state = config.open_provider_state()
     creds = [Credential(label=l, key=SecretStr("x")) for l in ("alpha", "beta")]
     picked = await CredentialPool("openai", creds, state).pick()
     cooling = await state.cooldowns("openai")
@@ -165,7 +167,8 @@ async def test_cooldowns_are_shared_across_processes_through_the_store(
     fake_llm.error(429, "Rate limit reached").text("ok")
     await engine.run_turn(Conversation(id="c"), Message.user("hi"), system="s")
     # Another process, opening the deployment's store, sees alpha cooling down.
-    out = subprocess.run(
+    out = await asyncio.to_thread(
+        subprocess.run,
         [sys.executable, "-c", _OTHER_PROCESS, cfg.url or "", str(cfg.data_dir), cfg.redis_prefix],
         cwd=ROOT,
         capture_output=True,

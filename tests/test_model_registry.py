@@ -118,7 +118,7 @@ async def test_compaction_follows_the_chosen_models_window(tmp_path: Path) -> No
     # The same conversation (~4k tokens) fits the default window and not the small one.
     for model, compacts in (("offline:small", True), ("offline:test", False)):
         steps = ["summary of before", "the answer"] if compacts else ["the answer"]
-        engine, provider, _ = scripted_engine(
+        engine, _provider, _ = scripted_engine(
             *steps, model=model, models=small, max_output_tokens=500
         )
         rec = Recorder()
