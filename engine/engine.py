@@ -36,6 +36,7 @@ from engine.events import (
 )
 from engine.history import repair, truncate_tool_result
 from engine.messages import Conversation, Message, Usage, estimate_tokens, message_tokens
+from engine.models import UnknownModel
 from engine.pricing import PriceTable
 from engine.providers.base import ModelStop
 from engine.providers.registry import ProviderRegistry
@@ -112,10 +113,9 @@ class Engine:
     ) -> None:
         self.settings = settings or EngineConfig()
         self.providers = providers or ProviderRegistry(self.settings)
-        registry = self.settings.registry()
-        self.model = registry.qualify(model) if model else self.settings.default_model()
+        self.model = self._qualify(model) if model else self.settings.default_model()
         chain = self.settings.fallback_models if fallbacks is None else fallbacks
-        self.fallbacks = [registry.qualify(m) for m in chain]
+        self.fallbacks = [self._qualify(m) for m in chain]
         self.tools = tools if tools is not None else ToolRegistry(builtin_tools())
         self.prices = prices or PriceTable.overlay(self.settings.models)
         # Credential rotation, the provider lane and thinking options; the
@@ -132,8 +132,19 @@ class Engine:
         self._sleep = sleep
         self._rand = rand
 
+    def _qualify(self, model: str) -> str:
+        """``model`` as provider:name; a name that cannot be is kept, to fail its calls.
+
+        A persona or group naming an unknown model then gets a clear
+        model_not_found error on its turns instead of taking its actor down.
+        """
+        try:
+            return self.settings.registry().qualify(model)
+        except UnknownModel:
+            return model
+
     def caller(self, model: str | None = None) -> ModelCaller:
-        first = self.settings.registry().qualify(model) if model else self.model
+        first = self._qualify(model) if model else self.model
         chain = [first, *self.fallbacks]
         return ModelCaller(
             self.providers,

@@ -167,7 +167,10 @@ class ModelRegistry:
 
     def info(self, model: str) -> ModelInfo:
         """The entry for ``model`` (qualified first); the defaults when none matches."""
-        return _lookup(self.entries, self.qualify(model)) or ModelInfo()
+        try:
+            return _lookup(self.entries, self.qualify(model)) or ModelInfo()
+        except UnknownModel:
+            return ModelInfo()
 
     def window_for(self, model: str) -> int:
         return self.info(model).context_window

@@ -124,7 +124,10 @@ async def run_ask(question: str, vp: str | None, model: str | None) -> int:
         print(f"yeaft: unknown VP {vp!r}; try `yeaft personas list`", file=sys.stderr)
         return 2
     try:
-        engine = Engine(model=model, settings=EngineSettings().to_config())
+        config = EngineSettings().to_config()
+        if model:
+            config.registry().qualify(model, strict=True)
+        engine = Engine(model=model, settings=config)
     except (OSError, ValueError) as exc:  # an unknown model, a bad models or keys file
         print(f"yeaft: invalid engine settings: {exc}", file=sys.stderr)
         return 2

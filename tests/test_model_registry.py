@@ -71,6 +71,9 @@ def test_an_unknown_bare_model_stops_ask_and_serve_with_a_clear_message(tmp_path
         assert out.returncode == 2, out.stdout + out.stderr
         assert "unknown model 'nonsense'" in out.stderr
         assert "offline" not in out.stdout
+    for model, says in (("nonsense", "unknown model 'nonsense'"), ("mistral:x", "'mistral'")):
+        out = yeaft("ask", "hi", "--model", model, tmp=tmp_path)
+        assert out.returncode == 2 and says in out.stderr, out.stdout + out.stderr
 
 
 def test_a_user_models_file_extends_the_registry(
@@ -162,7 +165,13 @@ async def test_thinking_setting_reaches_both_providers_requests(fake_llm: Any) -
         await engine.providers.aclose()
 
 
-def test_group_and_persona_models_may_be_bare_names() -> None:
+async def test_persona_and_group_models_may_be_bare_names_and_unknown_ones_fail_turns() -> None:
     engine = Engine(model="claude-haiku-4-5")
     assert engine.model == "anthropic:claude-haiku-4-5"
     assert engine.caller("gpt-4o").chain[0] == "openai:gpt-4o"
+    # A persona naming a model nobody knows: its turns end in a clear error.
+    unknown = Engine(model="nonsense")
+    result = await unknown.run_turn(Conversation(id="c"), Message.user("hi"), system="s")
+    assert result.error_kind == "model_not_found" and "unknown model 'nonsense'" in (
+        result.error or ""
+    )
