@@ -35,7 +35,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.fanout import bench_personas
-from bench.latency import Client, Server, login, new_group
+from bench.latency import ROOT, Client, Server, login, new_group
 
 _TICK = os.sysconf("SC_CLK_TCK")
 _PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -92,18 +92,47 @@ class Sampler:
         self._task.cancel()
 
 
+def name_of(pid: int) -> str:
+    """A short name for a process: Ray's title (ray::X), else its program or module."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
+    except OSError:
+        return "?"
+    if not argv:
+        return "?"
+    if argv[0].startswith("ray::"):
+        return argv[0].split()[0]
+    scripts = [a for a in argv[1:] if a.endswith(".py")]
+    if "-m" in argv:
+        return argv[argv.index("-m") + 1]
+    return Path(scripts[0] if scripts else argv[0]).name
+
+
+def idle_breakdown(
+    before: dict[int, tuple[float, int]], after: dict[int, tuple[float, int]], seconds: float
+) -> str:
+    """CPU seconds per second of each kind of process over an idle spell, largest first."""
+    per: dict[str, float] = {}
+    for pid, (cpu, _) in after.items():
+        name = name_of(pid)
+        per[name] = per.get(name, 0.0) + (cpu - before.get(pid, (cpu, 0))[0]) / seconds
+    top = sorted(per.items(), key=lambda kv: -kv[1])[:6]
+    return ", ".join(f"{name} {value:.3f}" for name, value in top if value > 0)
+
+
 def cpu_of(root: int) -> float:
     return sum(c for c, _ in tree(root).values())
 
 
 async def one_size(args: argparse.Namespace, model: str, size: int, roster: list[str]) -> str:
     started = time.perf_counter()
-    server = Server(model, args.store)
-    await server.start()
-    ready = time.perf_counter() - started
+    server = Server(model, args.store, args.server_root)
     pid = server.proc.pid
     sampler = Sampler(pid)
     try:
+        await server.start()
+        ready = time.perf_counter() - started
         token, http = await login(server.url, server.password)
         t0 = time.perf_counter()
         gid = await new_group(http, "cost", roster[:size])
@@ -116,9 +145,12 @@ async def one_size(args: argparse.Namespace, model: str, size: int, roster: list
         times = [await all_answered(client, gid, size, f"@all q{i}") for i in range(args.messages)]
         per_msg = (cpu_of(pid) - cpu0) / args.messages
         await asyncio.sleep(1.0)
-        idle0, i0 = cpu_of(pid), time.perf_counter()
+        snap0, i0 = tree(pid), time.perf_counter()
         await asyncio.sleep(args.idle)
-        idle = (cpu_of(pid) - idle0) / (time.perf_counter() - i0)
+        snap1, spell = tree(pid), time.perf_counter() - i0
+        idle = sum(c for c, _ in snap1.values()) - sum(c for c, _ in snap0.values())
+        idle /= spell
+        breakdown = idle_breakdown(snap0, snap1, spell)
         await client.close()
         await http.aclose()
     finally:
@@ -128,6 +160,7 @@ async def one_size(args: argparse.Namespace, model: str, size: int, roster: list
     return (
         f"{size:>4} {ready:>8.2f} {first:>8.2f} {warm_s:>8.2f} {first / warm_s:>6.2f} "
         f"{per_msg:>10.3f} {idle:>9.3f} {sampler.peak / 2**20:>9.0f} {sampler.processes:>6}"
+        f"\n     idle CPU s/s by process: {breakdown}"
     )
 
 
@@ -149,7 +182,10 @@ async def main_async(args: argparse.Namespace) -> None:
         roster = bench_personas(Path(tmp), max(args.sizes))
         os.environ["YEAFT_PERSONAS_DIR"] = tmp
         rows = [await one_size(args, model, n, roster) for n in args.sizes]
-    print(f"model {model}; store {args.store or 'embedded'}; load {os.getloadavg()[0]:.1f}")
+    print(
+        f"model {model}; store {args.store or 'embedded'}; server {args.server_root}; "
+        f"load {os.getloadavg()[0]:.1f}"
+    )
     print(
         f"{'VPs':>4} {'ready s':>8} {'first s':>8} {'warm s':>8} {'ratio':>6} "
         f"{'CPU s/msg':>10} {'idle CPU':>9} {'peak MB':>9} {'procs':>6}"
@@ -166,6 +202,7 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=5)
     parser.add_argument("--idle", type=float, default=10.0, help="seconds of idle measured")
     parser.add_argument("--store", default=None, help="store URL (default: embedded)")
+    parser.add_argument("--server-root", type=Path, default=ROOT, help="serve from this checkout")
     asyncio.run(main_async(parser.parse_args()))
 
 

@@ -276,8 +276,8 @@ async def fan_in(url: str, token: str, http: httpx.AsyncClient, watchers: int) -
 async def main_async(args: argparse.Namespace) -> None:
     model = f"offline:default?ttft={args.ttft}&tps={args.tps}&tokens={args.tokens}"
     server = Server(model, args.store, args.server_root)
-    await server.start()
     try:
+        await server.start()
         token, http = await login(server.url, server.password)
         single = await one_group(server.url, token, http, args.ttft, args.messages)
         reply_s = args.ttft + args.tokens / args.tps
@@ -290,8 +290,8 @@ async def main_async(args: argparse.Namespace) -> None:
     throughput_server = Server(
         f"offline:default?tokens={args.stream_tokens}", args.store, args.server_root
     )
-    await throughput_server.start()
     try:
+        await throughput_server.start()
         token, http = await login(throughput_server.url, throughput_server.password)
         delivered, elapsed = await fan_in(throughput_server.url, token, http, args.watchers)
         await http.aclose()

@@ -35,7 +35,9 @@ async def main(data_dir, group, count):
     store = EmbeddedStore(Path(data_dir))
     for i in range(count):
         data = SystemData(subtype="notice", detail={"from": "child", "n": i})
-        frame = YeaftOutput(conversation_id=group, group_id=group, vp_id="c", turn_id="t", data=data)
+        frame = YeaftOutput(
+            conversation_id=group, group_id=group, vp_id="c", turn_id="t", data=data
+        )
         await store.append_event(group, frame)
     print(json.dumps({"done_at": time.time()}), flush=True)
     await store.close()
