@@ -101,9 +101,11 @@ class CoordinatorWorker:
         members: list[str] | None = None,
         settings: GroupSettingsPatch | None = None,
     ) -> Group:
-        return await self.groups.create(
+        group = await self.groups.create(
             group_id, name, roster, default_vp, list(members or []), settings
         )
+        self.turns.warm(group.roster)
+        return group
 
     async def create_conversation(self, group_id: str, name: str, info: ConversationInfo) -> Group:
         """Create a one-to-one conversation: a private group of one VP and its owner."""
