@@ -17,6 +17,7 @@ import contextlib
 import logging
 import sqlite3
 import threading
+import time
 import weakref
 from collections.abc import Iterable
 from pathlib import Path
@@ -31,6 +32,10 @@ log = logging.getLogger(__name__)
 # arrived), scanning them to find the groups is not worth it: it wakes every
 # waiter instead, and each re-reads its own group once.
 _SCAN_LIMIT = 1_000
+
+# After a wake-up, the thread gathers the commits of this long before it
+# looks, so a busy log costs a bounded number of looks per second.
+_BATCH_S = 0.001
 
 # Every live waker per database file in this process, so a writer can wake
 # the waiters of its siblings at once.
@@ -147,7 +152,10 @@ class EventWaker:
                     continue
                 # Until a writer's datagram (or close()) arrives, or for
                 # poll_interval at most: the safety net for a lost one.
-                self._notifier.wait(self.poll_interval)
+                if self._notifier.wait(self.poll_interval):
+                    # Under a stream of commits, one look per _BATCH_S
+                    # covers them all instead of one look per datagram.
+                    time.sleep(_BATCH_S)
         finally:
             if conn is not None:
                 conn.close()
