@@ -33,9 +33,10 @@ log = logging.getLogger(__name__)
 # waiter instead, and each re-reads its own group once.
 _SCAN_LIMIT = 1_000
 
-# After a wake-up, the thread gathers the commits of this long before it
-# looks, so a busy log costs a bounded number of looks per second.
-_BATCH_S = 0.001
+# The thread looks at the log at most once per this many seconds: a wake-up
+# after a quiet spell looks at once, one during a stream of commits waits
+# for the rest of the spell and covers them all with one look.
+_MIN_GAP_S = 0.003
 
 # Every live waker per database file in this process, so a writer can wake
 # the waiters of its siblings at once.
@@ -152,10 +153,11 @@ class EventWaker:
                     continue
                 # Until a writer's datagram (or close()) arrives, or for
                 # poll_interval at most: the safety net for a lost one.
+                looked = time.monotonic()
                 if self._notifier.wait(self.poll_interval):
-                    # Under a stream of commits, one look per _BATCH_S
-                    # covers them all instead of one look per datagram.
-                    time.sleep(_BATCH_S)
+                    rest = _MIN_GAP_S - (time.monotonic() - looked)
+                    if rest > 0:
+                        time.sleep(rest)
         finally:
             if conn is not None:
                 conn.close()
