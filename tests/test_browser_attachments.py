@@ -48,7 +48,9 @@ PASTE = """(b64) => {
   data.items.add(new File([bytes], 'dot.png', { type: 'image/png' }));
   const box = document.querySelector('[data-testid="message-input"]');
   box.focus();
-  box.dispatchEvent(new ClipboardEvent('paste', { clipboardData: data, bubbles: true, cancelable: true }));
+  const init = { clipboardData: data, bubbles: true, cancelable: true };
+  const paste = new ClipboardEvent('paste', init);
+  box.dispatchEvent(paste);
 }"""
 
 LOADED = "(img) => img.complete && img.naturalWidth > 0"
