@@ -1,4 +1,4 @@
-"""Attachments through the whole deployment, on both store backends.
+"""Attachments through the whole deployment (groups and conversations), on both store backends.
 
 A person uploads a file over HTTP and sends it with an inline text file and
 an inline binary in a group chat; the group sees the message with the files'
@@ -208,4 +208,25 @@ async def test_an_anthropic_model_gets_an_image_block_and_a_text_model_a_descrip
     assert "dot.png (image/png" in last["content"] and "cannot see images" in last["content"]
     # The earlier image is a note in the transcript now, not base64.
     assert _b64(PNG) not in str(fallback.body["messages"][:-1])
+
+    # A one-to-one conversation's send_message carries files the same way.
+    fake_llm.text("Read it.")
+    ready = await client.request(
+        {"type": "create_conversation", "provider": "yeaft", "options": {"vpId": "linus"}}
+    )
+    assert ready["capabilities"]["attachments"] is True
+    todo = {"name": "todo.txt", "mime": "text/plain", "base64": _b64(b"buy milk")}
+    await client.send(
+        {
+            "type": "send_message",
+            "conversationId": ready["conversationId"],
+            "text": "read this",
+            "attachments": [todo],
+        }
+    )
+    await client.recv_until(
+        lambda f: f.get("type") == "claude_output" and f["data"].get("type") == "result",
+        within=60,
+    )
+    assert "buy milk" in str(fake_llm.requests[-1].body["messages"][-1])
     await client.close()
