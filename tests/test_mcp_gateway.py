@@ -107,7 +107,9 @@ async def test_a_vp_actor_uses_an_mcp_tool_in_a_group_chat(
 
     client = await WsClient.open(gw, "ann")
     await client.request({"type": "subscribe", "groupId": gid})
-    ack = await client.request({"type": "yeaft_session_chat", "groupId": gid, "text": "sum?"})
+    ack = await client.request(
+        {"type": "yeaft_session_chat", "groupId": gid, "text": "sum? !approve fx__add"}
+    )
     assert ack["type"] == "ack"
     result = await client.recv_until(_is_result, within=60)
     assert result["data"]["is_error"] is False
