@@ -110,9 +110,8 @@ def test_group_settings_bound_the_policies() -> None:
 
 
 def test_a_persona_file_sets_its_policies() -> None:
-    persona = PersonaMeta.model_validate(
-        {"id": "x", "name": "X", "role": "r", "toolPolicies": {"web_fetch": "deny"}}
-    )
+    base = {"id": "x", "name": "X", "role": "r"}
+    persona = PersonaMeta.model_validate({**base, "toolPolicies": {"web_fetch": "deny"}})
     assert persona.tool_policies == {"web_fetch": "deny"}
     with pytest.raises(ValidationError):
         PersonaMeta.model_validate(
