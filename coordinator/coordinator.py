@@ -37,6 +37,7 @@ from coordinator.results import (
 )
 from coordinator.shards import shard_of
 from engine.events import StopReason
+from engine.mcp import McpConfig
 from engine.tools.approval import approval_marks
 from personas.directory import PersonaDirectory
 from personas.mentions import extract_mentions
@@ -151,6 +152,11 @@ class CoordinatorWorker:
 
     async def edit_group(self, group_id: str, actor: str, edit: GroupEdit) -> Group:
         return await self.membership.edit(group_id, actor, edit)
+
+    async def set_mcp(self, config: McpConfig) -> None:
+        """VP actors this shard starts from now on get these MCP servers."""
+        self.config = replace(self.config, mcp=config)
+        self.turns.config = self.config
 
     async def allow_tool(self, group_id: str, tool: str, vp_id: str) -> None:
         """A person answered "always in this group" to ``vp_id``'s approval question."""

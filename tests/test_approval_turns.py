@@ -115,7 +115,9 @@ async def test_marks_auto_approve_and_deny_need_no_question(make_runtime: MakeRu
     chat = rt.group(group.id)
     await chat.ingest("ann", "@linus echo something !approve fx__echo")
     assert await chat.wait_idle()
-    await chat.update_settings(GroupSettingsPatch.model_validate({"toolPolicies": {"fx__*": "deny"}}))
+    await chat.update_settings(
+        GroupSettingsPatch.model_validate({"toolPolicies": {"fx__*": "deny"}})
+    )
     await chat.ingest("ann", "@linus echo !approve all")
     assert await chat.wait_idle()
     await chat.update_settings(
