@@ -27,20 +27,28 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic.alias_generators import to_camel
 
 from engine.mcp import McpConfig, parse_mcp_config
 from engine.mcp.config import MAX_SERVER_NAME, name_problem
 from gateway.errors import GatewayError
-from gateway.http import Body
 from gateway.settings import GatewaySettings
 from protocol.common import ErrorCode
 
 MAX_ITEMS = 32
 
 
-class McpServerBody(Body):
-    """One server to add: ``command`` (stdio) or ``url`` (streamable HTTP), not both."""
+class McpServerBody(BaseModel):
+    """One server to add: ``command`` (stdio) or ``url`` (streamable HTTP), not both.
+
+    Strict like every request body (``gateway.http.Body``, not imported here:
+    ``gateway.mcp`` names this module, and ``gateway.http`` leads back to it).
+    """
+
+    model_config = ConfigDict(
+        extra="forbid", alias_generator=to_camel, validate_by_name=True, validate_by_alias=True
+    )
 
     name: str = Field(min_length=1, max_length=MAX_SERVER_NAME)
     command: str | None = Field(default=None, min_length=1, max_length=1000)
