@@ -50,6 +50,9 @@ _LABELS = {
     "max_pair_exchanges": "exchanges per VP pair",
     "max_turns_per_message": "VP turns per message",
     "model": "model",
+    "auto_approve": "run tools without asking",
+    "tool_policies": "tool policies",
+    "approval_timeout_s": "approval timeout (s)",
 }
 
 
