@@ -122,14 +122,19 @@ function serverItem(server, { container, canEdit, choice }) {
     head.prepend(box);
   }
   if (canEdit) {
+    const failed = el('p', { class: 'form-error', role: 'alert' });
     const remove = async () => {
       try {
         await request('DELETE', `/api/mcp/servers/${encodeURIComponent(server.name)}`);
-      } finally {
         await renderMcpServers(container);
+      } catch (err) {
+        failed.textContent = err.message;
       }
     };
-    head.append(el('button', { type: 'button', class: 'quiet', testid: 'mcp-remove', text: 'Remove', onclick: remove }));
+    const button = el('button', { type: 'button', class: 'quiet', testid: 'mcp-remove', text: 'Remove' });
+    button.addEventListener('click', remove);
+    head.append(button);
+    lines.push(failed);
   }
   if (server.target) lines.push(el('code', { class: 'mcp-target', text: server.target }));
   if (server.secretKeys && server.secretKeys.length) {
