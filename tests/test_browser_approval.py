@@ -19,7 +19,6 @@ from tests.test_browser import (
     PASSWORD,
     TURN_TIMEOUT_MS,
     bubble,
-    create_group,
     log_in,
     watch_page_errors,
 )
@@ -30,6 +29,8 @@ if TYPE_CHECKING:
 
 SERVER = str(Path(__file__).resolve().parent / "fixtures" / "mcp_server.py")
 ADMIN = "admin"
+# Generous waits for steps that need the server (the machine may be busy).
+SLOW_MS = 30_000
 
 
 def add_with_the_server(request: ModelRequest) -> Reply:
@@ -51,20 +52,23 @@ async def test_an_admin_adds_a_server_and_approves_its_tool_in_the_dialog(
     async with gateway_server(runtime) as gateway, chromium() as browser:
         page = browser.pages[0] if browser.pages else await browser.new_page()
         problems = watch_page_errors(page)
+        # Made before the page loads (the sidebar form has tests of its own).
+        await runtime.create_group("Maths", ["linus"], members=[ADMIN])
         await log_in(page, gateway.url, ADMIN)
-        await create_group(page, "Maths", ["linus"])
+        await page.get_by_test_id("group-item").filter(has_text="Maths").click(timeout=SLOW_MS)
+        await expect(page.get_by_test_id("group-title")).to_have_text("Maths", timeout=SLOW_MS)
 
         # -- add the server in the group settings -------------------------------
         await page.get_by_test_id("settings-button").click()
         settings = page.get_by_test_id("settings-dialog")
-        await expect(settings.get_by_test_id("mcp-empty")).to_be_visible()
+        await expect(settings.get_by_test_id("mcp-empty")).to_be_visible(timeout=SLOW_MS)
         await settings.get_by_test_id("mcp-add-name").fill("calc")
         await settings.get_by_test_id("mcp-add-command").fill(sys.executable)
         await settings.get_by_test_id("mcp-add-args").fill(f"{SERVER}\nstdio")
         await settings.get_by_test_id("mcp-add-env").fill("FIXTURE_SECRET=hidden-value-123")
         await settings.get_by_test_id("mcp-add-submit").click()
         server = settings.get_by_test_id("mcp-server")
-        await expect(server).to_have_count(1)
+        await expect(server).to_have_count(1, timeout=SLOW_MS)
         await expect(server.get_by_test_id("mcp-state")).to_have_text("ready", timeout=30_000)
         await expect(server).to_contain_text("secret: FIXTURE_SECRET")
         await expect(server.get_by_test_id("mcp-use")).to_be_checked()
@@ -83,12 +87,12 @@ async def test_an_admin_adds_a_server_and_approves_its_tool_in_the_dialog(
             ["allow once", "always in this group", "deny"]
         )
         await dialog.get_by_test_id("ask-choice").filter(has_text="allow once").click()
-        await expect(dialog).to_be_hidden()
+        await expect(dialog).to_be_hidden(timeout=SLOW_MS)
 
         linus = bubble(page, "linus")
         await expect(linus).to_have_attribute("data-state", "complete", timeout=TURN_TIMEOUT_MS)
         chip = linus.locator('[data-testid="tool-chip"][data-tool="calc__add"]')
-        await expect(chip).to_have_attribute("data-state", "ok")
+        await expect(chip).to_have_attribute("data-state", "ok", timeout=SLOW_MS)
         await chip.locator("button").click()
         await expect(chip.get_by_test_id("tool-result")).to_have_text("5")
         await expect(linus.get_by_test_id("bubble-text")).to_have_text("The server says 2 + 3 = 5.")
