@@ -37,6 +37,7 @@ from engine.events import StopEvent, StopReason
 from engine.mcp import McpManager, select_servers
 from engine.memory import recall, render_memory, scopes_for
 from engine.messages import Conversation, Message, Usage
+from engine.tools.approval import ApprovalGate, ApprovalRules
 from engine.tools.registry import ToolContext
 from personas.directory import PersonaDirectory
 from personas.mentions import extract_mentions
@@ -420,7 +421,32 @@ class TurnRunner:
             router=router,
             roster=tuple(group.roster),
             services={"user_id": req.origin.user_id, "memory": self.s.memory},
+            approve=self._approval_gate(group),
         )
+
+    def _approval_gate(self, group: Group) -> ApprovalGate:
+        """The turn's approval policy: the group's, the persona's and the message's marks."""
+        settings = group.settings
+        rules = ApprovalRules.of(
+            settings.tool_policies,
+            self.s.persona.tool_policies,
+            settings.auto_approve,
+            self.req.origin.approvals,
+        )
+        ask = self.s.questions.approval_asker(self.writer, settings.approval_timeout_s)
+        host = self.host
+
+        async def remember(tool: str) -> None:
+            if host is None:
+                log.warning("turn %s has no coordinator to remember %s", self.req.turn_id, tool)
+                return
+            try:
+                await host.allow_tool.remote(self.req.group_id, tool, self.s.vp_id)
+            except Exception:
+                # The call was allowed; only the choice for later turns is lost.
+                log.warning("%s could not be remembered as allowed", tool, exc_info=True)
+
+        return ApprovalGate(rules, ask, remember)
 
     def outcome(
         self, result: TurnResult, reply: GroupMessage | None, mentioned: Selection

@@ -50,6 +50,7 @@ from protocol import (
     MessageChanged,
     ResultData,
     SystemData,
+    ToolApproval,
     YeaftOutput,
 )
 from protocol.attachments import message_attachments
@@ -154,8 +155,10 @@ class GroupEvents:
         prompt: str,
         choices: list[str] | None,
         expires_at: float,
+        tool: ToolApproval | None = None,
     ) -> int:
         frame = AskUserQuestion(
+            tool=tool,
             request_id=request_id,
             prompt=prompt,
             choices=choices,

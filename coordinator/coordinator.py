@@ -38,6 +38,8 @@ from coordinator.results import (
 )
 from coordinator.shards import shard_of
 from engine.events import StopReason
+from engine.mcp import McpConfig
+from engine.tools.approval import approval_marks
 from personas.directory import PersonaDirectory
 from personas.mentions import extract_mentions
 from personas.routing import Selection, Source, select_targets
@@ -154,6 +156,15 @@ class CoordinatorWorker:
     async def edit_group(self, group_id: str, actor: str, edit: GroupEdit) -> Group:
         return await self.membership.edit(group_id, actor, edit)
 
+    async def set_mcp(self, config: McpConfig) -> None:
+        """VP actors this shard starts from now on get these MCP servers."""
+        self.config = replace(self.config, mcp=config)
+        self.turns.config = self.config
+
+    async def allow_tool(self, group_id: str, tool: str, vp_id: str) -> None:
+        """A person answered "always in this group" to ``vp_id``'s approval question."""
+        await self.membership.allow_tool(group_id, tool, vp_id)
+
     # -- restarts -----------------------------------------------------------
     async def recover(self) -> RecoveryReport:
         """Take over this shard's turns that have no result (once per actor life)."""
@@ -251,7 +262,9 @@ class CoordinatorWorker:
             meta["attachments"] = list(attachments)
         msg = GroupMessage(author=sender, role="user", text=text, mentions=sel.targets, meta=meta)
         chain = self._guard(group).start_chain(msg.id)
-        origin = TurnOrigin(trigger_id=msg.id, chain_id=msg.id, user_id=sender)
+        origin = TurnOrigin(
+            trigger_id=msg.id, chain_id=msg.id, user_id=sender, approvals=approval_marks(text)
+        )
         reqs, refused = self._admit_all(group, chain, sel.targets, origin, source=None)
         # The message and the turns that answer it are stored in one write:
         # nothing is acked without its turns, and a repeat records none.
@@ -291,7 +304,12 @@ class CoordinatorWorker:
         if not again:
             return {}
         chain = self._guard(group).resume_chain(stored.id)
-        origin = TurnOrigin(trigger_id=stored.id, chain_id=stored.id, user_id=stored.author)
+        origin = TurnOrigin(
+            trigger_id=stored.id,
+            chain_id=stored.id,
+            user_id=stored.author,
+            approvals=approval_marks(stored.text),
+        )
         return await self._dispatch(group, chain, again, origin, source=None)
 
     async def forward(self, request: ForwardRequest) -> ForwardResult:

@@ -39,6 +39,7 @@ from gateway.groups import GroupService
 from gateway.limits import LagMeter, UserBuckets, probe_loop_lag
 from gateway.lockout import LoginLockout
 from gateway.mcp import McpCatalog
+from gateway.mcp_admin import McpServersFile
 from gateway.mcp_http import router as mcp_router
 from gateway.metrics import Metrics
 from gateway.people import People
@@ -92,7 +93,7 @@ def create_app(
         ),
         user_rates=UserBuckets(settings.user_rate_limit_per_s, settings.user_rate_limit_burst),
         lag=LagMeter(),
-        mcp=McpCatalog(runtime.config.mcp),
+        mcp=McpCatalog(runtime.config.mcp, McpServersFile.of(settings)),
         people=People(runtime.store, hub, wait_s=settings.tail_wait_s),
         conversations=ConversationService(runtime, groups, personas, settings.data_dir),
         attachments=AttachmentService(

@@ -193,6 +193,10 @@ class GatewaySettings(StoreSettings):
     attachment_max_bytes: int = Field(default=10 * 1024 * 1024, ge=1)
     attachment_max_count: int = Field(default=8, ge=1, le=MAX_ATTACHMENTS)
     attachment_max_message_bytes: int = Field(default=20 * 1024 * 1024, ge=1)
+    # YEAFT_ADMINS: the users (comma-separated) who may add and remove MCP
+    # servers from the web UI and the HTTP API; the first user of a fresh
+    # install is "admin".
+    admins: str = "admin"
 
     _secret: str | None = PrivateAttr(default=None)
 
@@ -231,11 +235,17 @@ class GatewaySettings(StoreSettings):
             )
         return self
 
+    def admin_names(self) -> frozenset[str]:
+        return frozenset(n.strip() for n in self.admins.split(",") if n.strip())
+
+    def mcp_path(self) -> Path:
+        """The MCP servers file (it may not exist yet)."""
+        return (self.mcp_config or self.data_dir / "mcp.json").expanduser()
+
     def mcp(self) -> McpConfig:
-        """The MCP servers, read once by the driver and passed to every actor."""
-        path = (self.mcp_config or self.data_dir / "mcp.json").expanduser()
+        """The MCP servers, read by the driver at start and after each change."""
         return load_mcp_config(
-            path,
+            self.mcp_path(),
             connect_timeout_s=self.mcp_connect_timeout,
             call_timeout_s=self.mcp_call_timeout,
         )
