@@ -25,12 +25,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import aclosing, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
 from engine.access import ProviderAccess
+from engine.attachments import for_model, supports_vision
 from engine.credentials import ROTATE_ON, Credential
 from engine.errors import NO_FAILOVER, RETRYABLE, AllModelsFailed, Attempt, ErrorKind, ModelError
 from engine.events import (
@@ -120,6 +121,7 @@ class ModelCaller:
         timeouts: StreamTimeouts | None = None,
         sleep: Sleep = asyncio.sleep,
         rand: Callable[[], float] = random.random,
+        vision_models: Sequence[str] = (),
         access: ProviderAccess | None = None,
     ) -> None:
         if not chain:
@@ -131,6 +133,7 @@ class ModelCaller:
         self.timeouts = timeouts or StreamTimeouts()
         self._sleep = sleep
         self._rand = rand
+        self.vision_models = tuple(vision_models)
         self.access = access
 
     async def _credential(self, model: str, tried: set[str]) -> Credential | ModelError | None:
@@ -280,7 +283,7 @@ class ModelCaller:
             request = ModelRequest(
                 model=name,
                 system=spec.system,
-                messages=spec.messages,
+                messages=for_model(spec.messages, supports_vision(model, self.vision_models)),
                 tools=spec.tools,
                 max_tokens=spec.max_tokens,
                 options=options,
