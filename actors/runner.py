@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from ray.actor import ActorHandle
 
 from actors.questions import QuestionBox
+from actors.queueing import SteerInbox, shorten_overflow
 from actors.tools import CoordinatorRouter
 from actors.transcripts import load_conversation, save_conversation
 from actors.turns import TurnHost, TurnOutcome, TurnRequest, TurnState, TurnTracker
@@ -122,8 +123,14 @@ class TurnRunner:
         abort: asyncio.Event,
         tracker: TurnTracker,
         host: ActorHandle[TurnHost] | None = None,
+        inbox: SteerInbox | None = None,
+        overflow: frozenset[str] = frozenset(),
     ) -> None:
         self.s = services
+        # Messages that join the turn while it runs (steering), and the
+        # collected messages shortened to a line (``actors.queueing``).
+        self.inbox = inbox
+        self.overflow = overflow
         self.req = req
         self.abort = abort
         self.tracker = tracker
@@ -200,6 +207,7 @@ class TurnRunner:
             trigger = rewind(conv.messages, recent, self.s.vp_id, req.origin.trigger_id)
         else:
             context, trigger = group_view(recent, self.s.vp_id, cursor, req.origin.trigger_id)
+            context = shorten_overflow(context, self.overflow)
         conv.messages.extend(context)
         tools = self._tool_context(group, conv)
         allowed = set(self.s.persona.tools) if self.s.persona.tools is not None else None
@@ -266,6 +274,14 @@ class TurnRunner:
         )
 
     async def answer(self, ctx: _Context, system: str, memory: list[str]) -> TurnResult:
+        try:
+            return await self._run_engine(ctx, system, memory)
+        finally:
+            if self.inbox is not None:
+                # Whatever was offered and not taken gets a turn of its own.
+                self.inbox.close()
+
+    async def _run_engine(self, ctx: _Context, system: str, memory: list[str]) -> TurnResult:
         return await self.s.engine.run_turn(
             ctx.conv,
             ctx.trigger,
@@ -281,6 +297,7 @@ class TurnRunner:
             },
             # The group's model, when its owner chose one, for every VP in it.
             model=ctx.group.settings.model or None,
+            steer=self.inbox,
         )
 
     async def store_reply(self, group: Group) -> tuple[GroupMessage | None, Selection]:
@@ -359,6 +376,9 @@ class TurnRunner:
 
     async def save(self, conv: Conversation) -> None:
         conv.meta["cursor"] = self.req.origin.trigger_id
+        if self.inbox is not None:
+            # The newest message that joined the turn: later turns start after it.
+            conv.meta["cursor"] = max(self.req.origin.trigger_id, self.inbox.seen)
         self.s.transcripts.keep(self.req.group_id, conv)
         try:
             await save_conversation(self.s.store, self.req.group_id, self.s.vp_id, conv)

@@ -23,6 +23,7 @@ from actors.config import RuntimeConfig
 from actors.dream import DreamContext, DreamReport, DreamScheduler
 from actors.lanes import Lanes
 from actors.questions import QuestionBox
+from actors.queueing import BusyLanes, CollectBatch
 from actors.runner import TranscriptCache, TurnRunner, VPServices
 from actors.tools import route_forward_tool
 from actors.turns import TurnHost, TurnOutcome, TurnRequest, TurnTracker
@@ -98,6 +99,7 @@ class VPActor:
             idle_s=config.dream_idle_s,
         )
         self.lanes = Lanes(config.max_concurrent_turns)
+        self.queue = BusyLanes(vp_id, store)
         self._running: dict[str, _Running] = {}
         self._hosts: dict[str, ActorHandle[TurnHost]] = {}
         # When each group was last cancelled (newest last), for turns the
@@ -121,8 +123,18 @@ class VPActor:
             # overtook it (Ray does not keep the order of an async actor's calls).
             running.abort.set()
         outcome: TurnOutcome | None = None
+        batch: CollectBatch | None = None
         try:
+            if req.queue is not None and self.lanes.busy(req.group_id):
+                arrived = await self.queue.arrive(req, running.tracker, self._abort_others)
+                if isinstance(arrived, TurnOutcome):
+                    outcome = arrived
+                    return outcome
+                batch = arrived
             async with self.lanes.hold(req.group_id):
+                overflow: frozenset[str] = frozenset()
+                if batch is not None:
+                    req, overflow = await self.queue.collected(req, batch, running.abort)
                 host = self._host(req.coordinator)
                 if host is not None:
                     # Sent, not awaited, and only once the turn first waits (on
@@ -130,11 +142,19 @@ class VPActor:
                     # call's cost then overlaps that read instead of preceding it.
                     loop = asyncio.get_running_loop()
                     loop.call_soon(host.turn_started.remote, req.group_id, req.turn_id)
-                runner = TurnRunner(self.services, req, running.abort, running.tracker, host)
-                outcome = await runner.run()
+                inbox = self.queue.open_inbox(req)
+                try:
+                    runner = TurnRunner(
+                        self.services, req, running.abort, running.tracker, host, inbox, overflow
+                    )
+                    outcome = await runner.run()
+                finally:
+                    self.queue.close_inbox(req.group_id, inbox)
             self.dreams.turn_done(req.group_id)
             return outcome
         finally:
+            if batch is not None:
+                self.queue.drop_batch(req.group_id, batch)
             self._running.pop(req.turn_id, None)
             outcome_of.set_result(outcome)
 
@@ -184,6 +204,15 @@ class VPActor:
         for event in hits:
             event.set()
         return len(hits)
+
+    async def _abort_others(self, group_id: str, turn_id: str) -> list[str]:
+        """Abort this VP's other turns in a group (an ``interrupt``); their ids."""
+        others = [
+            tid for tid, r in self._running.items() if r.group_id == group_id and tid != turn_id
+        ]
+        for tid in others:
+            self._running[tid].abort.set()
+        return others
 
     async def answer(self, request_id: str, answer: str, group_id: str | None = None) -> bool:
         """Deliver a person's answer to a question this VP asked (in ``group_id``, if given)."""

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 from pydantic.alias_generators import to_camel
 
 from protocol.common import ClientModel
+from protocol.queueing import QueueMode
 
 MODEL_PATTERN = r"^((openai|anthropic|offline):[^\s:][^\s]*)?$"
 """A group's model: empty (the server's default) or ``provider:name`` of a known provider."""
@@ -92,6 +93,31 @@ class GroupSettings(BaseModel):
         description=(
             "The model every VP of the group answers with, as provider:name "
             "(openai, anthropic or offline); empty: the server's default for each VP."
+        ),
+    )
+
+    queue_mode: QueueMode = Field(
+        default=QueueMode.COLLECT,
+        description=(
+            "What a person's message does when the VP it goes to is still answering: "
+            "steer (joins the running turn), followup (a turn after it), collect "
+            "(messages merged into one turn after a quiet window) or interrupt "
+            "(the running turn stops and one on the new message starts)."
+        ),
+    )
+    queue_debounce_s: float = Field(
+        default=1.0,
+        ge=0,
+        le=30,
+        description="collect: the quiet window, in seconds, before the merged turn starts.",
+    )
+    queue_cap: int = Field(
+        default=20,
+        ge=1,
+        le=100,
+        description=(
+            "collect: at most this many messages in full in one merged turn; older ones "
+            "are shortened to one line each."
         ),
     )
 

@@ -31,6 +31,8 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "throttle_window_s": (0.5, 60),
     "max_pair_exchanges": (1, 16),
     "max_turns_per_message": (1, 64),
+    "queue_debounce_s": (0, 30),
+    "queue_cap": (1, 100),
 }
 DEFAULTS: dict[str, Any] = {
     "language": "en",
@@ -44,6 +46,9 @@ DEFAULTS: dict[str, Any] = {
     "max_turns_per_message": 32,
     "mcp_servers": ["*"],
     "model": "",
+    "queue_mode": "collect",
+    "queue_debounce_s": 1.0,
+    "queue_cap": 20,
 }
 
 
