@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from ray.actor import ActorHandle
 
+from actors.budget import TurnBudget
 from actors.questions import QuestionBox
 from actors.queueing import SteerInbox, shorten_overflow
 from actors.tools import CoordinatorRouter
@@ -140,6 +141,7 @@ class TurnRunner:
         )
         # How the turn ended, set just before its result is sent.
         self.ended: TurnOutcome | None = None
+        self.budget = TurnBudget(services.store, req.group_id, req.turn_id)
 
     async def run(self) -> TurnOutcome:
         """Take the turn's steps; whatever fails, the turn ends with one ``result``."""
@@ -167,11 +169,17 @@ class TurnRunner:
                 )
             log.exception("turn %s of %s failed", self.req.turn_id, self.s.vp_id)
             return await self.end_failed()
+        finally:
+            # Whatever the end, the budget is charged what the turn used.
+            await self.budget.settle(self.reported_usage(), self.writer.stop)
 
     async def steps(self) -> TurnOutcome:
         ctx = await self.context()
         if ctx is None:
             return await self.end_early()
+        refused = await self.budget.reserve(ctx.group.settings, self.req.origin.chain_id)
+        if refused is not None:
+            return await self._end_with(error_stop(StopReason.ERROR, refused, "budget"))
         memory, _ = await asyncio.gather(self.recall(ctx), self.mcp_tools(ctx))
         system = self.prompt(ctx, memory)
         if not await self.writer.begin():

@@ -121,6 +121,34 @@ class GroupSettings(BaseModel):
         ),
     )
 
+    budget_tokens_per_day: int = Field(
+        default=0,
+        ge=0,
+        le=10_000_000_000,
+        description="At most this many tokens a day (UTC) for the group's turns; 0: no limit.",
+    )
+    budget_usd_per_day: float = Field(
+        default=0.0,
+        ge=0,
+        le=1_000_000,
+        description="At most this many US dollars a day (UTC) for the group's turns; 0: no limit.",
+    )
+    budget_tokens_per_message: int = Field(
+        default=0,
+        ge=0,
+        le=10_000_000_000,
+        description=(
+            "At most this many tokens for the turns that follow one person's message "
+            "(its whole chain of VP turns); 0: no limit."
+        ),
+    )
+    budget_usd_per_message: float = Field(
+        default=0.0,
+        ge=0,
+        le=1_000_000,
+        description="At most this many US dollars for the turns after one message; 0: no limit.",
+    )
+
     @field_validator("model", mode="before")
     @classmethod
     def _retired_model_is_the_default(cls, value: object) -> object:
