@@ -18,13 +18,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from ray.actor import ActorHandle
 
 from actors.budget import TurnBudget
+from actors.hooks import BeforeTurn, TurnHooks, context_window
 from actors.questions import QuestionBox
 from actors.queueing import SteerInbox, shorten_overflow
 from actors.tools import CoordinatorRouter
@@ -35,7 +35,6 @@ from actors.writer import GroupEvents, TurnWriter, error_stop
 from engine.engine import Engine, TurnResult
 from engine.events import StopEvent, StopReason
 from engine.mcp import McpManager, select_servers
-from engine.memory import recall, render_memory, scopes_for
 from engine.messages import Conversation, Message, Usage
 from engine.tools.registry import ToolContext
 from personas.directory import PersonaDirectory
@@ -92,8 +91,8 @@ class VPServices:
     memory: MemoryBackend
     transcripts: TranscriptCache
     questions: QuestionBox
-    recall_limit: int
-    recall_budget_tokens: int
+    # Before- and after-turn hooks (memory recall and dreams among them).
+    hooks: TurnHooks
     # This actor's MCP connections, shared by all its turns.
     mcp: McpManager
 
@@ -225,24 +224,17 @@ class TurnRunner:
         return _Context(group, conv, trigger, tools, allowed, offered)
 
     async def recall(self, ctx: _Context) -> list[str]:
-        """Memories for the system prompt: the user's, the group's, this VP's own."""
+        """What the before-turn hooks add to the prompt: memories first (``actors.hooks``)."""
         query = ctx.trigger.content if ctx.trigger else ""
-        try:
-            scopes = scopes_for(self.req.origin.user_id, self.req.group_id, self.s.vp_id)
-            items = await recall(
-                self.s.memory,
-                scopes,
-                query if isinstance(query, str) else "",
-                now=time.time(),
-                vp_id=self.s.vp_id,
-                limit=self.s.recall_limit,
-                budget_tokens=self.s.recall_budget_tokens,
-            )
-        except Exception:
-            # Recall is a help, never a reason to fail the turn.
-            log.warning("memory recall failed for %s", self.s.vp_id, exc_info=True)
-            return []
-        return render_memory(items)
+        turn = BeforeTurn(
+            group_id=self.req.group_id,
+            vp_id=self.s.vp_id,
+            turn_id=self.req.turn_id,
+            user_id=self.req.origin.user_id,
+            query=query if isinstance(query, str) else "",
+            context_window=context_window(self.s.engine, ctx.group.settings.model or None),
+        )
+        return await self.s.hooks.before(turn)
 
     async def mcp_tools(self, ctx: _Context) -> None:
         """Add the tools of the MCP servers this VP may use in this group to the turn's.

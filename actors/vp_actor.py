@@ -20,8 +20,10 @@ import ray
 from ray.actor import ActorHandle
 
 from actors.config import RuntimeConfig
-from actors.dream import DreamContext, DreamReport, DreamScheduler
+from actors.dream import DreamContext, DreamHook, DreamReport, DreamScheduler
+from actors.hooks import AfterTurn, HookServices, TurnHook, TurnHooks, configured_factories
 from actors.lanes import Lanes
+from actors.memory_tier import RecallHook
 from actors.questions import QuestionBox
 from actors.queueing import BusyLanes, CollectBatch
 from actors.runner import TranscriptCache, TurnRunner, VPServices
@@ -89,8 +91,7 @@ class VPActor:
             memory=memory,
             transcripts=TranscriptCache(vp_id),
             questions=QuestionBox(vp_id, config.ask_timeout_s),
-            recall_limit=config.recall_limit,
-            recall_budget_tokens=config.recall_budget_tokens,
+            hooks=TurnHooks([]),
             mcp=McpManager(config.mcp),
         )
         self.dreams = DreamScheduler(
@@ -98,6 +99,15 @@ class VPActor:
             every=config.dream_every_turns,
             idle_s=config.dream_idle_s,
         )
+        # Recall and dream scheduling are hooks like any other; configured ones follow.
+        recall_hook = RecallHook(
+            lambda: self.services.memory, config.recall_limit, config.recall_budget_tokens
+        )
+        hooks: list[TurnHook] = [recall_hook, DreamHook(self.dreams)]
+        extra = HookServices(persona, engine, store, memory)
+        factories = configured_factories(config.turn_hooks, config.entry_point_hooks)
+        hooks += [make(extra) for make in factories]
+        self.services.hooks.hooks.extend(hooks)
         self.lanes = Lanes(config.max_concurrent_turns)
         self.queue = BusyLanes(vp_id, store)
         self._running: dict[str, _Running] = {}
@@ -150,7 +160,16 @@ class VPActor:
                     outcome = await runner.run()
                 finally:
                     self.queue.close_inbox(req.group_id, inbox)
-            self.dreams.turn_done(req.group_id)
+            await self.services.hooks.after(
+                AfterTurn(
+                    req.group_id,
+                    self.vp_id,
+                    req.turn_id,
+                    outcome.reason,
+                    outcome.text,
+                    outcome.message_id,
+                )
+            )
             return outcome
         finally:
             if batch is not None:
