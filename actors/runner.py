@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 from ray.actor import ActorHandle
 
+from actors.attachments import open_files
 from actors.budget import TurnBudget
 from actors.hooks import BeforeTurn, TurnHooks, context_window
 from actors.questions import QuestionBox
@@ -32,6 +33,7 @@ from actors.transcripts import load_conversation, save_conversation
 from actors.turns import TurnHost, TurnOutcome, TurnRequest, TurnState, TurnTracker
 from actors.visibility import forget_deleted, group_view, rewind
 from actors.writer import GroupEvents, TurnWriter, error_stop
+from engine.attachments import drop_images
 from engine.engine import Engine, TurnResult
 from engine.events import StopEvent, StopReason
 from engine.mcp import McpManager, select_servers
@@ -42,6 +44,7 @@ from personas.mentions import extract_mentions
 from personas.model import Persona
 from personas.prompts import build_system_prompt
 from personas.routing import Selection, Source, select_targets
+from store.attachments import AttachmentStore
 from store.base import Group, GroupMessage, Store, StoreError
 from store.chatviews import TurnUsage
 from store.memory import MemoryBackend
@@ -95,6 +98,8 @@ class VPServices:
     hooks: TurnHooks
     # This actor's MCP connections, shared by all its turns.
     mcp: McpManager
+    # The bytes of the files people send (store.attachments).
+    attachments: AttachmentStore
 
     @property
     def vp_id(self) -> str:
@@ -215,7 +220,9 @@ class TurnRunner:
         else:
             context, trigger = group_view(recent, self.s.vp_id, cursor, req.origin.trigger_id)
             context = shorten_overflow(context, self.overflow)
-        conv.messages.extend(context)
+        conv.messages.extend(await open_files(context, self.s.attachments))
+        if trigger is not None:
+            [trigger] = await open_files([trigger], self.s.attachments)
         tools = self._tool_context(group, conv)
         allowed = set(self.s.persona.tools) if self.s.persona.tools is not None else None
         if allowed is not None:
@@ -379,6 +386,8 @@ class TurnRunner:
         if self.inbox is not None:
             # The newest message that joined the turn: later turns start after it.
             conv.meta["cursor"] = max(self.req.origin.trigger_id, self.inbox.seen)
+        # Images are for the turn that read them; the transcript keeps a note.
+        conv.messages = drop_images(conv.messages)
         self.s.transcripts.keep(self.req.group_id, conv)
         try:
             await save_conversation(self.s.store, self.req.group_id, self.s.vp_id, conv)

@@ -93,6 +93,7 @@ class VPActor:
             questions=QuestionBox(vp_id, config.ask_timeout_s),
             hooks=TurnHooks([]),
             mcp=McpManager(config.mcp),
+            attachments=config.store.open_attachments(),
         )
         self.dreams = DreamScheduler(
             DreamContext(persona, engine, store, memory),
