@@ -46,6 +46,8 @@ class NoticeKind(StrEnum):
     REPAIR = "repair"
     BUDGET = "budget"
     ERROR = "error"
+    # New messages joined the running turn (steering).
+    STEER = "steer"
 
 
 @dataclass(frozen=True, slots=True)
