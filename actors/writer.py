@@ -56,6 +56,7 @@ from protocol import (
     GroupMessageFrame,
     Handoff,
     MessageChanged,
+    QueueOutcome,
     ResultData,
     SystemData,
     ToolApproval,
@@ -111,9 +112,17 @@ class GroupEvents:
         return seq is not None
 
     async def status(
-        self, vp_id: str, turn_id: str, state: AgentState, trigger_id: str | None = None
+        self,
+        vp_id: str,
+        turn_id: str,
+        state: AgentState,
+        trigger_id: str | None = None,
+        queue: QueueOutcome | None = None,
+        other_turn_id: str | None = None,
     ) -> int:
         frame = self._status(vp_id, turn_id, state, trigger_id)
+        if queue is not None:
+            frame = frame.model_copy(update={"queue": queue, "other_turn_id": other_turn_id})
         return await self.store.append_event(self.group_id, frame)
 
     def _status(

@@ -41,6 +41,7 @@ from engine.pricing import PriceTable
 from engine.providers.base import ModelStop
 from engine.providers.registry import ProviderRegistry
 from engine.settings import EngineConfig
+from engine.steer import SteerSource
 from engine.tools.builtin import builtin_tools
 from engine.tools.registry import ToolContext, ToolRegistry
 
@@ -181,8 +182,12 @@ class Engine:
         abort: asyncio.Event | None = None,
         options: dict[str, Any] | None = None,
         model: str | None = None,
+        steer: SteerSource | None = None,
     ) -> TurnResult:
         """Run one turn; always ends with exactly one :class:`StopEvent`.
+
+        ``steer`` gives messages that join the turn at its model-call
+        boundaries (``engine.steer``).
 
         Setting ``abort`` stops the turn at its next await point (or, when
         the code awaited there swallows the cancel, at its next event or
@@ -201,6 +206,7 @@ class Engine:
             options or {},
             self.caller(model),
         )
+        turn.steer = steer
         if user_input is not None:
             conv.messages.append(user_input)
         task = asyncio.ensure_future(turn.run())
@@ -276,6 +282,7 @@ class _Turn:
         self.abort_requested = False
         # Set once, when the turn's end is decided; its stop event follows.
         self.result: TurnResult | None = None
+        self.steer: SteerSource | None = None
 
     # -- the loop ---------------------------------------------------------
     async def run(self) -> TurnResult:
@@ -302,7 +309,18 @@ class _Turn:
         await self._sink(event)
         self.checkpoint()
 
+    async def steered(self, closing: bool = False) -> bool:
+        """Append the messages that joined the turn since the last call; True if any did."""
+        joined = self.steer.take(closing) if self.steer is not None else []
+        if not joined:
+            return False
+        self.conv.messages.extend(joined)
+        message = f"{len(joined)} new messages joined the turn"
+        await self.emit(NoticeEvent(NoticeKind.STEER, message, {"count": len(joined)}))
+        return True
+
     async def step(self) -> _Stop | None:
+        await self.steered()
         await self.prepare_history()
         final = self.tool_iterations >= self.e.settings.max_tool_iterations
         if self.prompt_tokens() > self.compaction_threshold():
@@ -320,13 +338,14 @@ class _Turn:
         if final:
             result.tool_calls = []
             await self.record(result)
-            return _Stop(StopReason.END_TURN)
+            return None if await self.steered(closing=True) else _Stop(StopReason.END_TURN)
         await self.record(result)
         if result.tool_calls:
             return await self.run_tools(result)
         if result.stop is ModelStop.MAX_TOKENS:
             return await self.continue_after_max_tokens()
-        return _Stop(StopReason.END_TURN)
+        # Messages that came while the model answered get an answer in this turn.
+        return None if await self.steered(closing=True) else _Stop(StopReason.END_TURN)
 
     async def call_model(self, final: bool) -> CallResult:
         system = self.system

@@ -51,6 +51,8 @@ class NoticeKind(StrEnum):
     # The provider lane is full: the call waits for a slot (detail.waiting
     # true), or got one after waiting (false).
     QUEUED = "queued"
+    # New messages joined the running turn (steering).
+    STEER = "steer"
 
 
 @dataclass(frozen=True, slots=True)
