@@ -90,7 +90,9 @@ async def test_configured_hooks_add_to_the_prompt_and_see_the_turn(
     assert "probe says hello to steve" in model.requests[0].system
     before, after = SEEN
     assert isinstance(before, BeforeTurn) and before.query == "[ann] hi"
-    assert before.user_id == "ann" and before.context_window == EngineConfig().context_window
+    # The window of the model the turn ran on, from the model registry.
+    window = vp.services.engine.window_for()
+    assert before.user_id == "ann" and before.context_window == window == 128_000
     assert isinstance(after, AfterTurn)
     assert (after.turn_id, after.text, after.message_id) == (
         req.turn_id,
