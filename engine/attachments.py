@@ -5,8 +5,8 @@ engine, text files have been inlined into its text and other files
 described there (``actors.attachments``); images travel as
 :class:`ImagePart` in :attr:`Message.images`, which each provider renders
 in its own wire shape. A model that cannot see images gets a description
-instead (:func:`for_model`), decided per model from the ``vision_models``
-setting, so a fallback to a text-only model still works.
+instead (:func:`for_model`), decided per model by the registry's vision
+flag or the ``vision_models`` setting, so a fallback to a text-only model still works.
 
 Images are kept only for the turn that reads them: :func:`drop_images`
 turns them into a short note before a transcript is stored, so neither the

@@ -25,13 +25,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from contextlib import aclosing, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
 from engine.access import ProviderAccess
-from engine.attachments import for_model, supports_vision
+from engine.attachments import for_model
 from engine.credentials import ROTATE_ON, Credential
 from engine.errors import NO_FAILOVER, RETRYABLE, AllModelsFailed, Attempt, ErrorKind, ModelError
 from engine.events import (
@@ -121,7 +121,7 @@ class ModelCaller:
         timeouts: StreamTimeouts | None = None,
         sleep: Sleep = asyncio.sleep,
         rand: Callable[[], float] = random.random,
-        vision_models: Sequence[str] = (),
+        sees_images: Callable[[str], bool] = lambda model: False,
         access: ProviderAccess | None = None,
     ) -> None:
         if not chain:
@@ -133,7 +133,7 @@ class ModelCaller:
         self.timeouts = timeouts or StreamTimeouts()
         self._sleep = sleep
         self._rand = rand
-        self.vision_models = tuple(vision_models)
+        self.sees_images = sees_images
         self.access = access
 
     async def _credential(self, model: str, tried: set[str]) -> Credential | ModelError | None:
@@ -283,7 +283,7 @@ class ModelCaller:
             request = ModelRequest(
                 model=name,
                 system=spec.system,
-                messages=for_model(spec.messages, supports_vision(model, self.vision_models)),
+                messages=for_model(spec.messages, self.sees_images(model)),
                 tools=spec.tools,
                 max_tokens=spec.max_tokens,
                 options=options,

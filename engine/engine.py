@@ -154,7 +154,7 @@ class Engine:
             timeouts=self.settings.stream_timeouts(),
             sleep=self._sleep,
             rand=self._rand,
-            vision_models=self.settings.vision_models,
+            sees_images=self.settings.sees_images,
             access=self.access,
         )
 

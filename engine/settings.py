@@ -27,6 +27,7 @@ from typing import Any, Literal
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from engine.attachments import supports_vision
 from engine.credentials import Credential, parse_keys
 from engine.models import Entries, ModelInfo, ModelRegistry, read_models
 from engine.timeouts import StreamTimeouts
@@ -57,16 +58,9 @@ class _EngineFields(BaseModel):
     anthropic_base_url: str | None = None
     anthropic_model: str = "claude-sonnet-4-5"
     vision_models: tuple[str, ...] = Field(
-        default=(
-            "openai:gpt-4o*",
-            "openai:gpt-4.1*",
-            "openai:gpt-5*",
-            "openai:o3*",
-            "openai:o4*",
-            "anthropic:claude-*",
-        ),
-        description="Glob patterns of provider:model names that are sent images; "
-        "other models get a description of each image.",
+        default=(),
+        description="Glob patterns of provider:model names sent images besides the models "
+        "the registry marks as vision; other models get a description of each image.",
     )
     max_output_tokens: int = 4096
     context_window: int | None = Field(
@@ -163,6 +157,10 @@ class EngineConfig(_EngineFields):
     def registry(self) -> ModelRegistry:
         """The model registry: built-in entries under this config's ``models``."""
         return ModelRegistry(self.models)
+
+    def sees_images(self, model: str) -> bool:
+        """Whether ``model`` is sent images (the registry's vision flag, or ``vision_models``)."""
+        return self.registry().info(model).vision or supports_vision(model, self.vision_models)
 
     def window_for(self, model: str) -> int:
         """The context window used for ``model``: the override, else the registry's."""
