@@ -21,11 +21,12 @@ import math
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from ray.actor import ActorHandle
 
 from actors.questions import QuestionBox
-from actors.tools import CoordinatorRouter
+from actors.tools import CoordinatorRouter, workspace_service
 from actors.transcripts import load_conversation, save_conversation
 from actors.turns import TurnHost, TurnOutcome, TurnRequest, TurnState, TurnTracker
 from actors.visibility import forget_deleted, group_view, rewind
@@ -94,6 +95,8 @@ class VPServices:
     recall_budget_tokens: int
     # This actor's MCP connections, shared by all its turns.
     mcp: McpManager
+    # Where the workspaces of groups and conversations are (store.workspaces).
+    data_dir: Path | None = None
 
     @property
     def vp_id(self) -> str:
@@ -410,7 +413,11 @@ class TurnRunner:
             ask_user=self.s.questions.asker(self.writer),
             router=router,
             roster=tuple(group.roster),
-            services={"user_id": req.origin.user_id, "memory": self.s.memory},
+            services={
+                "user_id": req.origin.user_id,
+                "memory": self.s.memory,
+                **workspace_service(self.s.data_dir, group),
+            },
         )
 
     def outcome(

@@ -31,7 +31,9 @@ from engine.mcp import McpManager
 from engine.memory import memory_tools
 from engine.providers.registry import ProviderRegistry
 from engine.tools.builtin import builtin_tools
+from engine.tools.files import file_tools
 from engine.tools.registry import ToolRegistry
+from engine.tools.web import web_fetch_tool
 from personas.directory import PersonaDirectory
 
 # Groups whose last cancel time a VP actor remembers. A turn is in flight to
@@ -77,7 +79,15 @@ class VPActor:
             model = settings.fast_model
         self.config = config
         self.providers = ProviderRegistry(settings, overrides=config.provider_overrides)
-        tools = ToolRegistry([*builtin_tools(), route_forward_tool(), *memory_tools()])
+        tools = ToolRegistry(
+            [
+                *builtin_tools(),
+                route_forward_tool(),
+                *memory_tools(),
+                *file_tools(settings.file_limits()),
+                web_fetch_tool(settings.web_fetch()),
+            ]
+        )
         engine = Engine(self.providers, model=model, tools=tools, settings=settings)
         store, memory = config.open_store(), config.open_memory()
         self.services = VPServices(
@@ -91,6 +101,7 @@ class VPActor:
             recall_limit=config.recall_limit,
             recall_budget_tokens=config.recall_budget_tokens,
             mcp=McpManager(config.mcp),
+            data_dir=config.store.data_dir,
         )
         self.dreams = DreamScheduler(
             DreamContext(persona, engine, store, memory),
