@@ -46,7 +46,7 @@ class _Site(BaseHTTPRequestHandler):
         port = self.server.server_address[1]
         routes = {
             "/page": (200, "text/html; charset=utf-8", PAGE.encode()),
-            "/plain": (200, "text/plain", "just text".encode()),
+            "/plain": (200, "text/plain", b"just text"),
             "/big": (200, "text/plain", b"a" * 5000),
             "/bin": (200, "image/png", b"\x89PNG\r\n\x1a\n" + b"\x00" * 40),
             "/gone": (404, "text/plain", b"no such page"),
@@ -91,7 +91,9 @@ def site() -> Iterator[str]:
 
 async def fetch(url: str, **config: Any) -> tuple[str, bool]:
     tools = ToolRegistry([web_fetch_tool(WebFetchConfig(**config))])
-    out = await tools.execute(ToolCall(id="c", name="web_fetch", arguments={"url": url}), ToolContext("x"))
+    out = await tools.execute(
+        ToolCall(id="c", name="web_fetch", arguments={"url": url}), ToolContext("x")
+    )
     return out.content, out.is_error
 
 
@@ -170,9 +172,7 @@ def test_html_is_reduced_with_the_standard_parser() -> None:
     assert (title, text) == ("", "a<b\nc\nd")
 
 
-async def test_a_vp_fetches_a_page_in_its_turn(
-    site: str, fake_llm: FakeLLM, tmp_path: Any
-) -> None:
+async def test_a_vp_fetches_a_page_in_its_turn(site: str, fake_llm: FakeLLM, tmp_path: Any) -> None:
     store_factory = StoreFactory("embedded", tmp_path / "data", None, "unused")
     config = RuntimeConfig(
         store=store_factory.config,
@@ -199,7 +199,9 @@ async def test_a_vp_fetches_a_page_in_its_turn(
         origin = TurnOrigin(trigger_id=msg.id, chain_id=msg.id, user_id="ann")
         outcome = await vp.run_turn(TurnRequest(gid, "linus", uuid.uuid4().hex, origin))
         assert outcome.text == "It says write-through."
-        (result,) = [m["content"] for m in fake_llm.requests[1].body["messages"] if m["role"] == "tool"]
+        (result,) = [
+            m["content"] for m in fake_llm.requests[1].body["messages"] if m["role"] == "tool"
+        ]
         assert "Use a write-through cache & measure." in result
     finally:
         await vp.services.memory.close()
