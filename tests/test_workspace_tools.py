@@ -212,3 +212,5 @@ def test_the_area_refuses_escapes_before_any_disk_access(tmp_path: Path) -> None
     assert area.locate("a/./b.txt") == (tmp_path / "ws" / "a" / "b.txt").resolve()
     assert area.listing() == ([], False)  # a workspace not made yet is empty
     assert json.dumps(area.write("x.txt", "é")) == "2"
+    (tmp_path / "ws" / "dangling").symlink_to(tmp_path / "ws" / "gone")
+    assert [e.path for e in area.listing()[0]] == ["x.txt"]

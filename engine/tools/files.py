@@ -106,7 +106,10 @@ class FileArea:
         for child in sorted(folder.iterdir(), key=lambda p: p.name):
             if child.is_symlink() and not child.resolve().is_relative_to(root):
                 continue  # a link out of the workspace is not shown
-            info = child.stat()
+            try:
+                info = child.stat()
+            except OSError:
+                continue  # a broken link, or a file removed meanwhile
             is_dir = child.is_dir()
             yield Entry(self.relative(child), is_dir, 0 if is_dir else info.st_size, info.st_mtime)
             if recursive and is_dir and not child.is_symlink():

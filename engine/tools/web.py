@@ -153,7 +153,8 @@ class WebFetcher:
                     f"{url.host} resolves to {address}, which is not a public address; "
                     "fetching it is not allowed"
                 )
-        host_header = url.host if url.port is None else f"{url.host}:{url.port}"
+        # The URL's own host and port (IPv6 in brackets), without user info.
+        host_header = url.netloc.decode("ascii").rpartition("@")[2]
         return client.build_request(
             "GET",
             url.copy_with(host=str(addresses[0])),
