@@ -11,6 +11,7 @@ gives VPs file tools in a workspace takes its folder from
 from __future__ import annotations
 
 import re
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -130,3 +131,8 @@ def files_of(data_dir: Path, group: Group) -> Path:
     if group.kind is GroupKind.CONVERSATION and info is not None:
         return conversation_files(data_dir, info.work_dir, info.owner)
     return group_files(data_dir, group.id)
+
+
+def remove_group_files(data_dir: Path, group_id: str) -> None:
+    """Delete a group's file area with everything in it (the group is being deleted)."""
+    shutil.rmtree(group_files(data_dir, group_id), ignore_errors=True)

@@ -90,6 +90,10 @@ async def test_group_files_are_listed_and_downloaded_by_members_only(
         missing = await gw.http.get(f"/api/groups/{gid}/files/{bad}", headers=ann)
         assert missing.status_code == 404, (bad, missing.text)
 
+    # The workspace goes with its group; what a link in it pointed to stays.
+    assert (await gw.http.delete(f"/api/groups/{gid}", headers=ann)).status_code == 204
+    assert not folder.exists() and gw.runtime.config.store.data_dir.is_dir()
+
 
 async def test_conversation_files_are_their_owners(
     start_gateway: StartGateway, make_runtime: MakeRuntime
