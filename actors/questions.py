@@ -14,7 +14,9 @@ from collections.abc import Callable
 
 from actors.turns import new_question_id
 from actors.writer import TurnWriter
+from engine.tools.approval import ApprovalRequest, AskApproval
 from engine.tools.registry import AskUser
+from protocol import ToolApproval
 
 
 class QuestionBox:
@@ -33,31 +35,49 @@ class QuestionBox:
         """The ``ask_user`` callback of one turn: asks through that turn's writer."""
 
         async def ask(question: str, choices: list[str] | None) -> str:
-            request_id = new_question_id(self.vp_id)
-            fut: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-            self._open[request_id] = fut
-            self._groups[request_id] = writer.events.group_id
-            try:
-                await writer.events.question(
-                    writer.vp_id,
-                    writer.turn_id,
-                    request_id,
-                    question,
-                    choices,
-                    self._clock() + self.timeout_s,
-                )
-                async with asyncio.timeout(self.timeout_s):
-                    return await fut
-            except TimeoutError:
-                await writer.system(
-                    "the question expired before anyone answered", requestId=request_id
-                )
-                raise
-            finally:
-                self._open.pop(request_id, None)
-                self._groups.pop(request_id, None)
+            return await self._ask(writer, question, choices, self.timeout_s)
 
         return ask
+
+    def approval_asker(self, writer: TurnWriter, timeout_s: float) -> AskApproval:
+        """The approval gate's callback of one turn: the question names the tool call."""
+
+        async def ask(request: ApprovalRequest, prompt: str, choices: list[str]) -> str:
+            tool = ToolApproval(name=request.tool, arguments=request.arguments)
+            return await self._ask(writer, prompt, choices, timeout_s, tool)
+
+        return ask
+
+    async def _ask(
+        self,
+        writer: TurnWriter,
+        question: str,
+        choices: list[str] | None,
+        timeout_s: float,
+        tool: ToolApproval | None = None,
+    ) -> str:
+        request_id = new_question_id(self.vp_id)
+        fut: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self._open[request_id] = fut
+        self._groups[request_id] = writer.events.group_id
+        try:
+            await writer.events.question(
+                writer.vp_id,
+                writer.turn_id,
+                request_id,
+                question,
+                choices,
+                self._clock() + timeout_s,
+                tool,
+            )
+            async with asyncio.timeout(timeout_s):
+                return await fut
+        except TimeoutError:
+            await writer.system("the question expired before anyone answered", requestId=request_id)
+            raise
+        finally:
+            self._open.pop(request_id, None)
+            self._groups.pop(request_id, None)
 
     def group_of(self, request_id: str) -> str | None:
         """The group an open question was asked in; None when it is not open."""

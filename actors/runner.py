@@ -25,23 +25,27 @@ from pathlib import Path
 
 from ray.actor import ActorHandle
 
+from actors.attachments import open_files
 from actors.questions import QuestionBox
 from actors.tools import CoordinatorRouter, workspace_service
 from actors.transcripts import load_conversation, save_conversation
 from actors.turns import TurnHost, TurnOutcome, TurnRequest, TurnState, TurnTracker
 from actors.visibility import forget_deleted, group_view, rewind
 from actors.writer import GroupEvents, TurnWriter, error_stop
+from engine.attachments import drop_images
 from engine.engine import Engine, TurnResult
 from engine.events import StopEvent, StopReason
 from engine.mcp import McpManager, select_servers
 from engine.memory import recall, render_memory, scopes_for
 from engine.messages import Conversation, Message, Usage
+from engine.tools.approval import ApprovalGate, ApprovalRules
 from engine.tools.registry import ToolContext
 from personas.directory import PersonaDirectory
 from personas.mentions import extract_mentions
 from personas.model import Persona
 from personas.prompts import build_system_prompt
 from personas.routing import Selection, Source, select_targets
+from store.attachments import AttachmentStore
 from store.base import Group, GroupMessage, Store, StoreError
 from store.chatviews import TurnUsage
 from store.memory import MemoryBackend
@@ -95,6 +99,8 @@ class VPServices:
     recall_budget_tokens: int
     # This actor's MCP connections, shared by all its turns.
     mcp: McpManager
+    # The bytes of the files people send (store.attachments).
+    attachments: AttachmentStore
     # Where the workspaces of groups and conversations are (store.workspaces).
     data_dir: Path | None = None
 
@@ -203,7 +209,9 @@ class TurnRunner:
             trigger = rewind(conv.messages, recent, self.s.vp_id, req.origin.trigger_id)
         else:
             context, trigger = group_view(recent, self.s.vp_id, cursor, req.origin.trigger_id)
-        conv.messages.extend(context)
+        conv.messages.extend(await open_files(context, self.s.attachments))
+        if trigger is not None:
+            [trigger] = await open_files([trigger], self.s.attachments)
         tools = self._tool_context(group, conv)
         allowed = set(self.s.persona.tools) if self.s.persona.tools is not None else None
         if allowed is not None:
@@ -362,6 +370,8 @@ class TurnRunner:
 
     async def save(self, conv: Conversation) -> None:
         conv.meta["cursor"] = self.req.origin.trigger_id
+        # Images are for the turn that read them; the transcript keeps a note.
+        conv.messages = drop_images(conv.messages)
         self.s.transcripts.keep(self.req.group_id, conv)
         try:
             await save_conversation(self.s.store, self.req.group_id, self.s.vp_id, conv)
@@ -418,7 +428,32 @@ class TurnRunner:
                 "memory": self.s.memory,
                 **workspace_service(self.s.data_dir, group),
             },
+            approve=self._approval_gate(group),
         )
+
+    def _approval_gate(self, group: Group) -> ApprovalGate:
+        """The turn's approval policy: the group's, the persona's and the message's marks."""
+        settings = group.settings
+        rules = ApprovalRules.of(
+            settings.tool_policies,
+            self.s.persona.tool_policies,
+            settings.auto_approve,
+            self.req.origin.approvals,
+        )
+        ask = self.s.questions.approval_asker(self.writer, settings.approval_timeout_s)
+        host = self.host
+
+        async def remember(tool: str) -> None:
+            if host is None:
+                log.warning("turn %s has no coordinator to remember %s", self.req.turn_id, tool)
+                return
+            try:
+                await host.allow_tool.remote(self.req.group_id, tool, self.s.vp_id)
+            except Exception:
+                # The call was allowed; only the choice for later turns is lost.
+                log.warning("%s could not be remembered as allowed", tool, exc_info=True)
+
+        return ApprovalGate(rules, ask, remember)
 
     def outcome(
         self, result: TurnResult, reply: GroupMessage | None, mentioned: Selection

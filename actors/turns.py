@@ -72,13 +72,16 @@ class TurnOrigin:
     person's message first; ``chain_id`` is that message's id, which the loop
     guard counts hops under. ``user_id`` is the person whose message started
     the chain: every turn of the chain, forwarded ones included, acts for them
-    (their memory scope, for one).
+    (their memory scope, for one). ``approvals`` are the tools that person's
+    message allowed with ``!approve`` marks (``engine.tools.approval``): they
+    hold for every turn of the chain, and for no other message's.
     """
 
     trigger_id: str
     chain_id: str
     caused_by: tuple[str, ...] = ()
     user_id: str | None = None
+    approvals: tuple[str, ...] = ()
 
     def next_hop(self, trigger_id: str) -> TurnOrigin:
         """The origin of a turn caused by this turn's output ``trigger_id``."""
@@ -87,6 +90,7 @@ class TurnOrigin:
             chain_id=self.chain_id,
             caused_by=(*self.caused_by, self.trigger_id),
             user_id=self.user_id,
+            approvals=self.approvals,
         )
 
     @property
@@ -206,4 +210,8 @@ class TurnHost(Protocol):
 
     async def forward(self, request: ForwardRequest) -> ForwardResult:
         """Hand work to other VPs of the group (``route_forward``)."""
+        ...
+
+    async def allow_tool(self, group_id: str, tool: str, vp_id: str) -> None:
+        """Remember in the group's settings that ``tool`` runs without asking."""
         ...

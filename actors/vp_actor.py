@@ -12,6 +12,7 @@ this class only hosts turns and answers the coordinator.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import cast
@@ -27,7 +28,7 @@ from actors.runner import TranscriptCache, TurnRunner, VPServices
 from actors.tools import route_forward_tool
 from actors.turns import TurnHost, TurnOutcome, TurnRequest, TurnTracker
 from engine.engine import Engine
-from engine.mcp import McpManager
+from engine.mcp import McpConfig, McpManager
 from engine.memory import memory_tools
 from engine.providers.registry import ProviderRegistry
 from engine.tools.builtin import builtin_tools
@@ -101,6 +102,7 @@ class VPActor:
             recall_limit=config.recall_limit,
             recall_budget_tokens=config.recall_budget_tokens,
             mcp=McpManager(config.mcp),
+            attachments=config.store.open_attachments(),
             data_dir=config.store.data_dir,
         )
         self.dreams = DreamScheduler(
@@ -207,6 +209,11 @@ class VPActor:
     async def dream(self, group_id: str) -> DreamReport:
         """Run memory maintenance for one group now."""
         return await self.dreams.run_now(group_id)
+
+    async def set_mcp(self, config: McpConfig) -> None:
+        """Use these MCP servers from the next turn on (the servers file changed)."""
+        self.config = dataclasses.replace(self.config, mcp=config)
+        await self.services.mcp.reconfigure(config)
 
     async def close_tools(self) -> None:
         """Close this actor's MCP connections (stdio servers are stopped).

@@ -50,8 +50,10 @@ from protocol import (
     MessageChanged,
     ResultData,
     SystemData,
+    ToolApproval,
     YeaftOutput,
 )
+from protocol.attachments import message_attachments
 from store.base import GroupMessage, Store, StoreError
 from store.retry import until_stored
 from store.turns import TurnEnd, TurnRecord
@@ -153,8 +155,10 @@ class GroupEvents:
         prompt: str,
         choices: list[str] | None,
         expires_at: float,
+        tool: ToolApproval | None = None,
     ) -> int:
         frame = AskUserQuestion(
+            tool=tool,
             request_id=request_id,
             prompt=prompt,
             choices=choices,
@@ -223,6 +227,7 @@ def message_frame(group_id: str, message: GroupMessage) -> GroupMessageFrame:
         caused_by=meta.get("causedBy"),
         chain_id=chain_id,
         handoff=handoff,
+        attachments=message_attachments(group_id, meta.get("attachments")),
     )
 
 

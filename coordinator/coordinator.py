@@ -17,6 +17,7 @@ import time
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
 from actors.config import RuntimeConfig
 from actors.turns import ForwardRequest, TurnOrigin, TurnOutcome, TurnRequest
@@ -37,6 +38,8 @@ from coordinator.results import (
 )
 from coordinator.shards import shard_of
 from engine.events import StopReason
+from engine.mcp import McpConfig
+from engine.tools.approval import approval_marks
 from personas.directory import PersonaDirectory
 from personas.mentions import extract_mentions
 from personas.routing import Selection, Source, select_targets
@@ -101,9 +104,11 @@ class CoordinatorWorker:
         members: list[str] | None = None,
         settings: GroupSettingsPatch | None = None,
     ) -> Group:
-        return await self.groups.create(
+        group = await self.groups.create(
             group_id, name, roster, default_vp, list(members or []), settings
         )
+        self.turns.warm(group.roster)
+        return group
 
     async def create_conversation(self, group_id: str, name: str, info: ConversationInfo) -> Group:
         """Create a one-to-one conversation: a private group of one VP and its owner."""
@@ -150,6 +155,15 @@ class CoordinatorWorker:
 
     async def edit_group(self, group_id: str, actor: str, edit: GroupEdit) -> Group:
         return await self.membership.edit(group_id, actor, edit)
+
+    async def set_mcp(self, config: McpConfig) -> None:
+        """VP actors this shard starts from now on get these MCP servers."""
+        self.config = replace(self.config, mcp=config)
+        self.turns.config = self.config
+
+    async def allow_tool(self, group_id: str, tool: str, vp_id: str) -> None:
+        """A person answered "always in this group" to ``vp_id``'s approval question."""
+        await self.membership.allow_tool(group_id, tool, vp_id)
 
     # -- restarts -----------------------------------------------------------
     async def recover(self) -> RecoveryReport:
@@ -208,8 +222,13 @@ class CoordinatorWorker:
         text: str,
         mentions: list[str] | None = None,
         client_message_id: str | None = None,
+        attachments: list[dict[str, Any]] | None = None,
     ) -> IngestResult:
         """Persist a person's message, then fan it out.
+
+        ``attachments`` are the references of its files (``id``, ``name``,
+        ``mime``, ``size``), already stored by the gateway; they are kept in
+        the message's ``meta``.
 
         A message the group or one of its VPs has no room for is refused with
         ``GroupError(BUSY)`` before it is stored (``coordinator.admission``).
@@ -224,18 +243,28 @@ class CoordinatorWorker:
             names = []  # its one VP answers everything; an "@word" is just text
         sel = self._select(group, names, Source.PERSON, None)
         with self.turns.admission.reserve(group.id, sel.targets):
-            return await self._accept(group, sel, sender, text, client_message_id)
+            return await self._accept(group, sel, sender, text, client_message_id, attachments)
 
     async def _accept(
-        self, group: Group, sel: Selection, sender: str, text: str, client_message_id: str | None
+        self,
+        group: Group,
+        sel: Selection,
+        sender: str,
+        text: str,
+        client_message_id: str | None,
+        attachments: list[dict[str, Any]] | None = None,
     ) -> IngestResult:
         """Store an admitted message with its turns, then dispatch them."""
         meta: dict[str, object] = {"trigger": str(sel.trigger)}
         if client_message_id:
             meta["clientMessageId"] = client_message_id
+        if attachments:
+            meta["attachments"] = list(attachments)
         msg = GroupMessage(author=sender, role="user", text=text, mentions=sel.targets, meta=meta)
         chain = self._guard(group).start_chain(msg.id)
-        origin = TurnOrigin(trigger_id=msg.id, chain_id=msg.id, user_id=sender)
+        origin = TurnOrigin(
+            trigger_id=msg.id, chain_id=msg.id, user_id=sender, approvals=approval_marks(text)
+        )
         reqs, refused = self._admit_all(group, chain, sel.targets, origin, source=None)
         # The message and the turns that answer it are stored in one write:
         # nothing is acked without its turns, and a repeat records none.
@@ -275,7 +304,12 @@ class CoordinatorWorker:
         if not again:
             return {}
         chain = self._guard(group).resume_chain(stored.id)
-        origin = TurnOrigin(trigger_id=stored.id, chain_id=stored.id, user_id=stored.author)
+        origin = TurnOrigin(
+            trigger_id=stored.id,
+            chain_id=stored.id,
+            user_id=stored.author,
+            approvals=approval_marks(stored.text),
+        )
         return await self._dispatch(group, chain, again, origin, source=None)
 
     async def forward(self, request: ForwardRequest) -> ForwardResult:

@@ -50,6 +50,9 @@ _LABELS = {
     "max_pair_exchanges": "exchanges per VP pair",
     "max_turns_per_message": "VP turns per message",
     "model": "model",
+    "auto_approve": "run tools without asking",
+    "tool_policies": "tool policies",
+    "approval_timeout_s": "approval timeout (s)",
 }
 
 
@@ -240,6 +243,30 @@ class Membership:
             f"{actor} changed the group settings: " + "; ".join(changes),
             changes=changes,
         )
+        return changed
+
+    async def allow_tool(self, group_id: str, tool: str, vp_id: str) -> Group | None:
+        """Set ``tool``'s policy to auto in the group, as a person chose when asked; announced.
+
+        Any person of the group may answer an approval question, so this is
+        not an owner's edit: it changes one policy and nothing else. None when
+        the group is gone or already allows the tool.
+        """
+        async with self.book.locked(group_id):
+            group = await self.book.get(group_id)
+            if group is None or group.settings.tool_policies.get(tool) == "auto":
+                return None
+            policies = {**group.settings.tool_policies, tool: "auto"}
+            try:
+                settings = GroupSettings.model_validate(
+                    {**group.settings.model_dump(), "tool_policies": policies}
+                )
+            except ValueError:
+                # The group's list of policies is full: it keeps asking.
+                return None
+            changed = await self.book.save(group.model_copy(update={"settings": settings}))
+        notice = f"{tool} is now allowed in this group without asking (answered to @{vp_id})"
+        await self.announce.changed(changed, "settings", vp_id, notice, changes=[f"{tool} → auto"])
         return changed
 
     async def deleted(self, group: Group, actor: str | None) -> None:

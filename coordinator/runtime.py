@@ -10,16 +10,19 @@ group's traffic to the same coordinator.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from typing import cast
 
 import ray
 from ray.actor import ActorHandle
 
 from actors.config import RuntimeConfig
+from actors.vp_actor import VPActor
 from coordinator.client import CoordinatorClient
 from coordinator.coordinator import CoordinatorWorker
 from coordinator.results import DrainResult, RecoveryReport
 from coordinator.shards import shard_of
+from engine.mcp import McpConfig
 from protocol.settings import GroupSettingsPatch
 from store.base import Group, Store, new_id
 from store.conversation import ID_PREFIX, ConversationInfo
@@ -122,6 +125,34 @@ class Runtime:
         handle = self._shard(shard_of(request_id, self.config.coordinator_shards))
         group_id: str | None = await handle.question_group.remote(request_id)
         return group_id
+
+    async def set_mcp(self, config: McpConfig) -> int:
+        """Use these MCP servers everywhere, without a restart; returns the VP actors told.
+
+        The coordinator shards start new VP actors with them, and every VP
+        actor of this deployment that is running now switches at once: a
+        server that is gone or changed is closed, a new one is opened on
+        first use. A VP actor that Ray restarts after a crash comes back with
+        the configuration it was first started with, until the next change
+        or a restart of the server (which reads the servers file again).
+        """
+        self.config = dataclasses.replace(self.config, mcp=config)
+        shards = range(self.config.coordinator_shards)
+        await asyncio.gather(*(self._shard(i).set_mcp.remote(config) for i in shards))
+        head = self.config.actor_name("vp", "")
+        told = 0
+        for actor in ray.util.list_named_actors(all_namespaces=True):
+            name = actor["name"] if isinstance(actor, dict) else actor
+            ns = actor.get("namespace") if isinstance(actor, dict) else self.config.namespace
+            if ns != self.config.namespace or not name.startswith(head):
+                continue
+            try:
+                handle = cast("ActorHandle[VPActor]", ray.get_actor(name, namespace=ns))
+                await handle.set_mcp.remote(config)
+                told += 1
+            except (ValueError, ray.exceptions.RayActorError):
+                pass  # gone since it was listed: a new one starts with the new servers
+        return told
 
     def shutdown(self) -> None:
         """Kill every actor of this deployment (its name prefix), by handle."""

@@ -14,9 +14,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from engine.mcp import McpConfig, McpManager, ServerStatus, tool_name
+from engine.mcp import McpConfig, McpManager, ServerStatus, StdioServer, tool_name
 from protocol import ErrorCode, ErrorFrame, McpServerInfo, McpServersListFrame, McpToolInfo
+
+if TYPE_CHECKING:
+    from gateway.mcp_admin import McpServersFile
 
 log = logging.getLogger(__name__)
 
@@ -45,12 +49,22 @@ def server_info(status: ServerStatus, target: str) -> McpServerInfo:
 
 
 class McpCatalog:
-    """This gateway process's view of the configured MCP servers."""
+    """This gateway process's view of the configured MCP servers.
 
-    def __init__(self, config: McpConfig) -> None:
+    ``file`` is where they are written down, when this process may change
+    them (``gateway.mcp_admin``); None: they cannot be changed from here.
+    """
+
+    def __init__(self, config: McpConfig, file: McpServersFile | None = None) -> None:
         self.config = config
+        self.file = file
         self.manager = McpManager(config)
         self._answers: set[asyncio.Task[None]] = set()
+
+    async def replace(self, config: McpConfig) -> None:
+        """List ``config``'s servers from now on (those unchanged keep their connection)."""
+        self.config = config
+        await self.manager.reconfigure(config)
 
     async def listing(
         self, connect: bool = False, request_id: str | None = None
@@ -59,7 +73,12 @@ class McpCatalog:
         servers = []
         for status in statuses:
             spec = self.config.servers.get(status.name)
-            servers.append(server_info(status, spec.describe() if spec is not None else ""))
+            info = server_info(status, spec.describe() if spec is not None else "")
+            if spec is not None:
+                # The names of its secrets, never their values.
+                values = spec.env if isinstance(spec, StdioServer) else spec.headers
+                info.secret_keys = sorted(values)
+            servers.append(info)
         return McpServersListFrame(servers=servers, request_id=request_id)
 
     def answer(

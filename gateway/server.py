@@ -30,7 +30,16 @@ from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from gateway import conversations_http, files_http, http, http_members, messages_api, ws
+from gateway import (
+    attachments_http,
+    conversations_http,
+    files_http,
+    http,
+    http_members,
+    messages_api,
+    ws,
+)
+from gateway.attachments import AttachmentService
 from gateway.context import GatewayContext
 from gateway.conversations import ConversationService
 from gateway.errors import GatewayError
@@ -38,6 +47,7 @@ from gateway.groups import GroupService
 from gateway.limits import LagMeter, UserBuckets, probe_loop_lag
 from gateway.lockout import LoginLockout
 from gateway.mcp import McpCatalog
+from gateway.mcp_admin import McpServersFile
 from gateway.mcp_http import router as mcp_router
 from gateway.metrics import Metrics
 from gateway.people import People
@@ -91,9 +101,12 @@ def create_app(
         ),
         user_rates=UserBuckets(settings.user_rate_limit_per_s, settings.user_rate_limit_burst),
         lag=LagMeter(),
-        mcp=McpCatalog(runtime.config.mcp),
+        mcp=McpCatalog(runtime.config.mcp, McpServersFile.of(settings)),
         people=People(runtime.store, hub, wait_s=settings.tail_wait_s),
         conversations=ConversationService(runtime, groups, personas, settings.data_dir),
+        attachments=AttachmentService(
+            runtime.config.store.open_attachments(), settings.attachment_limits()
+        ),
     )
 
     @contextlib.asynccontextmanager
@@ -110,6 +123,7 @@ def create_app(
             await ctx.people.close()
             await hub.close()
             await ctx.mcp.aclose()
+            await ctx.attachments.store.aclose()
         if on_stop is not None:
             await on_stop()
 
@@ -127,6 +141,7 @@ def create_app(
     app.include_router(mcp_router)
     app.include_router(http_members.router)
     app.include_router(messages_api.router)
+    app.include_router(attachments_http.router)
     app.include_router(files_http.router)
     app.add_api_websocket_route("/ws", ws.websocket_endpoint)
     # The UI's files are written separately and may not exist yet; the mount

@@ -27,6 +27,8 @@ from pydantic import Field, PrivateAttr, SecretStr, field_validator, model_valid
 from pydantic_settings import SettingsConfigDict
 
 from engine.mcp import McpConfig, load_mcp_config
+from gateway.attachments import AttachmentLimits
+from protocol.common import MAX_ATTACHMENTS
 from store import StoreSettings
 
 log = logging.getLogger(__name__)
@@ -185,6 +187,16 @@ class GatewaySettings(StoreSettings):
     # own "timeout" wins).
     mcp_connect_timeout: float = Field(default=15.0, gt=0)
     mcp_call_timeout: float = Field(default=60.0, gt=0)
+    # YEAFT_ATTACHMENT_MAX_BYTES / YEAFT_ATTACHMENT_MAX_COUNT /
+    # YEAFT_ATTACHMENT_MAX_MESSAGE_BYTES: bytes per file, files per message
+    # and bytes of all of a message's files; over them: attachment_too_large.
+    attachment_max_bytes: int = Field(default=10 * 1024 * 1024, ge=1)
+    attachment_max_count: int = Field(default=8, ge=1, le=MAX_ATTACHMENTS)
+    attachment_max_message_bytes: int = Field(default=20 * 1024 * 1024, ge=1)
+    # YEAFT_ADMINS: the users (comma-separated) who may add and remove MCP
+    # servers from the web UI and the HTTP API; the first user of a fresh
+    # install is "admin".
+    admins: str = "admin"
 
     _secret: str | None = PrivateAttr(default=None)
 
@@ -223,11 +235,17 @@ class GatewaySettings(StoreSettings):
             )
         return self
 
+    def admin_names(self) -> frozenset[str]:
+        return frozenset(n.strip() for n in self.admins.split(",") if n.strip())
+
+    def mcp_path(self) -> Path:
+        """The MCP servers file (it may not exist yet)."""
+        return (self.mcp_config or self.data_dir / "mcp.json").expanduser()
+
     def mcp(self) -> McpConfig:
-        """The MCP servers, read once by the driver and passed to every actor."""
-        path = (self.mcp_config or self.data_dir / "mcp.json").expanduser()
+        """The MCP servers, read by the driver at start and after each change."""
         return load_mcp_config(
-            path,
+            self.mcp_path(),
             connect_timeout_s=self.mcp_connect_timeout,
             call_timeout_s=self.mcp_call_timeout,
         )
@@ -235,6 +253,14 @@ class GatewaySettings(StoreSettings):
     def persona_dir(self) -> Path:
         """Where the user's persona files are (``personas_dir`` or ``<data_dir>/personas``)."""
         return self.personas_dir or self.data_dir / "personas"
+
+    def attachment_limits(self) -> AttachmentLimits:
+        """The attachment limits these settings name."""
+        return AttachmentLimits(
+            max_file_bytes=self.attachment_max_bytes,
+            max_count=self.attachment_max_count,
+            max_message_bytes=self.attachment_max_message_bytes,
+        )
 
     def jwt_key(self) -> str:
         """The secret that signs tokens: configured, or read from (or made in) the data dir."""

@@ -16,6 +16,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from protocol.settings import ToolPolicy
+
 # Names that mean something other than one VP in a mention or a route target.
 RESERVED_IDS = frozenset({"all", "user", "system", "everyone"})
 MAX_ID_LENGTH = 40
@@ -93,6 +95,9 @@ class PersonaMeta(BaseModel):
     # The MCP servers this VP may use, by name ("*": every configured one); a
     # group's own choice narrows it further.
     mcp_servers: tuple[str, ...] = Field(default=("*",), alias="mcpServers")
+    # Approval policies of this VP's tools by name (or prefix ending in "*"):
+    # auto, ask or deny; a group's own policies override them, except "deny".
+    tool_policies: dict[str, ToolPolicy] = Field(default_factory=dict, alias="toolPolicies")
 
     @field_validator("mcp_servers", mode="before")
     @classmethod

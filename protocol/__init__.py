@@ -88,6 +88,7 @@ from protocol.server import (
     Pong,
     ServerFrame,
     SessionReady,
+    ToolApproval,
     YeaftOutput,
 )
 from protocol.settings import GroupSettings, GroupSettingsPatch
@@ -155,6 +156,7 @@ __all__ = [
     "SystemData",
     "TextBlock",
     "ThinkingBlock",
+    "ToolApproval",
     "ToolResultBlock",
     "ToolUseBlock",
     "Unsubscribe",

@@ -45,6 +45,8 @@ class McpServerInfo(ServerModel):
     tools: list[McpToolInfo] = Field(default_factory=list)
     error: str | None = None
     retry_in: float | None = None
+    # The names of its env variables (stdio) or headers (HTTP); values are secrets.
+    secret_keys: list[str] = Field(default_factory=list)
 
 
 class McpServersListFrame(ServerModel):

@@ -113,12 +113,13 @@ class Handoff(ServerModel):
 
 
 class MessageAttachment(ServerModel):
-    """A file that came with a message, named but not inlined (no message has one yet)."""
+    """A file that came with a message: named, never inlined; ``url`` downloads it."""
 
     name: str
     mime: str
     size: int | None = Field(default=None, ge=0)
     id: str | None = None
+    url: str | None = None
 
 
 class GroupMessageFrame(ServerModel):
@@ -157,6 +158,13 @@ class GroupMessageFrame(ServerModel):
     seq: int | None = Field(default=None, ge=0)
 
 
+class ToolApproval(ServerModel):
+    """The tool call a question asks a person to allow, and its arguments in short."""
+
+    name: str
+    arguments: str = ""
+
+
 class AskUserQuestion(ServerModel):
     """A tool needs the user's decision; the client replies with ``ask_user_answer``.
 
@@ -175,6 +183,8 @@ class AskUserQuestion(ServerModel):
     turn_id: str | None = None
     expires_at: float | None = None
     seq: int | None = Field(default=None, ge=0)
+    # Set when the question asks to allow a tool call (engine.tools.approval).
+    tool: ToolApproval | None = None
 
 
 class GroupUpdate(ServerModel):

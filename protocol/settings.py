@@ -25,6 +25,12 @@ from pydantic.alias_generators import to_camel
 
 from protocol.common import ClientModel
 
+ToolPolicy = Literal["auto", "ask", "deny"]
+"""How a tool call is let through: at once, after a person allows it, or never."""
+
+TOOL_KEY_PATTERN = r"^[A-Za-z0-9_-]+(\*)?$"
+"""A tool's name as the model sees it, or a prefix of names ending in ``*`` (``fx__*``)."""
+
 MODEL_PATTERN = r"^((openai|anthropic|offline):[^\s:][^\s]*)?$"
 """A group's model: empty (the server's default) or ``provider:name`` of a known provider."""
 
@@ -84,6 +90,26 @@ class GroupSettings(BaseModel):
         default_factory=lambda: ["*"],
         max_length=64,
         description="The MCP servers this group's VPs may use, by name; '*' is every one.",
+    )
+    auto_approve: bool = Field(
+        default=False,
+        description="Every tool call runs without asking (tools set to deny stay refused).",
+    )
+    tool_policies: dict[
+        Annotated[str, Field(min_length=1, max_length=80, pattern=TOOL_KEY_PATTERN)], ToolPolicy
+    ] = Field(
+        default_factory=dict,
+        max_length=64,
+        description=(
+            "Approval policy by tool name (or name prefix ending in '*'): auto, ask or deny; "
+            "overrides each tool's default and the persona's."
+        ),
+    )
+    approval_timeout_s: float = Field(
+        default=300.0,
+        ge=1,
+        le=3600,
+        description="Seconds a tool approval question waits for an answer before it is a denial.",
     )
     model: str = Field(
         default="",

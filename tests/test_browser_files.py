@@ -47,7 +47,7 @@ async def test_a_file_a_vp_wrote_is_listed_and_downloads(
         await page.get_by_test_id("files-toggle").click()  # closed again
 
         box = page.get_by_test_id("message-input")
-        await box.fill("@linus write the report")
+        await box.fill("@linus write the report !approve write_file")
         await box.press("Enter")
         await expect(bubble(page, "linus")).to_have_attribute(
             "data-state", "complete", timeout=TURN_TIMEOUT_MS

@@ -31,6 +31,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "throttle_window_s": (0.5, 60),
     "max_pair_exchanges": (1, 16),
     "max_turns_per_message": (1, 64),
+    "approval_timeout_s": (1, 3600),
 }
 DEFAULTS: dict[str, Any] = {
     "language": "en",
@@ -43,6 +44,9 @@ DEFAULTS: dict[str, Any] = {
     "max_pair_exchanges": 4,
     "max_turns_per_message": 32,
     "mcp_servers": ["*"],
+    "auto_approve": False,
+    "tool_policies": {},
+    "approval_timeout_s": 300.0,
     "model": "",
 }
 

@@ -126,10 +126,15 @@ async def make_vp(tmp_path: Path, fake_llm: FakeLLM) -> AsyncIterator[MakeVP]:
 async def turn(
     worker: VPActor, text: str = "@linus go", settings: GroupSettings | None = None
 ) -> tuple[TurnOutcome, list[dict[str, Any]]]:
-    """One turn in a new group; its outcome and the payloads it wrote to the event log."""
+    """One turn in a new group; its outcome and the payloads it wrote to the event log.
+
+    The group approves every call: these tests are about the MCP client, and
+    approvals have tests of their own (tests/test_approval*.py).
+    """
     store = worker.services.store
     gid = f"grp_{uuid.uuid4().hex[:10]}"
-    group = Group(id=gid, name="g", roster=[worker.vp_id], settings=settings or GroupSettings())
+    settings = (settings or GroupSettings()).model_copy(update={"auto_approve": True})
+    group = Group(id=gid, name="g", roster=[worker.vp_id], settings=settings)
     await store.create_group(group)
     msg, _ = await store.append_message(gid, GroupMessage(author="ann", role="user", text=text))
     origin = TurnOrigin(trigger_id=msg.id, chain_id=msg.id, user_id="ann")

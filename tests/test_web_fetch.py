@@ -25,6 +25,7 @@ from engine.messages import ToolCall
 from engine.settings import EngineConfig
 from engine.tools.registry import ToolContext, ToolRegistry
 from engine.tools.web import WebFetchConfig, html_to_text, web_fetch_tool
+from protocol.settings import GroupSettings
 from store.base import Group, GroupMessage
 from tests.fixtures.llm_server import FakeLLM, ScriptedToolCall
 from tests.fixtures.stores import StoreFactory
@@ -190,7 +191,8 @@ async def test_a_vp_fetches_a_page_in_its_turn(site: str, fake_llm: FakeLLM, tmp
     try:
         store = vp.services.store
         gid = f"grp_{uuid.uuid4().hex[:10]}"
-        await store.create_group(Group(id=gid, name="g", roster=["linus"]))
+        allowed = GroupSettings(auto_approve=True)  # web_fetch asks first by default
+        await store.create_group(Group(id=gid, name="g", roster=["linus"], settings=allowed))
         msg, _ = await store.append_message(
             gid, GroupMessage(author="ann", role="user", text="read it")
         )

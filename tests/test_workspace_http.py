@@ -51,7 +51,7 @@ async def test_group_files_are_listed_and_downloaded_by_members_only(
     chat = {
         "type": "yeaft_session_chat",
         "groupId": gid,
-        "text": "write it",
+        "text": "write it !approve write_file",  # write_file asks first by default
         "clientMessageId": "m",
     }
     await ws.send(chat)
@@ -104,7 +104,9 @@ async def test_conversation_files_are_their_owners(
         {"type": "create_conversation", "workDir": "proj", "options": {"vpId": "linus"}}
     )
     cid = ready["conversationId"]
-    await ws.send({"type": "send_message", "conversationId": cid, "text": "write it"})
+    await ws.send(
+        {"type": "send_message", "conversationId": cid, "text": "write it !approve write_file"}
+    )
     await ws.recv_until(lambda f: f.get("type") == "claude_output" and _done(f))
     await ws.close()
 

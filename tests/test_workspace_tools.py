@@ -22,6 +22,7 @@ from actors.turns import TurnOrigin, TurnOutcome, TurnRequest
 from actors.vp_actor import VPActor
 from engine.settings import EngineConfig
 from engine.tools.files import FileArea, FileLimits, FileToolError
+from protocol.settings import GroupSettings
 from store.base import Group, GroupMessage
 from store.conversation import ConversationInfo, GroupKind
 from store.workspaces import conversation_files, group_files
@@ -63,6 +64,8 @@ async def turn(worker: VPActor, group: Group | None = None) -> tuple[Group, Turn
     store = worker.services.store
     if group is None:
         group = Group(id=f"grp_{uuid.uuid4().hex[:10]}", name="g", roster=[worker.vp_id])
+    # write_file asks first by default; these groups allow every tool.
+    group = group.model_copy(update={"settings": GroupSettings(auto_approve=True)})
     await store.create_group(group)
     msg, _ = await store.append_message(
         group.id, GroupMessage(author="ann", role="user", text="@linus go")

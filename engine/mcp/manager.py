@@ -21,7 +21,7 @@ from typing import Any
 import mcp_types
 from mcp import MCPError
 
-from engine.mcp.config import SEPARATOR, McpConfig
+from engine.mcp.config import SEPARATOR, McpConfig, ServerSpec, StdioServer
 from engine.mcp.connection import (
     ServerConnection,
     ServerDied,
@@ -84,15 +84,43 @@ class McpManager:
     def __init__(self, config: McpConfig) -> None:
         self.config = config
         self._connections = {
-            name: ServerConnection(
-                name,
-                spec,
-                connect_timeout_s=config.connect_timeout_s,
-                backoff_s=config.backoff_s,
-            )
+            name: self._connect(name, spec)
             for name, spec in config.servers.items()
             if not spec.disabled
         }
+
+    def _connect(self, name: str, spec: ServerSpec) -> ServerConnection:
+        return ServerConnection(
+            name,
+            spec,
+            connect_timeout_s=self.config.connect_timeout_s,
+            backoff_s=self.config.backoff_s,
+        )
+
+    async def reconfigure(self, config: McpConfig) -> None:
+        """Use ``config`` from now on: servers removed or changed are closed, new ones added.
+
+        A server whose entry is the same keeps its open connection, so a turn
+        using it is not disturbed; the others are opened on first use, as at
+        start.
+        """
+        old = self._connections
+        self.config = config
+        keep = {
+            name: conn
+            for name, conn in old.items()
+            if name in config.servers
+            and not config.servers[name].disabled
+            and _same(conn.spec, config.servers[name])
+        }
+        fresh = {
+            name: self._connect(name, spec)
+            for name, spec in config.servers.items()
+            if not spec.disabled and name not in keep
+        }
+        self._connections = {**keep, **fresh}
+        gone = [conn for name, conn in old.items() if keep.get(name) is not conn]
+        await asyncio.gather(*(c.aclose() for c in gone), return_exceptions=True)
 
     def __repr__(self) -> str:
         return f"McpManager({sorted(self._connections)})"
@@ -165,6 +193,16 @@ class McpManager:
         await asyncio.gather(
             *(c.aclose() for c in self._connections.values()), return_exceptions=True
         )
+
+
+def _same(a: ServerSpec, b: ServerSpec) -> bool:
+    # SecretStr compares by value; the entries are frozen models.
+    return type(a) is type(b) and a.model_dump() == b.model_dump() and _secrets(a) == _secrets(b)
+
+
+def _secrets(spec: ServerSpec) -> dict[str, str]:
+    values = spec.env if isinstance(spec, StdioServer) else spec.headers
+    return {k: v.get_secret_value() for k, v in values.items()}
 
 
 def _caller(conn: ServerConnection, real: str, exposed: str, timeout: float) -> Any:

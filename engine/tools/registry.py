@@ -58,6 +58,10 @@ class ToolContext:
     # Says why a tool the model named is missing, when the host knows (an
     # MCP server that is down); None falls back to "unknown tool".
     missing_tool: Callable[[str], str | None] | None = None
+    # Decides every call before it runs (engine.tools.approval.ApprovalGate):
+    # None lets it run, a string is the refusal the model gets. Without one,
+    # only tools declared ``approval="ask"`` are asked about.
+    approve: Callable[[Tool, ToolCall, ToolContext], Awaitable[str | None]] | None = None
 
     def request_end_turn(self, kind: str, **detail: Any) -> None:
         """Ask the engine to stop after this tool batch. The first request wins."""
@@ -214,8 +218,9 @@ class ToolRegistry:
             params = tool.parse(call.arguments)
         except ValueError as exc:
             return ToolOutcome(f"invalid arguments for {call.name}: {exc}", is_error=True)
-        if tool.approval == "ask":
-            refusal = await self._approve(tool, call, ctx)
+        if ctx.approve is not None or tool.approval == "ask":
+            gate = ctx.approve or self._approve
+            refusal = await gate(tool, call, ctx)
             if refusal is not None:
                 return ToolOutcome(refusal, is_error=True)
         try:

@@ -151,6 +151,15 @@ export class AskDialog {
       el('span', { class: 'ask-who', text: `${who.name} asks` }),
     );
     const prompt = el('p', { class: 'ask-prompt', testid: 'ask-prompt', text: question.prompt });
+    // An approval question names the tool call it would let through.
+    const tool = question.tool
+      ? el(
+          'div',
+          { class: 'ask-tool', testid: 'ask-tool' },
+          el('code', { class: 'ask-tool-name', testid: 'ask-tool-name', text: question.tool.name }),
+          el('pre', { class: 'ask-tool-args', testid: 'ask-tool-args', text: question.tool.arguments }),
+        )
+      : '';
     let controls;
     if (choices.length && question.multiSelect) {
       controls = this.multiChoice(choices);
@@ -177,7 +186,8 @@ export class AskDialog {
       text: 'Later',
       onclick: () => this.dismiss(),
     });
-    this.dialog.replaceChildren(head, prompt, controls, el('footer', { class: 'ask-foot' }, later));
+    const foot = el('footer', { class: 'ask-foot' }, later);
+    this.dialog.replaceChildren(head, prompt, tool, controls, foot);
   }
 
   freeText() {

@@ -4,8 +4,14 @@
 // wires it where the page has room for it: the settings panel's
 // `#settings-extra` (rendered each time its dialog opens) and the "Tools"
 // dialog opened from the sidebar. Nothing here holds a secret: the listing
-// carries no env or headers.
+// carries only the names of a server's env variables or headers.
+//
+// Administrators (`canEdit` in the listing) also get a form to add a server
+// (stdio: command, arguments, env; or streamable HTTP: URL, headers) and a
+// button to remove one. In the settings panel each server has a box saying
+// whether the group uses it; the panel saves the boxes as `mcpServers`.
 
+import { request } from './api.js';
 import { clear, el } from './dom.js';
 
 const STATE_TEXT = {
@@ -23,10 +29,78 @@ async function fetchServers(connect) {
   });
   if (!response.ok) throw new Error(`the MCP servers could not be listed (HTTP ${response.status})`);
   const data = await response.json();
-  return Array.isArray(data.servers) ? data.servers : [];
+  return { servers: Array.isArray(data.servers) ? data.servers : [], canEdit: Boolean(data.canEdit) };
 }
 
-function serverItem(server) {
+/** Lines of `text` as an object: `KEY=value` (env) or `Name: value` (headers). */
+function pairs(text, separator) {
+  const out = {};
+  for (const line of text.split('\n')) {
+    const at = line.indexOf(separator);
+    if (at > 0) out[line.slice(0, at).trim()] = line.slice(at + 1).trim();
+  }
+  return out;
+}
+
+function addForm(container) {
+  const input = (name, placeholder, tag = 'input') =>
+    el(tag, { name, placeholder, testid: `mcp-add-${name}`, autocomplete: 'off', rows: '2' });
+  const name = input('name', 'name (letters, digits, -)');
+  const kind = el(
+    'select',
+    { name: 'kind', testid: 'mcp-add-kind' },
+    el('option', { value: 'stdio', text: 'stdio (a local command)' }),
+    el('option', { value: 'http', text: 'streamable HTTP (a URL)' }),
+  );
+  const command = input('command', 'command, e.g. npx or /usr/bin/python3');
+  const args = input('args', 'arguments, one per line', 'textarea');
+  const env = input('env', 'environment, KEY=value per line (kept secret)', 'textarea');
+  const url = input('url', 'http://127.0.0.1:9000/mcp');
+  const headers = input('headers', 'headers, Name: value per line (kept secret)', 'textarea');
+  const error = el('p', { class: 'form-error', testid: 'mcp-add-error', role: 'alert' });
+  const stdioPart = el('div', { class: 'mcp-add-stdio' }, command, args, env);
+  const httpPart = el('div', { class: 'mcp-add-http', hidden: true }, url, headers);
+  kind.addEventListener('change', () => {
+    stdioPart.hidden = kind.value !== 'stdio';
+    httpPart.hidden = kind.value === 'stdio';
+  });
+  const add = async () => {
+    error.textContent = '';
+    const body = { name: name.value.trim() };
+    if (kind.value === 'stdio') {
+      body.command = command.value.trim();
+      body.args = args.value.split('\n').map((a) => a.trim()).filter(Boolean);
+      body.env = pairs(env.value, '=');
+    } else {
+      body.url = url.value.trim();
+      body.headers = pairs(headers.value, ':');
+    }
+    try {
+      await request('POST', '/api/mcp/servers', body);
+      await renderMcpServers(container, { connect: true });
+    } catch (err) {
+      error.textContent = err.message;
+    }
+  };
+  // Not a <form>: in the settings panel this sits inside the settings form.
+  const part = el(
+    'div',
+    { class: 'mcp-add', testid: 'mcp-add' },
+    el('h4', { text: 'Add an MCP server' }),
+    name,
+    kind,
+    stdioPart,
+    httpPart,
+    error,
+    el('button', { type: 'button', testid: 'mcp-add-submit', text: 'Add server', onclick: add }),
+  );
+  part.addEventListener('keydown', (event) => {
+    if (event.key === 'Enter' && event.target.tagName === 'INPUT') event.preventDefault();
+  });
+  return part;
+}
+
+function serverItem(server, { container, canEdit, choice }) {
   const tools = server.tools || [];
   const head = el(
     'div',
@@ -41,7 +115,31 @@ function serverItem(server) {
     }),
   );
   const lines = [head];
+  if (choice) {
+    const box = el('input', { type: 'checkbox', testid: 'mcp-use', dataset: { mcpUse: server.name } });
+    box.checked = choice.servers.includes('*') || choice.servers.includes(server.name);
+    box.disabled = !choice.owner;
+    head.prepend(box);
+  }
+  if (canEdit) {
+    const failed = el('p', { class: 'form-error', role: 'alert' });
+    const remove = async () => {
+      try {
+        await request('DELETE', `/api/mcp/servers/${encodeURIComponent(server.name)}`);
+        await renderMcpServers(container);
+      } catch (err) {
+        failed.textContent = err.message;
+      }
+    };
+    const button = el('button', { type: 'button', class: 'quiet', testid: 'mcp-remove', text: 'Remove' });
+    button.addEventListener('click', remove);
+    head.append(button);
+    lines.push(failed);
+  }
   if (server.target) lines.push(el('code', { class: 'mcp-target', text: server.target }));
+  if (server.secretKeys && server.secretKeys.length) {
+    lines.push(el('small', { class: 'mcp-secrets', text: `secret: ${server.secretKeys.join(', ')}` }));
+  }
   if (server.error) lines.push(el('p', { class: 'mcp-error', testid: 'mcp-error', text: server.error }));
   if (tools.length) {
     lines.push(
@@ -71,10 +169,19 @@ function serverItem(server) {
 export async function renderMcpServers(container, { connect = false } = {}) {
   container.setAttribute('aria-busy', 'true');
   let body;
+  let canEdit = false;
+  // In the settings panel, the group's own choice of servers (see settings.js).
+  const form = container.closest('form');
+  const choice = form && form.dataset.mcpServers
+    ? { servers: JSON.parse(form.dataset.mcpServers), owner: Boolean(form.dataset.owner) }
+    : null;
   try {
-    const servers = await fetchServers(connect);
+    const listed = await fetchServers(connect);
+    const servers = listed.servers;
+    canEdit = listed.canEdit;
+    const item = (server) => serverItem(server, { container, canEdit, choice });
     body = servers.length
-      ? el('ul', { class: 'mcp-list', testid: 'mcp-list' }, servers.map(serverItem))
+      ? el('ul', { class: 'mcp-list', testid: 'mcp-list' }, servers.map(item))
       : el('p', {
           class: 'mcp-empty',
           testid: 'mcp-empty',
@@ -91,7 +198,11 @@ export async function renderMcpServers(container, { connect = false } = {}) {
     onclick: () => renderMcpServers(container, { connect: true }),
   });
   clear(container);
-  container.append(el('h3', { class: 'section-title', text: 'MCP tools' }), body, refresh);
+  const title = el('h3', { class: 'section-title', text: 'MCP tools' });
+  const hint = choice
+    ? el('p', { class: 'panel-hint', text: 'Checked servers are used by this group’s VPs.' })
+    : '';
+  container.append(title, hint, body, refresh, canEdit ? addForm(container) : '');
   container.removeAttribute('aria-busy');
 }
 

@@ -15,10 +15,12 @@ const NUMBERS = [
   { key: 'maxPairExchanges', label: 'Exchanges between two VPs', min: 1, max: 16, step: 1 },
   { key: 'throttleHits', label: 'Hand-offs to one VP per window', min: 1, max: 32, step: 1 },
   { key: 'throttleWindowS', label: 'Throttle window (seconds)', min: 0.5, max: 60, step: 0.5 },
+  { key: 'approvalTimeoutS', label: 'Tool approval question expires after (seconds)', min: 1, max: 3600, step: 1 },
 ];
 const SWITCHES = [
   { key: 'broadcastWhenUnmentioned', label: 'No mention means everyone answers' },
   { key: 'vpMentionsDispatch', label: 'A VP’s @mention hands the work on' },
+  { key: 'autoApprove', label: 'Run every tool call without asking (tools set to deny stay refused)' },
 ];
 
 export class SettingsPanel {
@@ -148,6 +150,9 @@ export class SettingsPanel {
       input.disabled = !owner;
     }
     this.save.hidden = !owner;
+    // The MCP list (mcp.js) offers a box per server, checked as the group chooses.
+    this.form.dataset.mcpServers = JSON.stringify(settings.mcpServers || ['*']);
+    this.form.dataset.owner = owner ? 'yes' : '';
     this.note.textContent = owner
       ? 'You own this group: changes apply from the next message, and everyone sees a notice.'
       : `Only the owner (${group.owner}) can change these settings.`;
@@ -176,8 +181,20 @@ export class SettingsPanel {
       else value = input.value.trim();
       if (value !== null && value !== current[key]) body.settings[key] = value;
     }
+    const servers = this.chosenServers();
+    if (servers && JSON.stringify(servers) !== JSON.stringify(current.mcpServers || ['*'])) {
+      body.settings.mcpServers = servers;
+    }
     if (!Object.keys(body.settings).length) delete body.settings;
     return body;
+  }
+
+  /** The group's MCP servers as the boxes mcp.js put in the form say; null when there are none. */
+  chosenServers() {
+    const boxes = [...this.form.querySelectorAll('input[data-mcp-use]')];
+    if (!boxes.length) return null;
+    const chosen = boxes.filter((b) => b.checked).map((b) => b.dataset.mcpUse);
+    return chosen.length === boxes.length ? ['*'] : chosen;
   }
 
   async submit() {
