@@ -60,9 +60,16 @@ class RuntimeConfig:
     # or when the group has been quiet this long after a turn (0 disables).
     dream_every_turns: int = 20
     dream_idle_s: float = 300.0
-    # Memory recall before each turn.
+    # Memory recall before each turn: at most this many items, in at least
+    # this many tokens (more for a model with a larger window, see
+    # actors.memory_tier.recall_budget).
     recall_limit: int = 8
     recall_budget_tokens: int = 1200
+    # Turn hooks (actors.hooks): factories as "package.module:factory", run
+    # after the built-in ones; and whether installed packages' hooks (entry
+    # point group yeaft.turn_hooks) are loaded too.
+    turn_hooks: tuple[str, ...] = ()
+    entry_point_hooks: bool = False
 
     def open_store(self) -> Store:
         return self.store.open_store()

@@ -14,6 +14,7 @@ import asyncio
 import logging
 from dataclasses import dataclass
 
+from actors.hooks import AfterTurn, BeforeTurn
 from actors.transcripts import load_conversation
 from engine.compaction import render_transcript
 from engine.engine import Engine
@@ -132,3 +133,18 @@ class DreamScheduler:
         self._timers[group_id] = task
         self.running.add(task)
         task.add_done_callback(self.running.discard)
+
+
+class DreamHook:
+    """Dream scheduling as an after-turn hook: each finished turn counts toward a dream."""
+
+    name = "dream-scheduling"
+
+    def __init__(self, scheduler: DreamScheduler) -> None:
+        self.scheduler = scheduler
+
+    async def before_turn(self, turn: BeforeTurn) -> list[str]:
+        return []
+
+    async def after_turn(self, turn: AfterTurn) -> None:
+        self.scheduler.turn_done(turn.group_id)

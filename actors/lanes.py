@@ -25,6 +25,10 @@ class Lanes:
         self._locks: dict[str, asyncio.Lock] = {}
         self._waiting: dict[str, int] = {}
 
+    def busy(self, key: str) -> bool:
+        """Whether a turn holds the lane ``key`` or waits for it."""
+        return key in self._waiting
+
     @contextlib.asynccontextmanager
     async def hold(self, key: str) -> AsyncIterator[None]:
         """Hold the lane ``key`` (and a global slot) for the body of the block."""

@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +25,10 @@ from pathlib import Path
 from ray.actor import ActorHandle
 
 from actors.attachments import open_files
+from actors.budget import TurnBudget
+from actors.hooks import BeforeTurn, TurnHooks, context_window
 from actors.questions import QuestionBox
+from actors.queueing import SteerInbox, shorten_overflow
 from actors.tools import CoordinatorRouter, workspace_service
 from actors.transcripts import load_conversation, save_conversation
 from actors.turns import TurnHost, TurnOutcome, TurnRequest, TurnState, TurnTracker
@@ -36,7 +38,6 @@ from engine.attachments import drop_images
 from engine.engine import Engine, TurnResult
 from engine.events import StopEvent, StopReason
 from engine.mcp import McpManager, select_servers
-from engine.memory import recall, render_memory, scopes_for
 from engine.messages import Conversation, Message, Usage
 from engine.tools.approval import ApprovalGate, ApprovalRules
 from engine.tools.registry import ToolContext
@@ -95,8 +96,8 @@ class VPServices:
     memory: MemoryBackend
     transcripts: TranscriptCache
     questions: QuestionBox
-    recall_limit: int
-    recall_budget_tokens: int
+    # Before- and after-turn hooks (memory recall and dreams among them).
+    hooks: TurnHooks
     # This actor's MCP connections, shared by all its turns.
     mcp: McpManager
     # The bytes of the files people send (store.attachments).
@@ -131,8 +132,14 @@ class TurnRunner:
         abort: asyncio.Event,
         tracker: TurnTracker,
         host: ActorHandle[TurnHost] | None = None,
+        inbox: SteerInbox | None = None,
+        overflow: frozenset[str] = frozenset(),
     ) -> None:
         self.s = services
+        # Messages that join the turn while it runs (steering), and the
+        # collected messages shortened to a line (``actors.queueing``).
+        self.inbox = inbox
+        self.overflow = overflow
         self.req = req
         self.abort = abort
         self.tracker = tracker
@@ -142,6 +149,7 @@ class TurnRunner:
         )
         # How the turn ended, set just before its result is sent.
         self.ended: TurnOutcome | None = None
+        self.budget = TurnBudget(services.store, req.group_id, req.turn_id)
 
     async def run(self) -> TurnOutcome:
         """Take the turn's steps; whatever fails, the turn ends with one ``result``."""
@@ -169,11 +177,17 @@ class TurnRunner:
                 )
             log.exception("turn %s of %s failed", self.req.turn_id, self.s.vp_id)
             return await self.end_failed()
+        finally:
+            # Whatever the end, the budget is charged what the turn used.
+            await self.budget.settle(self.reported_usage(), self.writer.stop)
 
     async def steps(self) -> TurnOutcome:
         ctx = await self.context()
         if ctx is None:
             return await self.end_early()
+        refused = await self.budget.reserve(ctx.group.settings, self.req.origin.chain_id)
+        if refused is not None:
+            return await self._end_with(error_stop(StopReason.ERROR, refused, "budget"))
         memory, _ = await asyncio.gather(self.recall(ctx), self.mcp_tools(ctx))
         system = self.prompt(ctx, memory)
         if not await self.writer.begin():
@@ -209,6 +223,7 @@ class TurnRunner:
             trigger = rewind(conv.messages, recent, self.s.vp_id, req.origin.trigger_id)
         else:
             context, trigger = group_view(recent, self.s.vp_id, cursor, req.origin.trigger_id)
+            context = shorten_overflow(context, self.overflow)
         conv.messages.extend(await open_files(context, self.s.attachments))
         if trigger is not None:
             [trigger] = await open_files([trigger], self.s.attachments)
@@ -220,24 +235,17 @@ class TurnRunner:
         return _Context(group, conv, trigger, tools, allowed, offered)
 
     async def recall(self, ctx: _Context) -> list[str]:
-        """Memories for the system prompt: the user's, the group's, this VP's own."""
+        """What the before-turn hooks add to the prompt: memories first (``actors.hooks``)."""
         query = ctx.trigger.content if ctx.trigger else ""
-        try:
-            scopes = scopes_for(self.req.origin.user_id, self.req.group_id, self.s.vp_id)
-            items = await recall(
-                self.s.memory,
-                scopes,
-                query if isinstance(query, str) else "",
-                now=time.time(),
-                vp_id=self.s.vp_id,
-                limit=self.s.recall_limit,
-                budget_tokens=self.s.recall_budget_tokens,
-            )
-        except Exception:
-            # Recall is a help, never a reason to fail the turn.
-            log.warning("memory recall failed for %s", self.s.vp_id, exc_info=True)
-            return []
-        return render_memory(items)
+        turn = BeforeTurn(
+            group_id=self.req.group_id,
+            vp_id=self.s.vp_id,
+            turn_id=self.req.turn_id,
+            user_id=self.req.origin.user_id,
+            query=query if isinstance(query, str) else "",
+            context_window=context_window(self.s.engine, ctx.group.settings.model or None),
+        )
+        return await self.s.hooks.before(turn)
 
     async def mcp_tools(self, ctx: _Context) -> None:
         """Add the tools of the MCP servers this VP may use in this group to the turn's.
@@ -277,6 +285,14 @@ class TurnRunner:
         )
 
     async def answer(self, ctx: _Context, system: str, memory: list[str]) -> TurnResult:
+        try:
+            return await self._run_engine(ctx, system, memory)
+        finally:
+            if self.inbox is not None:
+                # Whatever was offered and not taken gets a turn of its own.
+                self.inbox.close()
+
+    async def _run_engine(self, ctx: _Context, system: str, memory: list[str]) -> TurnResult:
         return await self.s.engine.run_turn(
             ctx.conv,
             ctx.trigger,
@@ -292,6 +308,7 @@ class TurnRunner:
             },
             # The group's model, when its owner chose one, for every VP in it.
             model=ctx.group.settings.model or None,
+            steer=self.inbox,
         )
 
     async def store_reply(self, group: Group) -> tuple[GroupMessage | None, Selection]:
@@ -370,6 +387,9 @@ class TurnRunner:
 
     async def save(self, conv: Conversation) -> None:
         conv.meta["cursor"] = self.req.origin.trigger_id
+        if self.inbox is not None:
+            # The newest message that joined the turn: later turns start after it.
+            conv.meta["cursor"] = max(self.req.origin.trigger_id, self.inbox.seen)
         # Images are for the turn that read them; the transcript keeps a note.
         conv.messages = drop_images(conv.messages)
         self.s.transcripts.keep(self.req.group_id, conv)

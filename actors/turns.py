@@ -17,6 +17,8 @@ from typing import Protocol
 
 from engine.events import StopReason
 from engine.tools.handoff import ForwardResult
+from protocol.queueing import QueueMode
+from protocol.settings import GroupSettings
 from store.turns import TurnRecord
 
 
@@ -105,6 +107,24 @@ class TurnOrigin:
 
 
 @dataclass(frozen=True, slots=True)
+class QueuePolicy:
+    """What a turn on a person's message does when its (group, VP) lane is busy.
+
+    From the group's settings, the mode overridden by the message's prefix
+    (``protocol.queueing``). ``debounce_s`` and ``cap`` apply to ``collect``.
+    """
+
+    mode: QueueMode = QueueMode.COLLECT
+    debounce_s: float = 1.0
+    cap: int = 20
+
+    @classmethod
+    def of(cls, settings: GroupSettings, mode: QueueMode | None = None) -> QueuePolicy:
+        """The group's policy, with ``mode`` (a message's own choice) in place of its mode."""
+        return cls(mode or settings.queue_mode, settings.queue_debounce_s, settings.queue_cap)
+
+
+@dataclass(frozen=True, slots=True)
 class ForwardRequest:
     """A VP's ``route_forward`` call, as the coordinator receives it."""
 
@@ -140,6 +160,9 @@ class TurnRequest:
     # The reply this turn regenerates (``coordinator.regenerate``): the VP
     # rewinds its transcript to before the trigger and answers it afresh.
     regenerates: str | None = None
+    # How the turn queues behind a busy lane; None: after it, in order
+    # (every turn not started by a person's message).
+    queue: QueuePolicy | None = None
 
     @staticmethod
     def new_turn_id(vp_id: str) -> str:

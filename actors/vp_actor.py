@@ -21,9 +21,12 @@ import ray
 from ray.actor import ActorHandle
 
 from actors.config import RuntimeConfig
-from actors.dream import DreamContext, DreamReport, DreamScheduler
+from actors.dream import DreamContext, DreamHook, DreamReport, DreamScheduler
+from actors.hooks import AfterTurn, HookServices, TurnHook, TurnHooks, configured_factories
 from actors.lanes import Lanes
+from actors.memory_tier import RecallHook
 from actors.questions import QuestionBox
+from actors.queueing import BusyLanes, CollectBatch
 from actors.runner import TranscriptCache, TurnRunner, VPServices
 from actors.tools import route_forward_tool
 from actors.turns import TurnHost, TurnOutcome, TurnRequest, TurnTracker
@@ -89,7 +92,16 @@ class VPActor:
                 web_fetch_tool(settings.web_fetch()),
             ]
         )
-        engine = Engine(self.providers, model=model, tools=tools, settings=settings)
+        # Credential cooldowns and provider-lane slots, shared by every actor
+        # of the deployment through the store.
+        self.provider_state = config.store.open_provider_state()
+        engine = Engine(
+            self.providers,
+            model=model,
+            tools=tools,
+            settings=settings,
+            provider_state=self.provider_state,
+        )
         store, memory = config.open_store(), config.open_memory()
         self.services = VPServices(
             persona=persona,
@@ -99,8 +111,7 @@ class VPActor:
             memory=memory,
             transcripts=TranscriptCache(vp_id),
             questions=QuestionBox(vp_id, config.ask_timeout_s),
-            recall_limit=config.recall_limit,
-            recall_budget_tokens=config.recall_budget_tokens,
+            hooks=TurnHooks([]),
             mcp=McpManager(config.mcp),
             attachments=config.store.open_attachments(),
             data_dir=config.store.data_dir,
@@ -110,7 +121,17 @@ class VPActor:
             every=config.dream_every_turns,
             idle_s=config.dream_idle_s,
         )
+        # Recall and dream scheduling are hooks like any other; configured ones follow.
+        recall_hook = RecallHook(
+            lambda: self.services.memory, config.recall_limit, config.recall_budget_tokens
+        )
+        hooks: list[TurnHook] = [recall_hook, DreamHook(self.dreams)]
+        extra = HookServices(persona, engine, store, memory)
+        factories = configured_factories(config.turn_hooks, config.entry_point_hooks)
+        hooks += [make(extra) for make in factories]
+        self.services.hooks.hooks.extend(hooks)
         self.lanes = Lanes(config.max_concurrent_turns)
+        self.queue = BusyLanes(vp_id, store)
         self._running: dict[str, _Running] = {}
         self._hosts: dict[str, ActorHandle[TurnHost]] = {}
         # When each group was last cancelled (newest last), for turns the
@@ -134,8 +155,18 @@ class VPActor:
             # overtook it (Ray does not keep the order of an async actor's calls).
             running.abort.set()
         outcome: TurnOutcome | None = None
+        batch: CollectBatch | None = None
         try:
+            if req.queue is not None and self.lanes.busy(req.group_id):
+                arrived = await self.queue.arrive(req, running.tracker, self._abort_others)
+                if isinstance(arrived, TurnOutcome):
+                    outcome = arrived
+                    return outcome
+                batch = arrived
             async with self.lanes.hold(req.group_id):
+                overflow: frozenset[str] = frozenset()
+                if batch is not None:
+                    req, overflow = await self.queue.collected(req, batch, running.abort)
                 host = self._host(req.coordinator)
                 if host is not None:
                     # Sent, not awaited, and only once the turn first waits (on
@@ -143,11 +174,28 @@ class VPActor:
                     # call's cost then overlaps that read instead of preceding it.
                     loop = asyncio.get_running_loop()
                     loop.call_soon(host.turn_started.remote, req.group_id, req.turn_id)
-                runner = TurnRunner(self.services, req, running.abort, running.tracker, host)
-                outcome = await runner.run()
-            self.dreams.turn_done(req.group_id)
+                inbox = self.queue.open_inbox(req)
+                try:
+                    runner = TurnRunner(
+                        self.services, req, running.abort, running.tracker, host, inbox, overflow
+                    )
+                    outcome = await runner.run()
+                finally:
+                    self.queue.close_inbox(req.group_id, inbox)
+            await self.services.hooks.after(
+                AfterTurn(
+                    req.group_id,
+                    self.vp_id,
+                    req.turn_id,
+                    outcome.reason,
+                    outcome.text,
+                    outcome.message_id,
+                )
+            )
             return outcome
         finally:
+            if batch is not None:
+                self.queue.drop_batch(req.group_id, batch)
             self._running.pop(req.turn_id, None)
             outcome_of.set_result(outcome)
 
@@ -197,6 +245,15 @@ class VPActor:
         for event in hits:
             event.set()
         return len(hits)
+
+    async def _abort_others(self, group_id: str, turn_id: str) -> list[str]:
+        """Abort this VP's other turns in a group (an ``interrupt``); their ids."""
+        others = [
+            tid for tid, r in self._running.items() if r.group_id == group_id and tid != turn_id
+        ]
+        for tid in others:
+            self._running[tid].abort.set()
+        return others
 
     async def answer(self, request_id: str, answer: str, group_id: str | None = None) -> bool:
         """Deliver a person's answer to a question this VP asked (in ``group_id``, if given)."""

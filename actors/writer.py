@@ -38,7 +38,15 @@ from collections.abc import Sequence
 
 from actors.turns import TurnState, TurnTracker
 from engine.bridge import Payload, WebBridge, result_payload
-from engine.events import EngineEvent, StopEvent, StopReason, TextDelta, ToolCallEvent
+from engine.events import (
+    EngineEvent,
+    NoticeEvent,
+    NoticeKind,
+    StopEvent,
+    StopReason,
+    TextDelta,
+    ToolCallEvent,
+)
 from engine.messages import Usage
 from personas.prompts import SKIP_TOKEN
 from protocol import (
@@ -48,6 +56,7 @@ from protocol import (
     GroupMessageFrame,
     Handoff,
     MessageChanged,
+    QueueOutcome,
     ResultData,
     SystemData,
     ToolApproval,
@@ -103,9 +112,17 @@ class GroupEvents:
         return seq is not None
 
     async def status(
-        self, vp_id: str, turn_id: str, state: AgentState, trigger_id: str | None = None
+        self,
+        vp_id: str,
+        turn_id: str,
+        state: AgentState,
+        trigger_id: str | None = None,
+        queue: QueueOutcome | None = None,
+        other_turn_id: str | None = None,
     ) -> int:
         frame = self._status(vp_id, turn_id, state, trigger_id)
+        if queue is not None:
+            frame = frame.model_copy(update={"queue": queue, "other_turn_id": other_turn_id})
         return await self.store.append_event(self.group_id, frame)
 
     def _status(
@@ -326,6 +343,10 @@ class TurnWriter:
             await self._release()
         if isinstance(event, ToolCallEvent):
             await self.status(AgentState.TOOL)
+        if isinstance(event, NoticeEvent) and event.kind is NoticeKind.QUEUED:
+            # Waiting for the provider lane, then back to thinking once a slot is free.
+            waiting = bool(event.detail.get("waiting"))
+            await self.status(AgentState.QUEUED if waiting else AgentState.THINKING)
         await self.bridge.feed(event)
 
     async def _release(self) -> None:

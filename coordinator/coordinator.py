@@ -20,7 +20,7 @@ from dataclasses import replace
 from typing import Any
 
 from actors.config import RuntimeConfig
-from actors.turns import ForwardRequest, TurnOrigin, TurnOutcome, TurnRequest
+from actors.turns import ForwardRequest, QueuePolicy, TurnOrigin, TurnOutcome, TurnRequest
 from actors.vp_actor import VPStats
 from actors.writer import GroupEvents
 from coordinator.dispatch import Dispatcher
@@ -43,7 +43,7 @@ from engine.tools.approval import approval_marks
 from personas.directory import PersonaDirectory
 from personas.mentions import extract_mentions
 from personas.routing import Selection, Source, select_targets
-from protocol import MessageChange, MessageChanged
+from protocol import MessageChange, MessageChanged, split_queue_prefix
 from protocol.settings import GroupSettingsPatch
 from store.base import Group, GroupMessage, Store
 from store.conversation import ConversationInfo, GroupKind
@@ -255,7 +255,10 @@ class CoordinatorWorker:
         attachments: list[dict[str, Any]] | None = None,
     ) -> IngestResult:
         """Store an admitted message with its turns, then dispatch them."""
+        mode, text = split_queue_prefix(text)
         meta: dict[str, object] = {"trigger": str(sel.trigger)}
+        if mode is not None:
+            meta["queueMode"] = str(mode)
         if client_message_id:
             meta["clientMessageId"] = client_message_id
         if attachments:
@@ -266,6 +269,9 @@ class CoordinatorWorker:
             trigger_id=msg.id, chain_id=msg.id, user_id=sender, approvals=approval_marks(text)
         )
         reqs, refused = self._admit_all(group, chain, sel.targets, origin, source=None)
+        # A busy VP takes the message as the group (or the message's prefix) says.
+        policy = QueuePolicy.of(group.settings, mode)
+        reqs = [replace(req, queue=policy) for req in reqs]
         # The message and the turns that answer it are stored in one write:
         # nothing is acked without its turns, and a repeat records none.
         records = [req.record() for req in reqs]

@@ -26,10 +26,13 @@ import asyncio
 import logging
 import random
 from collections.abc import Awaitable, Callable, Sequence
-from contextlib import aclosing
+from contextlib import aclosing, nullcontext
 from dataclasses import dataclass, field
+from typing import Any
 
+from engine.access import ProviderAccess
 from engine.attachments import for_model, supports_vision
+from engine.credentials import ROTATE_ON, Credential
 from engine.errors import NO_FAILOVER, RETRYABLE, AllModelsFailed, Attempt, ErrorKind, ModelError
 from engine.events import (
     EngineEvent,
@@ -119,6 +122,7 @@ class ModelCaller:
         sleep: Sleep = asyncio.sleep,
         rand: Callable[[], float] = random.random,
         vision_models: Sequence[str] = (),
+        access: ProviderAccess | None = None,
     ) -> None:
         if not chain:
             raise ValueError("the model chain is empty")
@@ -130,6 +134,51 @@ class ModelCaller:
         self._sleep = sleep
         self._rand = rand
         self.vision_models = tuple(vision_models)
+        self.access = access
+
+    async def _credential(self, model: str, tried: set[str]) -> Credential | ModelError | None:
+        """The credential for the next attempt on ``model``, or why there is none to use."""
+        pool = self.access.pool(model) if self.access is not None else None
+        if pool is None:
+            return None
+        picked = await pool.pick(frozenset(tried))
+        if picked is None or isinstance(picked, Credential):
+            return picked
+        wait = max(0.0, picked.until - pool.clock())
+        return ModelError(
+            ErrorKind(picked.reason),
+            f"every {pool.provider} credential is cooling down ({picked.reason}); "
+            f"the first is usable in {wait:.0f}s",
+            retry_after=wait,
+            provider=pool.provider,
+        )
+
+    async def _rotate(
+        self, model: str, cred: Credential, err: ModelError, tried: set[str], emit: Emit | None
+    ) -> bool:
+        """Cool ``cred`` down after ``err``; True when another credential is there to try."""
+        pool = self.access.pool(model) if self.access is not None else None
+        if pool is None or err.kind not in ROTATE_ON:
+            return False
+        cooldown = await pool.failed(cred.label, err.kind, err.retry_after)
+        tried.add(cred.label)
+        nxt = await pool.pick(frozenset(tried))
+        if not isinstance(nxt, Credential):
+            return False
+        await self._notice(
+            emit,
+            NoticeKind.ROTATE,
+            f"{model}: credential {cred.label} {err.kind.value}; trying {nxt.label}",
+            {
+                "model": model,
+                "reason": err.kind.value,
+                "from": cred.label,
+                "to": nxt.label,
+                "cooldown_s": round(cooldown.until - pool.clock(), 3),
+                "discard_partial": True,
+            },
+        )
+        return True
 
     async def call(
         self,
@@ -150,24 +199,36 @@ class ModelCaller:
         last: ModelError | None = None
         for index, model in enumerate(self.chain):
             retry = 0
+            tried: set[str] = set()
             while True:
+                cred = await self._credential(model, tried)
                 try:
-                    result = await self._attempt(model, spec, emit, on_partial)
+                    if isinstance(cred, ModelError):
+                        raise _AttemptFailed(cred, False)
+                    result = await self._attempt(model, spec, emit, on_partial, cred)
                 except _AttemptFailed as failed:
                     if on_discard is not None:
                         on_discard()
                     err = failed.error
                     vendor, _, name = model.partition(":")
-                    attempts.append(Attempt(vendor, name, err.kind.value, err.status, err.message))
+                    label = cred.label if isinstance(cred, Credential) else None
+                    attempts.append(
+                        Attempt(vendor, name, err.kind.value, err.status, err.message, label)
+                    )
                     last = err
                     if err.kind in NO_FAILOVER:
                         raise err from None
                     if failed.emitted_tool_call:
                         raise AllModelsFailed(attempts, err) from None
+                    if isinstance(cred, Credential) and await self._rotate(
+                        model, cred, err, tried, emit
+                    ):
+                        continue
                     wait = self._retry_wait(err, retry)
                     if wait is None:
                         break
                     retry += 1
+                    tried.clear()
                     await self._notice(
                         emit,
                         NoticeKind.RETRY,
@@ -211,44 +272,69 @@ class ModelCaller:
         spec: CallSpec,
         emit: Emit | None,
         on_partial: Callable[[str], None],
+        credential: Credential | None = None,
     ) -> CallResult:
         emitted_tool_call = False
         try:
-            provider, name = self.registry.resolve(model)
+            provider, name = self.registry.resolve(model, credential)
+            options: dict[str, Any] = dict(spec.options)
+            if self.access is not None:
+                options = {**self.access.options(model), **options}
             request = ModelRequest(
                 model=name,
                 system=spec.system,
                 messages=for_model(spec.messages, supports_vision(model, self.vision_models)),
                 tools=spec.tools,
                 max_tokens=spec.max_tokens,
-                options=spec.options,
+                options=options,
             )
             result = CallResult(model=model)
             text: list[str] = []
             thinking: list[str] = []
             signature: str | None = None
-            stream = watch(provider.stream(request), self.timeouts, model)
-            async with aclosing(stream) as items:
-                async for item in items:
-                    if isinstance(item, TextDelta):
-                        text.append(item.text)
-                        on_partial(item.text)
-                    elif isinstance(item, ThinkingDelta):
-                        thinking.append(item.text)
-                        signature = item.signature or signature
-                    elif isinstance(item, ToolCallEvent):
-                        emitted_tool_call = True
-                        result.tool_calls.append(
-                            ToolCall(id=item.id, name=item.name, arguments=item.arguments)
-                        )
-                    elif isinstance(item, UsageItem):
-                        result.usage = result.usage + item.usage
-                    elif isinstance(item, StopItem):
-                        result.stop = item.reason
-                    if emit is not None and not isinstance(
-                        item, UsageItem | StopItem | ProgressItem
-                    ):
-                        await emit(item)
+            lane = self.access.lane if self.access is not None else None
+            waited = False
+
+            async def on_wait() -> None:
+                nonlocal waited
+                waited = True
+                await self._notice(
+                    emit,
+                    NoticeKind.QUEUED,
+                    f"{model}: waiting for a free slot at the provider",
+                    {"model": model, "waiting": True},
+                )
+
+            async with lane.slot(model, on_wait) if lane is not None else nullcontext():
+                if waited:
+                    await self._notice(
+                        emit,
+                        NoticeKind.QUEUED,
+                        f"{model}: slot free",
+                        {"model": model, "waiting": False},
+                    )
+                stream = watch(provider.stream(request), self.timeouts, model)
+                async with aclosing(stream) as items:
+                    async for item in items:
+                        if isinstance(item, TextDelta):
+                            text.append(item.text)
+                            on_partial(item.text)
+                        elif isinstance(item, ThinkingDelta):
+                            thinking.append(item.text)
+                            signature = item.signature or signature
+                        elif isinstance(item, ToolCallEvent):
+                            emitted_tool_call = True
+                            result.tool_calls.append(
+                                ToolCall(id=item.id, name=item.name, arguments=item.arguments)
+                            )
+                        elif isinstance(item, UsageItem):
+                            result.usage = result.usage + item.usage
+                        elif isinstance(item, StopItem):
+                            result.stop = item.reason
+                        if emit is not None and not isinstance(
+                            item, UsageItem | StopItem | ProgressItem
+                        ):
+                            await emit(item)
         except ModelError as err:
             raise _AttemptFailed(err, emitted_tool_call) from err
         except (asyncio.CancelledError, KeyboardInterrupt):

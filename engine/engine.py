@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.access import ProviderAccess, ProviderState
 from engine.caller import CallResult, CallSpec, ModelCaller, RetryPolicy
 from engine.compaction import compact
 from engine.errors import AllModelsFailed, ErrorKind, ModelError
@@ -35,10 +36,12 @@ from engine.events import (
 )
 from engine.history import repair, truncate_tool_result
 from engine.messages import Conversation, Message, Usage, estimate_tokens, message_tokens
+from engine.models import UnknownModel
 from engine.pricing import PriceTable
 from engine.providers.base import ModelStop
 from engine.providers.registry import ProviderRegistry
 from engine.settings import EngineConfig
+from engine.steer import SteerSource
 from engine.tools.builtin import builtin_tools
 from engine.tools.registry import ToolContext, ToolRegistry
 
@@ -106,13 +109,22 @@ class Engine:
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         rand: Callable[[], float] = random.random,
         final_answer_prompt: str = FINAL_ANSWER_PROMPT,
+        provider_state: ProviderState | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.settings = settings or EngineConfig()
         self.providers = providers or ProviderRegistry(self.settings)
-        self.model = model or self.settings.default_model()
-        self.fallbacks = list(self.settings.fallback_models if fallbacks is None else fallbacks)
+        self.model = self._qualify(model) if model else self.settings.default_model()
+        chain = self.settings.fallback_models if fallbacks is None else fallbacks
+        self.fallbacks = [self._qualify(m) for m in chain]
         self.tools = tools if tools is not None else ToolRegistry(builtin_tools())
-        self.prices = prices or PriceTable.overlay(dict(self.settings.prices))
+        self.prices = prices or PriceTable.overlay(self.settings.models)
+        # Credential rotation, the provider lane and thinking options; the
+        # cooldowns and slots are shared through ``provider_state`` (the store).
+        overridden = frozenset(v for v in ("openai", "anthropic") if self.providers.has_override(v))
+        self.access = ProviderAccess(
+            self.settings, provider_state, overridden=overridden, clock=clock
+        )
         self.final_answer_prompt = final_answer_prompt
         s = self.settings
         self.retry_policy = RetryPolicy(
@@ -121,8 +133,20 @@ class Engine:
         self._sleep = sleep
         self._rand = rand
 
+    def _qualify(self, model: str) -> str:
+        """``model`` as provider:name; a name that cannot be is kept, to fail its calls.
+
+        A persona or group naming an unknown model then gets a clear
+        model_not_found error on its turns instead of taking its actor down.
+        """
+        try:
+            return self.settings.registry().qualify(model)
+        except UnknownModel:
+            return model
+
     def caller(self, model: str | None = None) -> ModelCaller:
-        chain = [model or self.model, *self.fallbacks]
+        first = self._qualify(model) if model else self.model
+        chain = [first, *self.fallbacks]
         return ModelCaller(
             self.providers,
             chain,
@@ -131,11 +155,20 @@ class Engine:
             sleep=self._sleep,
             rand=self._rand,
             vision_models=self.settings.vision_models,
+            access=self.access,
         )
+
+    def window_for(self, model: str | None = None) -> int:
+        """The context window, in tokens, of ``model`` (the engine's own when omitted)."""
+        return self.settings.window_for(model or self.model)
+
+    def tool_result_max_chars_for(self, model: str | None = None) -> int:
+        """The longest tool result kept in the transcript: ~30% of the window, at most 40k."""
+        return min(int(self.window_for(model) * 0.3 * 4), 40_000)
 
     @property
     def tool_result_max_chars(self) -> int:
-        return min(int(self.settings.context_window * 0.3 * 4), 40_000)
+        return self.tool_result_max_chars_for()
 
     async def run_turn(
         self,
@@ -149,8 +182,12 @@ class Engine:
         abort: asyncio.Event | None = None,
         options: dict[str, Any] | None = None,
         model: str | None = None,
+        steer: SteerSource | None = None,
     ) -> TurnResult:
         """Run one turn; always ends with exactly one :class:`StopEvent`.
+
+        ``steer`` gives messages that join the turn at its model-call
+        boundaries (``engine.steer``).
 
         Setting ``abort`` stops the turn at its next await point (or, when
         the code awaited there swallows the cancel, at its next event or
@@ -169,6 +206,7 @@ class Engine:
             options or {},
             self.caller(model),
         )
+        turn.steer = steer
         if user_input is not None:
             conv.messages.append(user_input)
         task = asyncio.ensure_future(turn.run())
@@ -244,6 +282,7 @@ class _Turn:
         self.abort_requested = False
         # Set once, when the turn's end is decided; its stop event follows.
         self.result: TurnResult | None = None
+        self.steer: SteerSource | None = None
 
     # -- the loop ---------------------------------------------------------
     async def run(self) -> TurnResult:
@@ -270,13 +309,21 @@ class _Turn:
         await self._sink(event)
         self.checkpoint()
 
+    async def steered(self, closing: bool = False) -> bool:
+        """Append the messages that joined the turn since the last call; True if any did."""
+        joined = self.steer.take(closing) if self.steer is not None else []
+        if not joined:
+            return False
+        self.conv.messages.extend(joined)
+        message = f"{len(joined)} new messages joined the turn"
+        await self.emit(NoticeEvent(NoticeKind.STEER, message, {"count": len(joined)}))
+        return True
+
     async def step(self) -> _Stop | None:
+        await self.steered()
         await self.prepare_history()
         final = self.tool_iterations >= self.e.settings.max_tool_iterations
-        if (
-            self.prompt_tokens()
-            > self.e.settings.context_window - self.e.settings.max_output_tokens
-        ):
+        if self.prompt_tokens() > self.compaction_threshold():
             await self.recover_overflow()
         try:
             result = await self.call_model(final)
@@ -291,13 +338,14 @@ class _Turn:
         if final:
             result.tool_calls = []
             await self.record(result)
-            return _Stop(StopReason.END_TURN)
+            return None if await self.steered(closing=True) else _Stop(StopReason.END_TURN)
         await self.record(result)
         if result.tool_calls:
             return await self.run_tools(result)
         if result.stop is ModelStop.MAX_TOKENS:
             return await self.continue_after_max_tokens()
-        return _Stop(StopReason.END_TURN)
+        # Messages that came while the model answered get an answer in this turn.
+        return None if await self.steered(closing=True) else _Stop(StopReason.END_TURN)
 
     async def call_model(self, final: bool) -> CallResult:
         system = self.system
@@ -349,7 +397,9 @@ class _Turn:
     async def run_tools(self, result: CallResult) -> _Stop | None:
         for call in result.tool_calls:
             outcome = await self.e.tools.execute(call, self.ctx, self.allowed)
-            content = truncate_tool_result(outcome.content, self.e.tool_result_max_chars)
+            content = truncate_tool_result(
+                outcome.content, self.e.tool_result_max_chars_for(self.caller.chain[0])
+            )
             self.conv.messages.append(
                 Message.tool_result(call.id, content, name=call.name, is_error=outcome.is_error)
             )
@@ -377,6 +427,10 @@ class _Turn:
         return None
 
     # -- context management ----------------------------------------------
+    def compaction_threshold(self) -> int:
+        """Prompt tokens above which the turn compacts: the window less the output room."""
+        return self.e.window_for(self.caller.chain[0]) - self.e.settings.max_output_tokens
+
     def prompt_tokens(self) -> int:
         n = estimate_tokens(self.system) + estimate_tokens(self.conv.summary or "")
         return n + sum(message_tokens(m) for m in self.conv.messages)

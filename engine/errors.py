@@ -93,15 +93,20 @@ class Attempt:
     reason: str
     status: int | None
     message: str
+    # The label of the credential the attempt used (never the key), if any.
+    credential: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "provider": self.provider,
             "model": self.model,
             "reason": self.reason,
             "status": self.status,
             "message": self.message,
         }
+        if self.credential is not None:
+            out["credential"] = self.credential
+        return out
 
 
 class AllModelsFailed(ModelError):

@@ -46,6 +46,13 @@ class NoticeKind(StrEnum):
     REPAIR = "repair"
     BUDGET = "budget"
     ERROR = "error"
+    # A credential failed and the call moved to the provider's next one.
+    ROTATE = "rotate"
+    # The provider lane is full: the call waits for a slot (detail.waiting
+    # true), or got one after waiting (false).
+    QUEUED = "queued"
+    # New messages joined the running turn (steering).
+    STEER = "steer"
 
 
 @dataclass(frozen=True, slots=True)

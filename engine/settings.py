@@ -20,13 +20,22 @@ unwrapped is where an SDK client is constructed
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Any, Literal
+
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from engine.pricing import Price, read_prices
+from engine.credentials import Credential, parse_keys
+from engine.models import Entries, ModelInfo, ModelRegistry, read_models
 from engine.timeouts import StreamTimeouts
 from engine.tools.files import FileLimits
 from engine.tools.web import WebFetchConfig
+
+Thinking = Literal["off", "low", "medium", "high"]
+# Anthropic's thinking budget (tokens) for each thinking level.
+THINKING_BUDGET = {"low": 2048, "medium": 8192, "high": 24576}
 
 
 class _EngineFields(BaseModel):
@@ -62,7 +71,27 @@ class _EngineFields(BaseModel):
         "other models get a description of each image.",
     )
     max_output_tokens: int = 4096
-    context_window: int = 128_000
+    context_window: int | None = Field(
+        default=None,
+        gt=0,
+        description="Context window in tokens for every model; unset: each model's own "
+        "(from the model registry).",
+    )
+    thinking: Thinking = Field(
+        default="off",
+        description="Reasoning for models that support it: Anthropic's thinking budget "
+        "(low 2048, medium 8192, high 24576 tokens), OpenAI's reasoning effort.",
+    )
+    provider_concurrency: dict[str, int] = Field(
+        default_factory=dict,
+        description="Cluster-wide cap on model calls in flight, by provider ('openai') or "
+        "provider:model; calls over it wait (the VP shows queued).",
+    )
+    provider_lease_s: float = Field(
+        default=900.0,
+        gt=0,
+        description="A provider-lane slot lapses after this many seconds if its holder died.",
+    )
     max_continuations: int = 3
     max_tool_iterations: int = 12
     max_retries: int = 3
@@ -139,18 +168,56 @@ class EngineConfig(_EngineFields):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    prices: tuple[tuple[str, Price], ...] = Field(
+    models: tuple[tuple[str, ModelInfo], ...] = Field(
         default=(),
-        description="(pattern, price) entries overlaying the built-in price table, in order.",
+        description="(pattern, model info) entries overlaying the built-in model registry.",
+    )
+    openai_credentials: tuple[Credential, ...] = Field(
+        default=(), description="Labelled OpenAI keys, rotated on rate limit/auth/billing."
+    )
+    anthropic_credentials: tuple[Credential, ...] = Field(
+        default=(), description="Labelled Anthropic keys, rotated on rate limit/auth/billing."
     )
 
+    def registry(self) -> ModelRegistry:
+        """The model registry: built-in entries under this config's ``models``."""
+        return ModelRegistry(self.models)
+
+    def window_for(self, model: str) -> int:
+        """The context window used for ``model``: the override, else the registry's."""
+        return self.context_window or self.registry().window_for(model)
+
+    def credentials(self, provider: str) -> tuple[Credential, ...]:
+        """The keys of ``provider`` in rotation order (the single key is ``default``)."""
+        listed = {"openai": self.openai_credentials, "anthropic": self.anthropic_credentials}
+        if listed.get(provider):
+            return listed[provider]
+        single = {"openai": self.openai_api_key, "anthropic": self.anthropic_api_key}
+        key = single.get(provider)
+        return (Credential(label="default", key=key),) if key is not None else ()
+
+    def thinking_options(self, model: str) -> dict[str, Any]:
+        """Request options for the thinking level, for a model that can think."""
+        if self.thinking == "off" or not self.registry().info(model).thinking:
+            return {}
+        if model.startswith("anthropic:"):
+            return {"thinking_budget": THINKING_BUDGET[self.thinking]}
+        if model.startswith("openai:"):
+            return {"reasoning_effort": self.thinking}
+        return {}
+
     def default_model(self) -> str:
-        """The model used when none is named: a keyed provider first, else offline."""
+        """The model used when none is named: a keyed provider first, else offline.
+
+        A bare configured name is qualified (``gpt-4o`` → ``openai:gpt-4o``);
+        one whose provider cannot be inferred raises
+        :class:`~engine.models.UnknownModel`.
+        """
         if self.model:
-            return self.model
-        if self.anthropic_api_key is not None:
+            return self.registry().qualify(self.model)
+        if self.anthropic_api_key is not None or self.anthropic_credentials:
             return f"anthropic:{self.anthropic_model}"
-        if self.openai_api_key is not None:
+        if self.openai_api_key is not None or self.openai_credentials:
             return f"openai:{self.openai_model}"
         return "offline:default"
 
@@ -203,9 +270,29 @@ class EngineSettings(BaseSettings, _EngineFields):
         default=None,
         validation_alias=AliasChoices("YEAFT_ANTHROPIC_BASE_URL", "ANTHROPIC_BASE_URL"),
     )
-    prices_file: str | None = Field(
-        default=None, description="JSON file of per-model prices (USD per million tokens)."
+    openai_api_keys: SecretStr | None = Field(
+        default=None,
+        validation_alias=AliasChoices("YEAFT_OPENAI_API_KEYS", "OPENAI_API_KEYS"),
+        description="Several OpenAI keys: 'label=key,label=key' (or bare keys).",
     )
+    anthropic_api_keys: SecretStr | None = Field(
+        default=None,
+        validation_alias=AliasChoices("YEAFT_ANTHROPIC_API_KEYS", "ANTHROPIC_API_KEYS"),
+        description="Several Anthropic keys: 'label=key,label=key' (or bare keys).",
+    )
+    credentials_file: str | None = Field(
+        default=None,
+        description='JSON profiles file: {"openai": [{"label": "team-a", "key": "sk-..."}]}.',
+    )
+    models_file: str | None = Field(
+        default=None,
+        description="JSON file of model entries overlaying the registry; unset: "
+        "$YEAFT_DATA_DIR/models.json when it exists.",
+    )
+    prices_file: str | None = Field(
+        default=None, description="Older name of a models file holding only prices."
+    )
+    data_dir: Path = Path("~/.yeaft")
     # A person trying the offline model should see replies stream side by
     # side, so a driver (``yeaft serve``, ``yeaft ask``) paces it like a
     # real model unless told otherwise; engines built in code default to no
@@ -217,11 +304,39 @@ class EngineSettings(BaseSettings, _EngineFields):
     )
 
     def to_config(self) -> EngineConfig:
-        """The :class:`EngineConfig` these settings describe; reads the prices file, if any.
+        """The :class:`EngineConfig` these settings describe; reads the models and keys files.
 
-        A missing or malformed prices file fails here, in the driver, rather
-        than in every engine that would have read it.
+        A missing or malformed file, or a model name whose provider cannot be
+        inferred, fails here (``OSError``/``ValueError``), in the driver,
+        rather than in every engine that would have read it.
         """
         shared = {name: getattr(self, name) for name in _EngineFields.model_fields}
-        prices = read_prices(self.prices_file) if self.prices_file else {}
-        return EngineConfig(**shared, prices=tuple(prices.items()))
+        models: Entries = ()
+        for path in (self.prices_file, self._models_path()):
+            if path:
+                models = (*models, *read_models(path))
+        config = EngineConfig(
+            **shared,
+            models=models,
+            openai_credentials=self._credentials("openai", self.openai_api_keys),
+            anthropic_credentials=self._credentials("anthropic", self.anthropic_api_keys),
+        )
+        registry = config.registry()
+        for name in (config.model, config.fast_model, *config.fallback_models):
+            if name:
+                registry.qualify(name, strict=True)
+        return config
+
+    def _models_path(self) -> str | None:
+        if self.models_file:
+            return self.models_file
+        default = self.data_dir.expanduser() / "models.json"
+        return str(default) if default.is_file() else None
+
+    def _credentials(self, provider: str, listed: SecretStr | None) -> tuple[Credential, ...]:
+        if listed is not None and listed.get_secret_value().strip():
+            return parse_keys(listed.get_secret_value(), provider)
+        if not self.credentials_file:
+            return ()
+        raw = json.loads(Path(self.credentials_file).expanduser().read_text())
+        return tuple(Credential.model_validate(entry) for entry in raw.get(provider, []))

@@ -123,7 +123,14 @@ async def run_ask(question: str, vp: str | None, model: str | None) -> int:
     if persona is None:
         print(f"yeaft: unknown VP {vp!r}; try `yeaft personas list`", file=sys.stderr)
         return 2
-    engine = Engine(model=model, settings=EngineSettings().to_config())
+    try:
+        config = EngineSettings().to_config()
+        if model:
+            config.registry().qualify(model, strict=True)
+        engine = Engine(model=model, settings=config)
+    except (OSError, ValueError) as exc:  # an unknown model, a bad models or keys file
+        print(f"yeaft: invalid engine settings: {exc}", file=sys.stderr)
+        return 2
     ctx = ToolContext(conversation_id="cli", vp_id=persona.id, ask_user=_terminal_ask)
     tools = [t.name for t in engine.tools.offered(ctx)]
     system = build_system_prompt(persona=persona, mode="chat", tools=tools)

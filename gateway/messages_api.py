@@ -27,6 +27,8 @@ from gateway.errors import GatewayError, from_group_error, not_found
 from gateway.export import all_messages, as_json, as_markdown, filename, usage_view
 from gateway.http import Body, Ctx, User
 from protocol import MAX_TEXT_LENGTH, ErrorCode, MessageChange, MessageChanged
+from store.base import Group, Store
+from store.budgets import day_account
 from store.chatviews import MAX_SEARCH_HITS, GroupSummary, SearchHit
 from store.retry import until_stored
 
@@ -176,10 +178,30 @@ async def inbox(user: User, ctx: Ctx) -> dict[str, Any]:
 
 @router.get("/api/groups/{group_id}/usage")
 async def group_usage(group_id: str, user: User, ctx: Ctx) -> dict[str, Any]:
-    """Tokens and cost of every finished turn of the group."""
+    """Tokens and cost of every finished turn of the group, and today's budget."""
     group = await ctx.groups.member_group(user, group_id)
     store = await ctx.runtime.store()
-    return {"groupId": group.id, **usage_view(await store.group_usage(group.id))}
+    return {
+        "groupId": group.id,
+        **usage_view(await store.group_usage(group.id)),
+        "today": await budget_view(store, group),
+    }
+
+
+async def budget_view(store: Store, group: Group) -> dict[str, Any]:
+    """Today's (UTC) spend of the group against its daily budget (0: no limit)."""
+    [spend] = await store.budget_spend(group.id, [day_account()])
+    settings = group.settings
+    return {
+        "day": spend.account.removeprefix("day:"),
+        "tokens": spend.spent_tokens,
+        "costUsd": spend.spent_usd,
+        "reservedTokens": spend.reserved_tokens,
+        "maxTokens": settings.budget_tokens_per_day,
+        "maxUsd": settings.budget_usd_per_day,
+        "maxTokensPerMessage": settings.budget_tokens_per_message,
+        "maxUsdPerMessage": settings.budget_usd_per_message,
+    }
 
 
 @router.get("/api/limits")

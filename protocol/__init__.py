@@ -73,6 +73,7 @@ from protocol.data import (
 from protocol.errors import ProtocolError
 from protocol.mcp import McpServerInfo, McpServersList, McpServersListFrame, McpToolInfo
 from protocol.message_changes import MessageChange, MessageChanged
+from protocol.queueing import QueueMode, QueueOutcome, split_queue_prefix
 from protocol.server import (
     Ack,
     AgentState,
@@ -143,6 +144,8 @@ __all__ = [
     "Ping",
     "Pong",
     "ProtocolError",
+    "QueueMode",
+    "QueueOutcome",
     "RemoveVp",
     "RenameGroup",
     "ResultData",
@@ -171,4 +174,5 @@ __all__ = [
     "parse_client_frame",
     "parse_data",
     "parse_server_frame",
+    "split_queue_prefix",
 ]

@@ -19,6 +19,7 @@ from protocol.data import DataPayload
 from protocol.mcp import McpServersListFrame
 from protocol.members import DirectoryEvent, PresenceFrame, RemovedFrame
 from protocol.message_changes import MessageChanged
+from protocol.queueing import QueueOutcome
 
 
 class AgentState(StrEnum):
@@ -29,6 +30,9 @@ class AgentState(StrEnum):
     STREAMING = "streaming"
     TOOL = "tool"
     ERROR = "error"
+    # Waiting: for the VP's running turn in this group to end, or for a free
+    # slot at its model provider (the provider lane is full).
+    QUEUED = "queued"
 
 
 class ClaudeOutput(ServerModel):
@@ -97,6 +101,10 @@ class AgentStatus(ServerModel):
     turn_id: str | None = None
     trigger_id: str | None = None
     seq: int | None = Field(default=None, ge=0)
+    # Set when the message found the VP busy: what became of it, and the
+    # other turn involved (steered into, merged into, or interrupted).
+    queue: QueueOutcome | None = None
+    other_turn_id: str | None = None
 
 
 class Handoff(ServerModel):

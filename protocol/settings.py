@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 from pydantic.alias_generators import to_camel
 
 from protocol.common import ClientModel
+from protocol.queueing import QueueMode
 
 ToolPolicy = Literal["auto", "ask", "deny"]
 """How a tool call is let through: at once, after a person allows it, or never."""
@@ -119,6 +120,59 @@ class GroupSettings(BaseModel):
             "The model every VP of the group answers with, as provider:name "
             "(openai, anthropic or offline); empty: the server's default for each VP."
         ),
+    )
+
+    queue_mode: QueueMode = Field(
+        default=QueueMode.COLLECT,
+        description=(
+            "What a person's message does when the VP it goes to is still answering: "
+            "steer (joins the running turn), followup (a turn after it), collect "
+            "(messages merged into one turn after a quiet window) or interrupt "
+            "(the running turn stops and one on the new message starts)."
+        ),
+    )
+    queue_debounce_s: float = Field(
+        default=1.0,
+        ge=0,
+        le=30,
+        description="collect: the quiet window, in seconds, before the merged turn starts.",
+    )
+    queue_cap: int = Field(
+        default=20,
+        ge=1,
+        le=100,
+        description=(
+            "collect: at most this many messages in full in one merged turn; older ones "
+            "are shortened to one line each."
+        ),
+    )
+
+    budget_tokens_per_day: int = Field(
+        default=0,
+        ge=0,
+        le=10_000_000_000,
+        description="At most this many tokens a day (UTC) for the group's turns; 0: no limit.",
+    )
+    budget_usd_per_day: float = Field(
+        default=0.0,
+        ge=0,
+        le=1_000_000,
+        description="At most this many US dollars a day (UTC) for the group's turns; 0: no limit.",
+    )
+    budget_tokens_per_message: int = Field(
+        default=0,
+        ge=0,
+        le=10_000_000_000,
+        description=(
+            "At most this many tokens for the turns that follow one person's message "
+            "(its whole chain of VP turns); 0: no limit."
+        ),
+    )
+    budget_usd_per_message: float = Field(
+        default=0.0,
+        ge=0,
+        le=1_000_000,
+        description="At most this many US dollars for the turns after one message; 0: no limit.",
     )
 
     @field_validator("model", mode="before")

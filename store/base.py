@@ -22,6 +22,7 @@ from protocol import EventFrame
 # The settings model lives in the protocol, the layer every other one sees;
 # it is re-exported here because a group record is a store type.
 from protocol.settings import GroupSettings as GroupSettings
+from store.budgets import Budgets
 from store.chatviews import GroupSummary, SearchHit, TurnUsage, UsageTotals
 from store.conversation import ConversationInfo, GroupKind
 from store.events import EventBatch
@@ -349,6 +350,7 @@ class Store(
     MemberStore,
     PresenceStore,
     ChatViews,
+    Budgets,
     Protocol,
 ):
     """Every role at once: what a backend implements and a process opens.

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from store.attachments.model import AttachmentStore
     from store.base import Store
     from store.memory.model import MemoryBackend
+    from store.provider_state import RedisProviderState, SQLiteProviderState
 
 Backend = Literal["embedded", "redis"]
 
@@ -113,6 +114,19 @@ class StoreConfig:
         from store.memory.embedded import SQLiteMemory
 
         return SQLiteMemory(self.data_dir / MEMORY_FILE)
+
+    def open_provider_state(self) -> SQLiteProviderState | RedisProviderState:
+        """Credential cooldowns and provider-lane slots, shared like the store."""
+        from store.provider_state import (
+            PROVIDER_STATE_FILE,
+            RedisProviderState,
+            SQLiteProviderState,
+        )
+
+        url = self._redis_url()
+        if url is not None:
+            return RedisProviderState(url, self.redis_prefix)
+        return SQLiteProviderState(self.data_dir / PROVIDER_STATE_FILE)
 
     def open_attachments(self) -> AttachmentStore:
         """Attachment bytes: ``FileAttachments`` or ``RedisAttachments``."""

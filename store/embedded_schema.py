@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from store import embedded_chat
+from store import embedded_budgets, embedded_chat
 from store.sqlite import write_txn
 
 SCHEMA = """
@@ -112,3 +112,4 @@ def setup_schema(conn: sqlite3.Connection) -> None:
     conn.executescript(f"BEGIN IMMEDIATE;{SCHEMA}COMMIT;")
     migrate(conn)
     embedded_chat.setup(conn)
+    embedded_budgets.setup(conn)

@@ -75,6 +75,7 @@ from store.events import (
     encode_event,
     make_batch,
 )
+from store.redis_budgets import BUDGET_KINDS, RedisBudgets
 from store.redis_chat import CHAT_KINDS, RedisChatViews, search_postings
 from store.redis_errors import redis_errors as _redis_errors
 from store.redis_members import RedisMembers
@@ -100,6 +101,7 @@ _GROUP_KINDS = (
     "topen",
     "ttrig",
     *CHAT_KINDS,
+    *BUDGET_KINDS,
 )
 _TURN_KINDS = ("turns", "tphase", "topen", "ttrig")
 _FINISHED = "finished"
@@ -116,7 +118,7 @@ def _seq_of(entry_id: str) -> int:
     return int(entry_id.split("-", 1)[0])
 
 
-class RedisStore(RedisMembers, RedisChatViews, Store):
+class RedisStore(RedisMembers, RedisChatViews, RedisBudgets, Store):
     """A Store on a Redis server; all keys live under ``prefix``.
 
     ``max_block_s`` is the longest single XREAD BLOCK: at most half the

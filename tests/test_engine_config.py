@@ -81,7 +81,10 @@ def test_settings_read_the_environment_and_the_config_carries_it(
     assert config.model == "openai:gpt-test"
     assert config.fallback_models == ("anthropic:claude-x", "offline:default")
     assert config.max_output_tokens == 321
-    assert config.prices == (("openai:gpt-test*", Price(1.5, 6.0)),)
+    ((pattern, info),) = config.models
+    assert pattern == "openai:gpt-test*" and info.price == Price(1.5, 6.0)
+    # The rest of the entry comes from the built-in entry the pattern falls under.
+    assert info.context_window == 128_000
     # The engine prices from the config's entries, ahead of the built-in table.
     assert Engine(settings=config).prices.price("openai:gpt-test-1") == Price(1.5, 6.0)
 

@@ -106,6 +106,10 @@ async def test_search_and_export_see_only_the_users_groups(start_gateway: StartG
 
     usage = (await gw.http.get(f"/api/groups/{gid}/usage", headers=ann)).json()
     assert usage["turns"] == 1 and usage["outputTokens"] > 0
+    # Today's spend against the group's budget (no limit set: 0).
+    today = usage["today"]
+    assert today["tokens"] == usage["inputTokens"] + usage["outputTokens"]
+    assert today["reservedTokens"] == 0 and today["maxTokens"] == 0
     assert (await gw.http.get(f"/api/groups/{gid}/usage", headers=bob)).status_code == 404
     limits = (await gw.http.get("/api/limits", headers=ann)).json()
     assert limits["frameMaxBytes"] == gw.settings.frame_max_bytes

@@ -32,6 +32,12 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "max_pair_exchanges": (1, 16),
     "max_turns_per_message": (1, 64),
     "approval_timeout_s": (1, 3600),
+    "queue_debounce_s": (0, 30),
+    "queue_cap": (1, 100),
+    "budget_tokens_per_day": (0, 10_000_000_000),
+    "budget_usd_per_day": (0, 1_000_000),
+    "budget_tokens_per_message": (0, 10_000_000_000),
+    "budget_usd_per_message": (0, 1_000_000),
 }
 DEFAULTS: dict[str, Any] = {
     "language": "en",
@@ -48,6 +54,13 @@ DEFAULTS: dict[str, Any] = {
     "tool_policies": {},
     "approval_timeout_s": 300.0,
     "model": "",
+    "queue_mode": "collect",
+    "queue_debounce_s": 1.0,
+    "queue_cap": 20,
+    "budget_tokens_per_day": 0,
+    "budget_usd_per_day": 0.0,
+    "budget_tokens_per_message": 0,
+    "budget_usd_per_message": 0.0,
 }
 
 

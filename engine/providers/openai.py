@@ -132,6 +132,7 @@ class OpenAIProvider:
                 temperature=(
                     request.temperature if request.temperature is not None else openai.omit
                 ),
+                reasoning_effort=request.options.get("reasoning_effort", openai.omit),
                 # Through extra_body because the field's name is chosen at run time.
                 extra_body={max_tokens_field: request.max_tokens},
             )

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from engine.credentials import Credential
 from engine.errors import ErrorKind, ModelError
+from engine.models import ModelRegistry, UnknownModel
 from engine.providers.base import Provider
 from engine.providers.offline import OfflineProvider
 from engine.settings import EngineConfig
@@ -22,12 +24,18 @@ KNOWN = ("openai", "anthropic", "offline")
 ANTHROPIC_URL = "https://api.anthropic.com"
 
 
-def split_model(model: str) -> tuple[str, str]:
-    """``"openai:gpt-4o"`` → ``("openai", "gpt-4o")``. A bare name means offline."""
-    provider, sep, name = model.partition(":")
-    if not sep:
-        return "offline", model
-    return provider.strip().lower(), name.strip()
+def split_model(model: str, models: ModelRegistry | None = None) -> tuple[str, str]:
+    """``"openai:gpt-4o"`` (or ``"gpt-4o"``) → ``("openai", "gpt-4o")``.
+
+    A bare name is inferred to its provider; one that cannot be is a
+    MODEL_NOT_FOUND error, never the offline model.
+    """
+    try:
+        qualified = (models or ModelRegistry()).qualify(model)
+    except UnknownModel as exc:
+        raise ModelError(ErrorKind.MODEL_NOT_FOUND, str(exc)) from None
+    provider, _, name = qualified.partition(":")
+    return provider, name
 
 
 class ProviderRegistry:
@@ -44,20 +52,27 @@ class ProviderRegistry:
         overrides: Mapping[str, Provider] | None = None,
     ) -> None:
         self.settings = settings or EngineConfig()
-        self._providers: dict[str, Provider] = dict(overrides or {})
+        self._overrides: dict[str, Provider] = dict(overrides or {})
+        self._providers: dict[str, Provider] = {}
 
-    def resolve(self, model: str) -> tuple[Provider, str]:
-        vendor, name = split_model(model)
+    def resolve(self, model: str, credential: Credential | None = None) -> tuple[Provider, str]:
+        """The provider for ``model`` (with ``credential``'s key, when given) and the bare name."""
+        vendor, name = split_model(model, self.settings.registry())
         if not name:
             raise ModelError(ErrorKind.MODEL_NOT_FOUND, f"model string {model!r} names no model")
-        provider = self._providers.get(vendor)
+        if vendor in self._overrides:
+            return self._overrides[vendor], name
+        slot = vendor if credential is None else f"{vendor}#{credential.label}"
+        provider = self._providers.get(slot)
         if provider is None:
-            provider = self._create(vendor)
-            self._providers[vendor] = provider
+            provider = self._create(vendor, credential)
+            self._providers[slot] = provider
         return provider, name
 
-    def _create(self, vendor: str) -> Provider:
+    def _create(self, vendor: str, credential: Credential | None = None) -> Provider:
         s = self.settings
+        if credential is not None:
+            s = s.replace(**{f"{vendor}_api_key": credential.key})
         # The engine enforces the first-token and stall deadlines on every
         # stream; the SDK clients get the connect timeout, which only they can
         # enforce, and a read timeout behind those deadlines as a backstop.
@@ -100,6 +115,9 @@ class ProviderRegistry:
             f"unknown provider {vendor!r}; use one of {', '.join(KNOWN)} (e.g. openai:gpt-4o)",
         )
 
+    def has_override(self, vendor: str) -> bool:
+        return vendor in self._overrides
+
     async def aclose(self) -> None:
-        for p in self._providers.values():
+        for p in (*self._overrides.values(), *self._providers.values()):
             await p.aclose()

@@ -27,7 +27,7 @@ import { presenceChip, Timeline } from './timeline.js';
 
 const HISTORY_PAGE = 100;
 const LAST_GROUP_KEY = 'yeaft.lastGroup';
-const BUSY = new Set(['thinking', 'streaming', 'tool']);
+const BUSY = new Set(['queued', 'thinking', 'streaming', 'tool']);
 const $ = (id) => document.getElementById(id);
 
 const state = {

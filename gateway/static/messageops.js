@@ -64,6 +64,17 @@ export class MessageOps {
       const tokens = (usage.inputTokens || 0) + (usage.outputTokens || 0);
       node.textContent = `${tokens.toLocaleString()} tokens · $${(usage.costUsd || 0).toFixed(4)}`;
       node.title = `${usage.turns} turns: ${usage.inputTokens} tokens in, ${usage.outputTokens} out`;
+      const today = usage.today;
+      if (today && (today.maxTokens || today.maxUsd)) {
+        // The group has a daily budget: how much of it today's turns used.
+        const parts = [];
+        if (today.maxTokens) parts.push(`${today.tokens.toLocaleString()}/${today.maxTokens.toLocaleString()} tokens`);
+        if (today.maxUsd) parts.push(`$${today.costUsd.toFixed(2)}/$${today.maxUsd}`);
+        node.textContent += ` · today ${parts.join(', ')}`;
+        node.dataset.budgetSpent = String(
+          (today.maxTokens && today.tokens >= today.maxTokens) || (today.maxUsd && today.costUsd >= today.maxUsd),
+        );
+      }
       node.dataset.turns = String(usage.turns);
       node.hidden = false;
     } catch {

@@ -17,6 +17,24 @@ const NUMBERS = [
   { key: 'throttleWindowS', label: 'Throttle window (seconds)', min: 0.5, max: 60, step: 0.5 },
   { key: 'approvalTimeoutS', label: 'Tool approval question expires after (seconds)', min: 1, max: 3600, step: 1 },
 ];
+// A person's message to a VP that is still answering (QueueMode).
+const QUEUE_MODES = [
+  { value: 'collect', text: 'Collect: merge them into one answer after a short pause' },
+  { value: 'steer', text: 'Steer: the answer in progress takes them in' },
+  { value: 'followup', text: 'Follow up: answer each after the current one' },
+  { value: 'interrupt', text: 'Interrupt: stop the current answer, answer the new one' },
+];
+const QUEUE_NUMBERS = [
+  { key: 'queueDebounceS', label: 'Collect: pause before answering (seconds)', min: 0, max: 30, step: 0.1 },
+  { key: 'queueCap', label: 'Collect: messages kept in full', min: 1, max: 100, step: 1 },
+];
+// Per-group budgets (0: no limit); a refused turn names the budget it hit.
+const BUDGET_NUMBERS = [
+  { key: 'budgetTokensPerDay', label: 'Tokens a day (0: no limit)', min: 0, max: 10000000000, step: 1 },
+  { key: 'budgetUsdPerDay', label: 'US dollars a day (0: no limit)', min: 0, max: 1000000, step: 0.01 },
+  { key: 'budgetTokensPerMessage', label: 'Tokens per message (0: no limit)', min: 0, max: 10000000000, step: 1 },
+  { key: 'budgetUsdPerMessage', label: 'US dollars per message (0: no limit)', min: 0, max: 1000000, step: 0.01 },
+];
 const SWITCHES = [
   { key: 'broadcastWhenUnmentioned', label: 'No mention means everyone answers' },
   { key: 'vpMentionsDispatch', label: 'A VP’s @mention hands the work on' },
@@ -68,7 +86,19 @@ export class SettingsPanel {
       this.inputs.set(key, box);
       return el('label', { class: 'switch', dataset: { setting: key } }, box, el('span', { text: label }));
     });
-    const numbers = NUMBERS.map(({ key, label, min, max, step }) =>
+    const queueMode = el(
+      'select',
+      { name: 'queueMode', testid: 'setting-queueMode' },
+      ...QUEUE_MODES.map((mode) => el('option', mode)),
+    );
+    const field = ({ key, label, min, max, step }) =>
+      this.field(
+        key,
+        label,
+        el('input', { type: 'number', name: key, testid: `setting-${key}`, min, max, step }),
+      );
+    const budgets = BUDGET_NUMBERS.map(field);
+    const numbers = [...NUMBERS, ...QUEUE_NUMBERS].map(({ key, label, min, max, step }) =>
       this.field(
         key,
         `${label} (${min}–${max})`,
@@ -88,7 +118,9 @@ export class SettingsPanel {
       this.field('defaultVpId', 'Default VP (answers when nobody is mentioned)', this.defaultVp),
       ...switches,
       this.field('model', 'Model for every VP of the group', model),
-      el('details', { class: 'limits' }, el('summary', { text: 'Loop-guard limits' }), ...numbers),
+      this.field('queueMode', 'Messages sent while a VP is answering', queueMode),
+      el('details', { class: 'limits' }, el('summary', { text: 'Loop-guard and queue limits' }), ...numbers),
+      el('details', { class: 'limits budgets' }, el('summary', { text: 'Budgets' }), ...budgets),
       // Reserved for more of the group's settings (its MCP servers).
       el('div', { id: 'settings-extra', class: 'settings-extra', testid: 'settings-extra' }),
       this.error,

@@ -16,7 +16,7 @@ import { Threads } from './thread.js';
 import { TurnBubble } from './turn.js';
 
 const NEAR_BOTTOM_PX = 80;
-const BUSY_STATES = new Set(['thinking', 'streaming', 'tool']);
+const BUSY_STATES = new Set(['thinking', 'streaming', 'tool', 'queued']);
 
 export class Timeline {
   /**
@@ -394,7 +394,8 @@ export class Timeline {
   bubbleFor(vpId, turnId, firstFrame) {
     let bubble = this.turns.get(turnId);
     if (!bubble) {
-      const fromStart = firstFrame.type === 'agent_status' && firstFrame.state === 'thinking';
+      const fromStart =
+        firstFrame.type === 'agent_status' && (firstFrame.state === 'thinking' || !!firstFrame.queue);
       bubble = this.newBubble(vpId, turnId, !fromStart);
       this.place(bubble, firstFrame.triggerId || null);
     }
@@ -429,6 +430,10 @@ export class Timeline {
 
   /** An agent_status frame. */
   status(frame) {
+    if (frame.queue && frame.turnId && frame.vpId !== 'system') {
+      // A message that found its VP busy: say what became of it, under it.
+      this.mutate(() => this.bubbleFor(frame.vpId, frame.turnId, frame).queueNote(frame.queue));
+    }
     const bubble = this.turns.get(frame.turnId);
     if (bubble) {
       // A bubble made before its trigger was known (joined mid-turn) moves under it.

@@ -10,12 +10,21 @@ import { copyText, MarkdownView } from './markdown.js';
 
 const STATUS_LABEL = {
   waiting: 'waiting…',
+  queued: 'queued…',
   thinking: 'thinking…',
   streaming: 'writing…',
   tool: 'using a tool…',
   cancelling: 'stopping…',
   idle: '',
   error: 'error',
+};
+
+/** What a message that found its VP busy became (agent_status `queue`). */
+const QUEUE_NOTE = {
+  queued: 'Queued: answered after the current reply.',
+  steered: 'Steered: the reply in progress takes this message in.',
+  merged: 'Merged: answered with the other messages sent meanwhile.',
+  interrupted: 'Interrupted the reply in progress: answering this instead.',
 };
 
 const FINAL_STATES = new Set(['complete', 'cancelled', 'error']);
@@ -327,6 +336,15 @@ export class TurnBubble {
       this.root.classList.add('silent');
       this.body.append(el('div', { class: 'bubble-note silent-note', text: 'nothing to add' }));
     }
+  }
+
+  /** Say what became of the turn's message when the VP was busy (agent_status `queue`). */
+  queueNote(how) {
+    const text = QUEUE_NOTE[how];
+    if (!text) return;
+    this.body.querySelector('.queue-note')?.remove();
+    if (how === 'steered' || how === 'merged') this.root.classList.add('silent');
+    this.body.append(el('div', { class: 'bubble-note queue-note', testid: 'queue-note', text }));
   }
 
   /** Replace the text with the stored reply, keeping thinking and tool chips. */
