@@ -20,6 +20,7 @@ import logging
 import math
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from ray.actor import ActorHandle
 
@@ -28,7 +29,7 @@ from actors.budget import TurnBudget
 from actors.hooks import BeforeTurn, TurnHooks, context_window
 from actors.questions import QuestionBox
 from actors.queueing import SteerInbox, shorten_overflow
-from actors.tools import CoordinatorRouter
+from actors.tools import CoordinatorRouter, workspace_service
 from actors.transcripts import load_conversation, save_conversation
 from actors.turns import TurnHost, TurnOutcome, TurnRequest, TurnState, TurnTracker
 from actors.visibility import forget_deleted, group_view, rewind
@@ -101,6 +102,8 @@ class VPServices:
     mcp: McpManager
     # The bytes of the files people send (store.attachments).
     attachments: AttachmentStore
+    # Where the workspaces of groups and conversations are (store.workspaces).
+    data_dir: Path | None = None
 
     @property
     def vp_id(self) -> str:
@@ -440,7 +443,11 @@ class TurnRunner:
             ask_user=self.s.questions.asker(self.writer),
             router=router,
             roster=tuple(group.roster),
-            services={"user_id": req.origin.user_id, "memory": self.s.memory},
+            services={
+                "user_id": req.origin.user_id,
+                "memory": self.s.memory,
+                **workspace_service(self.s.data_dir, group),
+            },
             approve=self._approval_gate(group),
         )
 

@@ -1,4 +1,4 @@
-"""Tools that only make sense inside a group: ``route_forward``.
+"""Tools that only make sense inside a group: ``route_forward``; and the group's workspace.
 
 The tool asks the group's coordinator, through the ``Router`` in the tool
 context, to hand work to another VP. Refusals come back to the model as
@@ -8,12 +8,17 @@ sender's turn.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from pydantic import BaseModel, Field
 from ray.actor import ActorHandle
 
 from actors.turns import ForwardRequest, TurnHost, TurnOrigin
+from engine.tools.files import WORKSPACE_SERVICE
 from engine.tools.handoff import ForwardResult
 from engine.tools.registry import Tool, ToolContext
+from store.base import Group
+from store.workspaces import WorkspaceNameError, files_of
 
 
 class RouteForwardParams(BaseModel):
@@ -74,3 +79,18 @@ class CoordinatorRouter:
         request = ForwardRequest(self._group_id, self._vp_id, to, text, reason, self._origin)
         result: ForwardResult = await self._coordinator.forward.remote(request)
         return result
+
+
+def workspace_service(data_dir: Path | None, group: Group) -> dict[str, Path]:
+    """The tool-context entry giving a turn its group's (or conversation's) workspace.
+
+    The folder comes from the group record and the data directory of the
+    runtime config, never from the process environment; empty when there is
+    no data directory or the record names no valid workspace.
+    """
+    if data_dir is None:
+        return {}
+    try:
+        return {WORKSPACE_SERVICE: files_of(data_dir, group)}
+    except WorkspaceNameError:
+        return {}

@@ -35,7 +35,9 @@ from engine.mcp import McpConfig, McpManager
 from engine.memory import memory_tools
 from engine.providers.registry import ProviderRegistry
 from engine.tools.builtin import builtin_tools
+from engine.tools.files import file_tools
 from engine.tools.registry import ToolRegistry
+from engine.tools.web import web_fetch_tool
 from personas.directory import PersonaDirectory
 
 # Groups whose last cancel time a VP actor remembers. A turn is in flight to
@@ -81,7 +83,15 @@ class VPActor:
             model = settings.fast_model
         self.config = config
         self.providers = ProviderRegistry(settings, overrides=config.provider_overrides)
-        tools = ToolRegistry([*builtin_tools(), route_forward_tool(), *memory_tools()])
+        tools = ToolRegistry(
+            [
+                *builtin_tools(),
+                route_forward_tool(),
+                *memory_tools(),
+                *file_tools(settings.file_limits()),
+                web_fetch_tool(settings.web_fetch()),
+            ]
+        )
         # Credential cooldowns and provider-lane slots, shared by every actor
         # of the deployment through the store.
         self.provider_state = config.store.open_provider_state()
@@ -104,6 +114,7 @@ class VPActor:
             hooks=TurnHooks([]),
             mcp=McpManager(config.mcp),
             attachments=config.store.open_attachments(),
+            data_dir=config.store.data_dir,
         )
         self.dreams = DreamScheduler(
             DreamContext(persona, engine, store, memory),

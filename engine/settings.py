@@ -31,6 +31,8 @@ from engine.attachments import supports_vision
 from engine.credentials import Credential, parse_keys
 from engine.models import Entries, ModelInfo, ModelRegistry, read_models
 from engine.timeouts import StreamTimeouts
+from engine.tools.files import FileLimits
+from engine.tools.web import WebFetchConfig
 
 Thinking = Literal["off", "low", "medium", "high"]
 # Anthropic's thinking budget (tokens) for each thinking level.
@@ -109,6 +111,23 @@ class _EngineFields(BaseModel):
         default=600.0,
         gt=0,
         description="Longest a single model call may take, however steadily it streams.",
+    )
+    workspace_max_file_bytes: int = Field(
+        default=1_000_000, gt=0, description="Largest file write_file writes (bytes)."
+    )
+    workspace_max_read_bytes: int = Field(
+        default=100_000, gt=0, description="Most one read_file call returns (bytes)."
+    )
+    web_fetch_allow: tuple[str, ...] = Field(
+        default=(),
+        description="Hosts, addresses or CIDR networks web_fetch may reach although they "
+        "are not public (loopback, private, link-local).",
+    )
+    web_fetch_max_bytes: int = Field(
+        default=2_000_000, gt=0, description="Most of a response web_fetch reads (bytes)."
+    )
+    web_fetch_timeout: float = Field(
+        default=20.0, gt=0, description="Seconds one web_fetch may take, redirects included."
     )
     offline_tps: float = Field(
         default=0.0,
@@ -207,6 +226,21 @@ class EngineConfig(_EngineFields):
             first_token=self.model_first_token_timeout,
             stall=self.model_stall_timeout,
             total=self.model_total_timeout,
+        )
+
+    def file_limits(self) -> FileLimits:
+        """The size limits of the workspace file tools."""
+        return FileLimits(
+            max_file_bytes=self.workspace_max_file_bytes,
+            max_read_bytes=self.workspace_max_read_bytes,
+        )
+
+    def web_fetch(self) -> WebFetchConfig:
+        """What ``web_fetch`` may reach, and its limits."""
+        return WebFetchConfig(
+            allow=self.web_fetch_allow,
+            max_bytes=self.web_fetch_max_bytes,
+            timeout=self.web_fetch_timeout,
         )
 
     def replace(self, **changes: object) -> EngineConfig:

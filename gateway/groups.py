@@ -9,6 +9,7 @@ changes go through the group's coordinator, which owns the group record.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -20,6 +21,7 @@ from protocol import ErrorCode, GroupSettingsPatch
 from protocol.common import is_id
 from store.base import Group, Store
 from store.conversation import GroupKind
+from store.workspaces import remove_group_files
 
 if TYPE_CHECKING:
     from coordinator.client import CoordinatorClient
@@ -108,6 +110,9 @@ class GroupService:
         await self.member_group(username, group_id)
         await self._call(group_id, lambda c: c.delete_group(username))
         self.hub.group_deleted(group_id)
+        # Its workspace goes with it (files under this process's data directory).
+        data_dir = self.runtime.config.store.data_dir
+        await asyncio.to_thread(remove_group_files, data_dir, group_id)
 
     async def add_vp(self, username: str, group_id: str, vp_id: str) -> Group:
         await self.member_group(username, group_id)

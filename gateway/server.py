@@ -30,7 +30,15 @@ from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from gateway import attachments_http, conversations_http, http, http_members, messages_api, ws
+from gateway import (
+    attachments_http,
+    conversations_http,
+    files_http,
+    http,
+    http_members,
+    messages_api,
+    ws,
+)
 from gateway.attachments import AttachmentService
 from gateway.context import GatewayContext
 from gateway.conversations import ConversationService
@@ -134,6 +142,7 @@ def create_app(
     app.include_router(http_members.router)
     app.include_router(messages_api.router)
     app.include_router(attachments_http.router)
+    app.include_router(files_http.router)
     app.add_api_websocket_route("/ws", ws.websocket_endpoint)
     # The UI's files are written separately and may not exist yet; the mount
     # is made anyway and answers 404 until they do.

@@ -40,6 +40,9 @@ log = logging.getLogger(__name__)
 SKIP_TOKEN = "[[SKIP]]"
 TRUNCATED_MARKER = "[…truncated]"
 ROUTE_FORWARD_TOOL = "route_forward"
+# Tools with a section of their own, shown when any of them is offered.
+WORKSPACE_TOOLS = frozenset({"list_files", "read_file", "write_file", "search_files"})
+WEB_FETCH_TOOL = "web_fetch"
 
 Mode = Literal["chat", "group", "dream"]
 Language = Literal["en", "zh"]
@@ -56,6 +59,8 @@ TEMPLATE_NAMES = frozenset(
         "group_solo",
         "tool_guidance",
         "tool_failure",
+        "workspace_tools",
+        "web_fetch",
         "memory",
         "project_doc",
         "final_answer",
@@ -190,6 +195,10 @@ def _core_sections(
     if tools:
         listed = ", ".join(f"`{name}`" for name in tools)
         sections.append(fill(load_template("tool_guidance", language), {"tools": listed}))
+        if WORKSPACE_TOOLS.intersection(tools):
+            sections.append(load_template("workspace_tools", language))
+        if WEB_FETCH_TOOL in tools:
+            sections.append(load_template("web_fetch", language))
         sections.append(load_template("tool_failure", language))
     return sections
 

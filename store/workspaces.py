@@ -11,8 +11,15 @@ gives VPs file tools in a workspace takes its folder from
 from __future__ import annotations
 
 import re
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+from store.conversation import GroupKind
+
+if TYPE_CHECKING:
+    from store.base import Group
 
 DEFAULT_WORKSPACE = "default"
 """The workspace of a conversation created without a ``workDir``."""
@@ -81,3 +88,51 @@ def list_workspaces(data_dir: Path) -> list[Workspace]:
         if entry.is_dir() and not entry.is_symlink():
             found.append(Workspace(entry.name, entry, entry.stat().st_mtime))
     return sorted(found, key=lambda w: w.name)
+
+
+# -- the file areas VP tools work in ------------------------------------------
+
+GROUP_WORKSPACES = "group-workspaces"
+"""The folder under the data directory holding one file area per group."""
+
+
+def folder_key(key: str) -> str:
+    """A folder name for a username or a group id: the key itself when it is a plain name.
+
+    Usernames may be ``..`` or start with a dot; such keys are written as ``~``
+    and their UTF-8 bytes in hex, which no plain name can be (a plain name
+    starts with a letter or digit), so two keys never share a folder.
+    """
+    try:
+        return check_name(key)
+    except WorkspaceNameError:
+        return "~" + key.encode().hex()
+
+
+def group_files(data_dir: Path, group_id: str) -> Path:
+    """The file area of a group: ``<data dir>/group-workspaces/<group id>``."""
+    return data_dir / GROUP_WORKSPACES / folder_key(group_id)
+
+
+def conversation_files(data_dir: Path, work_dir: str, owner: str) -> Path:
+    """The file area of a person's conversations in workspace ``work_dir``.
+
+    It is the owner's own folder inside the workspace, so two people who
+    both work in ``default`` never see each other's files, while one person's
+    conversations in one workspace share theirs (as sessions in one folder
+    do in the seed).
+    """
+    return workspace_path(data_dir, work_dir) / folder_key(owner)
+
+
+def files_of(data_dir: Path, group: Group) -> Path:
+    """The file area of a group record: a conversation's or a group's own."""
+    info = group.conversation
+    if group.kind is GroupKind.CONVERSATION and info is not None:
+        return conversation_files(data_dir, info.work_dir, info.owner)
+    return group_files(data_dir, group.id)
+
+
+def remove_group_files(data_dir: Path, group_id: str) -> None:
+    """Delete a group's file area with everything in it (the group is being deleted)."""
+    shutil.rmtree(group_files(data_dir, group_id), ignore_errors=True)

@@ -237,6 +237,20 @@ def test_tool_sections_only_with_tools() -> None:
     assert "# When tools fail" in prompt
 
 
+@pytest.mark.parametrize("language", ["en", "zh"])
+def test_workspace_and_web_sections_only_with_those_tools(language: Language) -> None:
+    workspace = load_template("workspace_tools", language)
+    web = load_template("web_fetch", language)
+    plain = group_prompt(language, tools=["recall"])
+    assert workspace not in plain and web not in plain
+    files = group_prompt(language, tools=["read_file", "list_files"])
+    assert workspace in files and web not in files
+    fetching = group_prompt(language, tools=["web_fetch"])
+    assert web in fetching and workspace not in fetching
+    # The rule against claiming look-ups that did not happen stays.
+    assert load_template("common_rules", language) in fetching
+
+
 def test_chinese_prompt_uses_chinese_names() -> None:
     prompt = build_system_prompt(persona=vp("linus"), mode="chat", language="zh", now=NOW)
     assert f"你是{vp('linus').name_zh}（@linus）" in prompt

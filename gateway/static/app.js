@@ -14,6 +14,7 @@ import { Composer } from './composer.js';
 import { Connection } from './connection.js';
 import { Conversations } from './conversations.js';
 import { el, newId } from './dom.js';
+import { FilesMenu } from './files.js';
 import { GroupDialog } from './groupdialog.js';
 import { mountMcp } from './mcp.js';
 import { MembersPanel } from './members.js';
@@ -175,6 +176,8 @@ const settingsPanel = new SettingsPanel({
   persona,
   onSaved: (group) => replaceGroup(group),
 });
+
+const filesMenu = new FilesMenu($('files-menu'), $('files-list'));
 
 /** A group the user lost (left, removed, deleted): out of the list, and out of view. */
 function dropGroup(id) {
@@ -354,6 +357,7 @@ function renderGroupChrome() {
   $('chat').classList.toggle('has-group', Boolean(group));
   membersPanel.update(group);
   settingsPanel.update(group);
+  filesMenu.update(group ? { id: group.id, conversation: conversations.active } : null);
   const roster = group?.roster || [];
   $('presence-bar').replaceChildren(
     ...roster.map((id) => {

@@ -1,0 +1,63 @@
+"""The Files menu in the web UI (real headless Chromium): a file a VP wrote is listed and downloads.
+
+Run: ``.venv/bin/pytest tests/test_browser_files.py`` (see tests/fixtures/browser.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from engine.providers.offline import OfflineProvider
+from gateway.users import add_user
+from tests.fixtures.ray_cluster import MakeRuntime
+from tests.test_browser import PASSWORD, TURN_TIMEOUT_MS, USER, bubble, log_in, watch_page_errors
+from tests.test_browser_messages import downloaded
+from tests.test_workspace_http import REPORT, writes_a_report
+
+if TYPE_CHECKING:
+    from coordinator.runtime import Runtime
+    from tests.fixtures.browser import LiveGateway
+
+pytestmark = [
+    pytest.mark.parametrize("store_factory", ["embedded"], indirect=True),
+    pytest.mark.timeout(300),
+]
+
+
+async def test_a_file_a_vp_wrote_is_listed_and_downloads(
+    chromium: Callable[..., AbstractAsyncContextManager[Any]],
+    gateway_server: Callable[[Runtime], AbstractAsyncContextManager[LiveGateway]],
+    make_runtime: MakeRuntime,
+) -> None:
+    from playwright.async_api import expect
+
+    runtime = make_runtime(provider_overrides={"offline": OfflineProvider(writes_a_report)})
+    await add_user(await runtime.store(), USER, PASSWORD)
+    await runtime.create_group("Files", ["linus"], members=[USER])
+    async with gateway_server(runtime) as gateway, chromium() as browser:
+        page = browser.pages[0] if browser.pages else await browser.new_page()
+        problems = watch_page_errors(page)
+        await log_in(page, gateway.url)
+        await page.get_by_test_id("files-toggle").click()
+        await expect(page.get_by_test_id("files-empty")).to_be_visible()
+        await page.get_by_test_id("files-toggle").click()  # closed again
+
+        box = page.get_by_test_id("message-input")
+        await box.fill("@linus write the report !approve write_file")
+        await box.press("Enter")
+        await expect(bubble(page, "linus")).to_have_attribute(
+            "data-state", "complete", timeout=TURN_TIMEOUT_MS
+        )
+        await page.get_by_test_id("files-toggle").click()
+        link = page.get_by_test_id("file-link")
+        await expect(link).to_have_count(1)
+        await expect(link).to_have_attribute("data-path", "out/report.html")
+        async with page.expect_download() as info:
+            await link.click()
+        assert await downloaded(info) == REPORT
+        assert (await info.value).suggested_filename == "report.html"
+    assert not problems, "the page reported errors:\n" + "\n".join(problems)
