@@ -26,6 +26,7 @@ from pathlib import Path
 from pydantic import Field, PrivateAttr, SecretStr, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
+from actors.config import Placement
 from engine.mcp import McpConfig, load_mcp_config
 from store import StoreSettings
 
@@ -175,6 +176,11 @@ class GatewaySettings(StoreSettings):
     # YEAFT_RAY_NAMESPACE / YEAFT_COORDINATOR_SHARDS: how actors are named and sharded.
     ray_namespace: str = "yeaft"
     coordinator_shards: int = Field(default=2, ge=1)
+    # YEAFT_ACTOR_PLACEMENT (spread | default) / YEAFT_ACTOR_RESOURCES (JSON,
+    # e.g. {"yeaft": 0.001}): how Ray places coordinator and VP actors over
+    # the cluster's nodes (actors.config.Placement).
+    actor_placement: Placement = Placement.SPREAD
+    actor_resources: dict[str, float] = Field(default_factory=dict)
     # YEAFT_LOG_LEVEL: the server's log level.
     log_level: str = "info"
     # YEAFT_MCP_CONFIG: the MCP servers file, in the mcpServers shape
