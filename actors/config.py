@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
 
 from engine.mcp import McpConfig
 from engine.providers.base import Provider
@@ -31,6 +30,11 @@ class Placement(StrEnum):
     SPREAD = "spread"
     # Ray's default strategy: near the process that starts them, while it has room.
     DEFAULT = "default"
+
+    @property
+    def strategy(self) -> str:
+        """The ``scheduling_strategy`` Ray option."""
+        return self.value.upper()
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,12 +72,14 @@ class RuntimeConfig:
     provider_overrides: Mapping[str, Provider] = field(default_factory=dict)
     # Ray options for VP actors.
     vp_max_restarts: int = -1
-    # Where coordinator and VP actors run: the scheduling strategy, and custom
-    # resources each of them asks for (e.g. {"yeaft": 0.001}: only nodes
-    # started with ``--resources '{"yeaft": N}'`` host them, so a head node
-    # can be kept free of them).
+    # Custom Ray resources each VP / coordinator actor asks for (empty: none),
+    # so a deployment can keep them on the nodes that offer those resources
+    # (``ray start --resources='{"yeaft_vp": 1000}'``). A restarted actor asks
+    # again, and lands on another node that offers them.
+    vp_resources: Mapping[str, float] = field(default_factory=dict)
+    coordinator_resources: Mapping[str, float] = field(default_factory=dict)
+    # How Ray spreads those actors over the nodes that may host them.
     actor_placement: Placement = Placement.SPREAD
-    actor_resources: Mapping[str, float] = field(default_factory=dict)
     # Dream (memory maintenance): after this many turns of a VP in a group,
     # or when the group has been quiet this long after a turn (0 disables).
     dream_every_turns: int = 20
@@ -87,13 +93,6 @@ class RuntimeConfig:
 
     def open_memory(self) -> MemoryBackend:
         return self.store.open_memory()
-
-    def placement_options(self) -> dict[str, Any]:
-        """Ray ``.options()`` that place a coordinator or VP actor (``actor_placement``)."""
-        options: dict[str, Any] = {"scheduling_strategy": self.actor_placement.value.upper()}
-        if self.actor_resources:
-            options["resources"] = dict(self.actor_resources)
-        return options
 
     def actor_name(self, kind: str, key: str | int) -> str:
         return f"{self.prefix}{kind}:{key}"

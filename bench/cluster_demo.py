@@ -5,7 +5,8 @@ token authentication on, then two ``yeaft serve`` gateways joining the
 cluster on one Redis (its own key prefix, deleted at the end). Coordinator
 and VP actors ask for the custom resource ``yeaft`` that only the workers
 offer, and are spread over them by Ray's SPREAD strategy
-(``YEAFT_ACTOR_PLACEMENT`` / ``YEAFT_ACTOR_RESOURCES``). Groups are created
+(``YEAFT_ACTOR_PLACEMENT``, ``YEAFT_VP_RESOURCES``,
+``YEAFT_COORDINATOR_RESOURCES``). Groups are created
 until they fall on both coordinator shards.
 
 ann watches every group on gateway A, bob on gateway B. ann asks in each
@@ -306,7 +307,8 @@ async def run(redis_url: str, work: Path) -> Report:
         "YEAFT_RAY_NAMESPACE": prefix,
         "YEAFT_COORDINATOR_SHARDS": str(SHARDS),
         "YEAFT_ACTOR_PLACEMENT": "spread",
-        "YEAFT_ACTOR_RESOURCES": json.dumps({"yeaft": 0.01}),
+        "YEAFT_VP_RESOURCES": json.dumps({"yeaft": 0.01}),
+        "YEAFT_COORDINATOR_RESOURCES": json.dumps({"yeaft": 0.01}),
         "YEAFT_LOG_LEVEL": "warning",
     }
     a = Gateway("A", gw_env, work / "a")

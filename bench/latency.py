@@ -73,7 +73,9 @@ def stop_process(proc: subprocess.Popen[bytes] | subprocess.Popen[str]) -> None:
 class Server:
     """``yeaft serve`` in a subprocess, stopped by its own pid."""
 
-    def __init__(self, model: str, store: str | None) -> None:
+    def __init__(
+        self, model: str, store: str | None, extra_env: dict[str, str] | None = None
+    ) -> None:
         self.tmp = tempfile.TemporaryDirectory()
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -93,6 +95,7 @@ class Server:
         )
         if store:
             env["YEAFT_REDIS_URL"] = store
+        env.update(extra_env or {})
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "gateway.cli", "serve", "--port", str(self.port)],
             cwd=ROOT,
@@ -103,7 +106,7 @@ class Server:
         )
         self.password = ""
 
-    async def start(self) -> None:
+    async def start(self, attempts: int = 300) -> None:
         assert self.proc.stdout is not None
         for _ in range(10):
             line = await asyncio.to_thread(self.proc.stdout.readline)
@@ -111,7 +114,7 @@ class Server:
             if found:
                 self.password = found.group(1)
                 break
-        await wait_healthy(self.url, 300)
+        await wait_healthy(self.url, attempts)
 
     def stop(self) -> None:
         stop_process(self.proc)

@@ -123,6 +123,9 @@ class LocalCluster:
             **self.env,
             "PYTHONPATH": pythonpath,
             "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "1",
+            # On a loaded machine a raylet takes longer than Ray's default
+            # 30 s to register; give it what start() allows.
+            "RAY_raylet_start_wait_time_s": "240",
         }
 
     def _start_node(self, args: list[str], name: str) -> None:
@@ -153,7 +156,7 @@ class LocalCluster:
         log.close()
         self.procs.append(proc)
 
-    def start(self, timeout_s: float = 120) -> None:
+    def start(self, timeout_s: float = 300) -> None:
         self._start_node(
             [
                 "--head",
@@ -166,7 +169,7 @@ class LocalCluster:
             ],
             "head",
         )
-        self._wait_for(1, timeout_s)
+        self._wait_started("head", timeout_s)
         for i, spec in enumerate(self.workers):
             self._start_node(
                 [
@@ -178,34 +181,18 @@ class LocalCluster:
             )
             # One at a time: two raylets registering at once on one IP can
             # each wait for the other's node record and time out.
-            self._wait_for(2 + i, timeout_s)
+            self._wait_started(f"worker{i + 1}", timeout_s)
 
-    def _wait_for(self, nodes: int, timeout_s: float) -> None:
-        """Until ``nodes`` nodes are alive (asked through ``ray list``-free GCS polling)."""
+    def _wait_started(self, name: str, timeout_s: float) -> None:
+        """Until node ``name``'s ``ray start`` says it started (it has registered with the GCS)."""
+        out = Path(self.temp_dir) / f"{name}.out"
         deadline = time.monotonic() + timeout_s
-        while True:
-            for proc in self.procs:
-                if proc.poll() is not None:
-                    raise RuntimeError(f"a Ray node exited:\n{self.logs()}")
-            if self.alive_nodes() >= nodes:
-                return
+        while "Ray runtime started" not in out.read_text(errors="replace"):
+            if self.procs[-1].poll() is not None:
+                raise RuntimeError(f"Ray node {name} exited:\n{self.logs()}")
             if time.monotonic() > deadline:
-                raise TimeoutError(f"{nodes} Ray nodes did not come up:\n{self.logs()}")
-            time.sleep(0.5)  # a node registers on its own; there is nothing to await
-
-    def alive_nodes(self) -> int:
-        """How many nodes the head's GCS counts as alive (by its own status command)."""
-        reply = subprocess.run(
-            [RAY, "status", f"--address={self.address}"],
-            env=self._node_env(),
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        if reply.returncode != 0:
-            return 0
-        active = reply.stdout.split("Active:", 1)[-1].split("Pending:", 1)[0]
-        return sum(1 for line in active.splitlines() if "node_" in line)
+                raise TimeoutError(f"Ray node {name} did not come up:\n{self.logs()}")
+            time.sleep(0.2)  # the node starts on its own; there is nothing to await
 
     def logs(self) -> str:
         parts = []

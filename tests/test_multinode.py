@@ -16,7 +16,8 @@ import pytest
 from bench import cluster_demo
 from coordinator.shards import shard_of
 
-pytestmark = pytest.mark.slow
+# Three nodes and two gateways start in about a minute on an idle machine.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 
 async def test_actors_spread_over_nodes_and_a_killed_gateway_loses_nothing(
