@@ -116,9 +116,9 @@ class Client:
 
     async def until(self, pred: Callable[[Frame], bool], within: float = 60) -> Frame:
         """Read until a frame matches ``pred`` (or one already read did: then at once)."""
-        for frame in self.received:
-            if pred(frame):
-                return frame
+        for old in self.received:
+            if pred(old):
+                return old
         async with asyncio.timeout(within):
             while True:
                 frame: Frame = json.loads(await self.conn.recv())
@@ -179,7 +179,9 @@ async def _groups_on_every_shard(http: Any, gw: Gateway, token: str) -> list[str
     gids: list[str] = []
     while len({shard_of(g, SHARDS) for g in gids}) < SHARDS and len(gids) < 20:
         made = await http.post(
-            f"{gw.url}/api/groups", json={"name": f"crew{len(gids)}", "roster": ROSTER}, headers=auth
+            f"{gw.url}/api/groups",
+            json={"name": f"crew{len(gids)}", "roster": ROSTER},
+            headers=auth,
         )
         made.raise_for_status()
         gid = str(made.json()["id"])
@@ -196,15 +198,16 @@ def placement(cluster: LocalCluster, prefix: str) -> dict[str, list[str]]:
     from ray.util.state import list_actors, list_nodes
 
     nodes = list_nodes(address=cluster.dashboard_url)
-    labels = {}
+    labels: dict[str, str] = {}
     for n in nodes:
-        extra = sorted(k for k in n.resources_total if k.startswith("node") is False)
+        extra = sorted(k for k in n.resources_total if not k.startswith("node"))
         kind = "head" if n.is_head_node else "worker"
         labels[n.node_id] = f"{kind} {n.node_id[:8]} ({', '.join(extra)})"
     found: dict[str, list[str]] = {label: [] for label in labels.values()}
     for actor in list_actors(address=cluster.dashboard_url, limit=10_000):
         if actor.state == "ALIVE" and actor.name and actor.name.startswith(prefix):
-            found[labels.get(actor.node_id, actor.node_id)].append(actor.name[len(prefix) :])
+            node = labels.get(actor.node_id or "", str(actor.node_id))
+            found.setdefault(node, []).append(actor.name[len(prefix) :])
     return found
 
 
