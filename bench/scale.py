@@ -116,6 +116,19 @@ async def drive(
     return len(groups) * rounds, seconds, [x for got in per_group for x in got]
 
 
+async def warm_up(
+    watcher: dict[str, Client], groups: list[tuple[str, list[str]]], ttft: float
+) -> None:
+    """One turn per persona; a loaded machine may take minutes to start the actor processes."""
+    for attempt in range(10):
+        try:
+            await drive(watcher, groups, 1, ttft)
+            return
+        except TimeoutError:
+            print(f"warm-up: actors still starting (try {attempt + 1})", flush=True)
+    raise TimeoutError("the VP actors did not start")
+
+
 async def run(args: argparse.Namespace) -> list[Step]:
     from personas.loader import load_personas
 
@@ -151,7 +164,7 @@ async def run(args: argparse.Namespace) -> list[Step]:
                 clients.append(client)
                 watcher.update(dict.fromkeys(chunk, client))
             if not steps:  # start every actor before the first timing
-                await drive(watcher, groups[: len(personas)], 1, args.ttft)
+                await warm_up(watcher, groups[: len(personas)], args.ttft)
             turns, seconds, overheads = await drive(watcher, groups, args.rounds, args.ttft)
             memory = await asyncio.to_thread(measure_memory, server.proc.pid)
             steps.append(Step(len(groups), turns, seconds, overheads, memory))
