@@ -24,12 +24,14 @@ from dataclasses import dataclass, field
 
 from ray.actor import ActorHandle
 
+from actors.attachments import open_files
 from actors.questions import QuestionBox
 from actors.tools import CoordinatorRouter
 from actors.transcripts import load_conversation, save_conversation
 from actors.turns import TurnHost, TurnOutcome, TurnRequest, TurnState, TurnTracker
 from actors.visibility import forget_deleted, group_view, rewind
 from actors.writer import GroupEvents, TurnWriter, error_stop
+from engine.attachments import drop_images
 from engine.engine import Engine, TurnResult
 from engine.events import StopEvent, StopReason
 from engine.mcp import McpManager, select_servers
@@ -41,6 +43,7 @@ from personas.mentions import extract_mentions
 from personas.model import Persona
 from personas.prompts import build_system_prompt
 from personas.routing import Selection, Source, select_targets
+from store.attachments import AttachmentStore
 from store.base import Group, GroupMessage, Store, StoreError
 from store.chatviews import TurnUsage
 from store.memory import MemoryBackend
@@ -94,6 +97,8 @@ class VPServices:
     recall_budget_tokens: int
     # This actor's MCP connections, shared by all its turns.
     mcp: McpManager
+    # The bytes of the files people send (store.attachments).
+    attachments: AttachmentStore
 
     @property
     def vp_id(self) -> str:
@@ -200,7 +205,9 @@ class TurnRunner:
             trigger = rewind(conv.messages, recent, self.s.vp_id, req.origin.trigger_id)
         else:
             context, trigger = group_view(recent, self.s.vp_id, cursor, req.origin.trigger_id)
-        conv.messages.extend(context)
+        conv.messages.extend(await open_files(context, self.s.attachments))
+        if trigger is not None:
+            [trigger] = await open_files([trigger], self.s.attachments)
         tools = self._tool_context(group, conv)
         allowed = set(self.s.persona.tools) if self.s.persona.tools is not None else None
         if allowed is not None:
@@ -359,6 +366,8 @@ class TurnRunner:
 
     async def save(self, conv: Conversation) -> None:
         conv.meta["cursor"] = self.req.origin.trigger_id
+        # Images are for the turn that read them; the transcript keeps a note.
+        conv.messages = drop_images(conv.messages)
         self.s.transcripts.keep(self.req.group_id, conv)
         try:
             await save_conversation(self.s.store, self.req.group_id, self.s.vp_id, conv)

@@ -30,14 +30,17 @@ def group_view(
             continue  # its author deleted it: the VP never sees it
         msg = _as_seen_by(gm, vp_id)
         if gm.id == upto_id:
-            trigger = msg or Message.user(gm.text, speaker=gm.author)
+            trigger = msg or Message.user(gm.text, speaker=gm.author, meta=_files(gm))
         elif msg is not None:
             context.append(msg)
     return context, trigger
 
 
 def _as_seen_by(gm: GroupMessage, vp_id: str) -> Message | None:
-    meta = {"group_message_id": gm.id}
+    meta: dict[str, object] = {"group_message_id": gm.id}
+    if gm.meta.get("attachments"):
+        # A message's files go wherever the message goes (actors.attachments).
+        meta["attachments"] = gm.meta["attachments"]
     if gm.role == "system":
         return None
     if gm.meta.get("injectedBy") == "route_forward":
@@ -53,6 +56,11 @@ def _as_seen_by(gm: GroupMessage, vp_id: str) -> Message | None:
             return None  # already in the VP's own transcript, in full
         return Message.user(f"[@{gm.author}] {gm.text}", speaker=gm.author, meta=meta)
     return Message.user(f"[{gm.author}] {gm.text}", speaker=gm.author, meta=meta)
+
+
+def _files(gm: GroupMessage) -> dict[str, object]:
+    files = gm.meta.get("attachments")
+    return {"group_message_id": gm.id, "attachments": files} if files else {}
 
 
 DELETED_TEXT = "[a message deleted by its author]"
@@ -95,5 +103,7 @@ def rewind(
             return trigger
     for gm in log:
         if gm.id == trigger_id:
-            return _as_seen_by(gm, vp_id) or Message.user(gm.text, speaker=gm.author)
+            return _as_seen_by(gm, vp_id) or Message.user(
+                gm.text, speaker=gm.author, meta=_files(gm)
+            )
     return None

@@ -91,6 +91,7 @@ class VPActor:
             recall_limit=config.recall_limit,
             recall_budget_tokens=config.recall_budget_tokens,
             mcp=McpManager(config.mcp),
+            attachments=config.store.open_attachments(),
         )
         self.dreams = DreamScheduler(
             DreamContext(persona, engine, store, memory),

@@ -52,6 +52,7 @@ from protocol import (
     SystemData,
     YeaftOutput,
 )
+from protocol.attachments import message_attachments
 from store.base import GroupMessage, Store, StoreError
 from store.retry import until_stored
 from store.turns import TurnEnd, TurnRecord
@@ -223,6 +224,7 @@ def message_frame(group_id: str, message: GroupMessage) -> GroupMessageFrame:
         caused_by=meta.get("causedBy"),
         chain_id=chain_id,
         handoff=handoff,
+        attachments=message_attachments(group_id, meta.get("attachments")),
     )
 
 

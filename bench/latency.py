@@ -74,7 +74,11 @@ class Server:
     """``yeaft serve`` in a subprocess, stopped by its own pid."""
 
     def __init__(
-        self, model: str, store: str | None, extra_env: dict[str, str] | None = None
+        self,
+        model: str,
+        store: str | None,
+        root: Path = ROOT,
+        extra_env: dict[str, str] | None = None,
     ) -> None:
         self.tmp = tempfile.TemporaryDirectory()
         self.port = free_port()
@@ -83,6 +87,7 @@ class Server:
             k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
         }
         env.update(
+            PYTHONPATH=str(root),
             YEAFT_DATA_DIR=self.tmp.name,
             YEAFT_MODEL=model,
             # Only the model string's tps paces the model, never serve's default.
@@ -98,7 +103,7 @@ class Server:
         env.update(extra_env or {})
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "gateway.cli", "serve", "--port", str(self.port)],
-            cwd=ROOT,
+            cwd=root,
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -106,7 +111,7 @@ class Server:
         )
         self.password = ""
 
-    async def start(self, attempts: int = 300) -> None:
+    async def start(self, attempts: int = 1200) -> None:
         assert self.proc.stdout is not None
         for _ in range(10):
             line = await asyncio.to_thread(self.proc.stdout.readline)
@@ -133,6 +138,8 @@ class Client:
         self.seen_turns: set[str] = set()
         self.done: dict[str, asyncio.Event] = {}
         self.envelopes = 0
+        self.results: dict[str, int] = {}  # turn results seen, per group
+        self.result_seen = asyncio.Event()
         self._reader: asyncio.Task[None] | None = None
 
     async def connect(self, groups: list[str]) -> None:
@@ -155,8 +162,11 @@ class Client:
                 fut = self.waiting.pop(gid, None)
                 if fut is not None and not fut.done():
                     fut.set_result(time.perf_counter())
-            elif data["type"] == "result" and gid in self.done:
-                self.done[gid].set()
+            elif data["type"] == "result":
+                self.results[gid] = self.results.get(gid, 0) + 1
+                self.result_seen.set()
+                if gid in self.done:
+                    self.done[gid].set()
 
     async def ask(self, gid: str, text: str) -> float:
         """Seconds from sending to the first token; waits for the turn to end."""
@@ -272,9 +282,9 @@ async def fan_in(url: str, token: str, http: httpx.AsyncClient, watchers: int) -
 
 async def main_async(args: argparse.Namespace) -> None:
     model = f"offline:default?ttft={args.ttft}&tps={args.tps}&tokens={args.tokens}"
-    server = Server(model, args.store)
-    await server.start()
+    server = Server(model, args.store, args.server_root)
     try:
+        await server.start()
         token, http = await login(server.url, server.password)
         single = await one_group(server.url, token, http, args.ttft, args.messages)
         reply_s = args.ttft + args.tokens / args.tps
@@ -284,16 +294,18 @@ async def main_async(args: argparse.Namespace) -> None:
         await http.aclose()
     finally:
         server.stop()
-    throughput_server = Server(f"offline:default?tokens={args.stream_tokens}", args.store)
-    await throughput_server.start()
+    throughput_server = Server(
+        f"offline:default?tokens={args.stream_tokens}", args.store, args.server_root
+    )
     try:
+        await throughput_server.start()
         token, http = await login(throughput_server.url, throughput_server.password)
         delivered, elapsed = await fan_in(throughput_server.url, token, http, args.watchers)
         await http.aclose()
     finally:
         throughput_server.stop()
     ms = 1000.0
-    print(f"model {model}; store {args.store or 'embedded'}")
+    print(f"model {model}; store {args.store or 'embedded'}; server {args.server_root}")
     print(
         f"overhead, 1 group:     p50 {statistics.median(single) * ms:6.1f} ms   "
         f"p99 {pct(single, 0.99) * ms:6.1f} ms   (n={len(single)}; target 10 / 30)"
@@ -321,6 +333,12 @@ def main() -> None:
     # enough that delivery to the watchers, not the model, sets the pace.
     parser.add_argument("--stream-tokens", type=int, default=20000)
     parser.add_argument("--store", default=None, help="store URL (default: embedded)")
+    parser.add_argument(
+        "--server-root",
+        type=Path,
+        default=ROOT,
+        help="serve from this checkout (to compare two commits with one client)",
+    )
     asyncio.run(main_async(parser.parse_args()))
 
 

@@ -137,7 +137,7 @@ async def run(args: argparse.Namespace) -> list[Step]:
     server = Server(
         model,
         args.store,
-        {
+        extra_env={
             # Every group busy at once is the point: no BUSY refusals.
             "YEAFT_MAX_VP_PENDING_TURNS": "100000",
             "YEAFT_LOG_LEVEL": "warning",

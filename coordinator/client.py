@@ -95,9 +95,10 @@ class CoordinatorClient:
         text: str,
         mentions: list[str] | None = None,
         client_message_id: str | None = None,
+        attachments: list[dict[str, object]] | None = None,
     ) -> IngestResult:
         result: IngestResult = await self._handle.ingest.remote(
-            self.group_id, sender, text, mentions, client_message_id
+            self.group_id, sender, text, mentions, client_message_id, attachments
         )
         return result
 

@@ -17,6 +17,7 @@ import time
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import Any
 
 from actors.config import RuntimeConfig
 from actors.turns import ForwardRequest, TurnOrigin, TurnOutcome, TurnRequest
@@ -101,9 +102,11 @@ class CoordinatorWorker:
         members: list[str] | None = None,
         settings: GroupSettingsPatch | None = None,
     ) -> Group:
-        return await self.groups.create(
+        group = await self.groups.create(
             group_id, name, roster, default_vp, list(members or []), settings
         )
+        self.turns.warm(group.roster)
+        return group
 
     async def create_conversation(self, group_id: str, name: str, info: ConversationInfo) -> Group:
         """Create a one-to-one conversation: a private group of one VP and its owner."""
@@ -208,8 +211,13 @@ class CoordinatorWorker:
         text: str,
         mentions: list[str] | None = None,
         client_message_id: str | None = None,
+        attachments: list[dict[str, Any]] | None = None,
     ) -> IngestResult:
         """Persist a person's message, then fan it out.
+
+        ``attachments`` are the references of its files (``id``, ``name``,
+        ``mime``, ``size``), already stored by the gateway; they are kept in
+        the message's ``meta``.
 
         A message the group or one of its VPs has no room for is refused with
         ``GroupError(BUSY)`` before it is stored (``coordinator.admission``).
@@ -224,15 +232,23 @@ class CoordinatorWorker:
             names = []  # its one VP answers everything; an "@word" is just text
         sel = self._select(group, names, Source.PERSON, None)
         with self.turns.admission.reserve(group.id, sel.targets):
-            return await self._accept(group, sel, sender, text, client_message_id)
+            return await self._accept(group, sel, sender, text, client_message_id, attachments)
 
     async def _accept(
-        self, group: Group, sel: Selection, sender: str, text: str, client_message_id: str | None
+        self,
+        group: Group,
+        sel: Selection,
+        sender: str,
+        text: str,
+        client_message_id: str | None,
+        attachments: list[dict[str, Any]] | None = None,
     ) -> IngestResult:
         """Store an admitted message with its turns, then dispatch them."""
         meta: dict[str, object] = {"trigger": str(sel.trigger)}
         if client_message_id:
             meta["clientMessageId"] = client_message_id
+        if attachments:
+            meta["attachments"] = list(attachments)
         msg = GroupMessage(author=sender, role="user", text=text, mentions=sel.targets, meta=meta)
         chain = self._guard(group).start_chain(msg.id)
         origin = TurnOrigin(trigger_id=msg.id, chain_id=msg.id, user_id=sender)

@@ -296,6 +296,15 @@ class Dispatcher:
             await asyncio.wait(tasks, timeout=remaining)
         return True
 
+    def warm(self, vp_ids: list[str]) -> None:
+        """Start the actors of a new group's roster now, not on its first message.
+
+        Creating an actor returns at once; its process starts in the
+        background, so the group's first turn does not wait for it.
+        """
+        for vp_id in vp_ids:
+            self.vp(vp_id)
+
     async def stats(self, vp_ids: list[str]) -> list[VPStats]:
         """Per-VP counters; also starts the actors (benchmarks warm up with it)."""
         return list(await asyncio.gather(*(self.vp(v).stats.remote() for v in vp_ids)))

@@ -25,10 +25,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
 
+from engine.attachments import for_model, supports_vision
 from engine.errors import NO_FAILOVER, RETRYABLE, AllModelsFailed, Attempt, ErrorKind, ModelError
 from engine.events import (
     EngineEvent,
@@ -117,6 +118,7 @@ class ModelCaller:
         timeouts: StreamTimeouts | None = None,
         sleep: Sleep = asyncio.sleep,
         rand: Callable[[], float] = random.random,
+        vision_models: Sequence[str] = (),
     ) -> None:
         if not chain:
             raise ValueError("the model chain is empty")
@@ -127,6 +129,7 @@ class ModelCaller:
         self.timeouts = timeouts or StreamTimeouts()
         self._sleep = sleep
         self._rand = rand
+        self.vision_models = tuple(vision_models)
 
     async def call(
         self,
@@ -215,7 +218,7 @@ class ModelCaller:
             request = ModelRequest(
                 model=name,
                 system=spec.system,
-                messages=spec.messages,
+                messages=for_model(spec.messages, supports_vision(model, self.vision_models)),
                 tools=spec.tools,
                 max_tokens=spec.max_tokens,
                 options=spec.options,

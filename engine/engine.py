@@ -130,6 +130,7 @@ class Engine:
             timeouts=self.settings.stream_timeouts(),
             sleep=self._sleep,
             rand=self._rand,
+            vision_models=self.settings.vision_models,
         )
 
     @property

@@ -30,6 +30,19 @@ class Thinking(BaseModel):
     signature: str | None = None
 
 
+class ImagePart(BaseModel):
+    """An image in a user message: base64 ``data`` of type ``mime`` (see ``engine.attachments``)."""
+
+    name: str
+    mime: str
+    data: str
+    size: int = 0
+
+
+IMAGE_TOKENS = 1_000
+"""The budget estimate of one image in a request (a small image costs about this much)."""
+
+
 class Message(BaseModel):
     """One entry of a transcript.
 
@@ -48,6 +61,8 @@ class Message(BaseModel):
     is_error: bool = False
     speaker: str | None = None
     meta: dict[str, Any] = Field(default_factory=dict)
+    # Images of a person's message, for vision models; never stored (engine.attachments).
+    images: list[ImagePart] = Field(default_factory=list)
 
     @classmethod
     def user(cls, text: str, **kw: Any) -> Message:
@@ -107,7 +122,7 @@ def estimate_tokens(text: str) -> int:
 
 
 def message_tokens(msg: Message) -> int:
-    n = estimate_tokens(msg.content) + 4
+    n = estimate_tokens(msg.content) + 4 + IMAGE_TOKENS * len(msg.images)
     for t in msg.thinking:
         n += estimate_tokens(t.text)
     for c in msg.tool_calls:

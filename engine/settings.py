@@ -47,6 +47,18 @@ class _EngineFields(BaseModel):
     anthropic_api_key: SecretStr | None = None
     anthropic_base_url: str | None = None
     anthropic_model: str = "claude-sonnet-4-5"
+    vision_models: tuple[str, ...] = Field(
+        default=(
+            "openai:gpt-4o*",
+            "openai:gpt-4.1*",
+            "openai:gpt-5*",
+            "openai:o3*",
+            "openai:o4*",
+            "anthropic:claude-*",
+        ),
+        description="Glob patterns of provider:model names that are sent images; "
+        "other models get a description of each image.",
+    )
     max_output_tokens: int = 4096
     context_window: int = 128_000
     max_continuations: int = 3

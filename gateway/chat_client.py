@@ -17,16 +17,18 @@ from __future__ import annotations
 
 import asyncio
 import json
+import mimetypes
 import sys
 import threading
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TextIO
 from urllib.parse import quote
 
 import httpx
 
-from gateway.chat_screen import Screen, render, said_line
+from gateway.chat_screen import Screen, files_line, render, said_line
 
 PING_INTERVAL_S = 20.0
 QUIT = ("/quit", "/exit")
@@ -34,6 +36,7 @@ HELP = """commands:
   /help            this list
   /cancel [VP]     stop every running turn of the group, or only VP's
   /answer TEXT     answer the question a VP asked you
+  /attach PATH     upload a file; it goes with your next message
   /quit            leave (Ctrl-D too)
 anything else is sent to the group; @name addresses a VP, @all everyone;
 start a line with // to send text that begins with /"""
@@ -68,6 +71,8 @@ class ChatClient:
         self.screen = Screen(out, out.isatty())
         self.want_prompt = prompt
         self._ws: Any = None
+        # Uploaded with /attach, sent with the next message.
+        self.files: list[str] = []
 
     def _headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token}"}
@@ -129,6 +134,8 @@ class ChatClient:
             return False
         if word == "/help":
             self.screen.line(HELP)
+        elif word == "/attach":
+            self.screen.line(await self.attach(rest.strip()))
         elif word == "/cancel":
             self.screen.line(await self.cancel(rest.strip().lstrip("@") or None))
         elif word == "/answer" and not self.pending_question:
@@ -138,6 +145,32 @@ class ChatClient:
         else:
             return False
         return True
+
+    async def attach(self, path: str) -> str:
+        """Upload the file at ``path`` for the next message; what happened, as a line."""
+        if not path:
+            return "  /attach needs a file: /attach PATH"
+        file = Path(path)
+        try:
+            data = await asyncio.to_thread(lambda: file.expanduser().read_bytes())
+        except OSError as exc:
+            return f"  cannot read {path}: {exc.strerror or exc}"
+        mime = mimetypes.guess_type(file.name)[0] or "application/octet-stream"
+        try:
+            async with self._http() as http:
+                reply = await http.post(
+                    f"/api/groups/{quote(self.group_id)}/attachments",
+                    params={"name": file.name},
+                    content=data,
+                    headers={"Content-Type": mime},
+                )
+        except httpx.TransportError as exc:
+            return f"  upload failed: {self._unreachable(exc)}"
+        if reply.status_code != 201:
+            error = reply.json().get("error", {}) if reply.content else {}
+            return f"  upload refused: {error.get('message') or reply.status_code}"
+        self.files.append(str(reply.json()["id"]))
+        return f"  attached {file.name} ({len(data)} bytes); it goes with your next message"
 
     async def cancel(self, vp: str | None) -> str:
         """Stop the group's running turns (or one VP's); what was stopped, as a line."""
@@ -178,12 +211,16 @@ class ChatClient:
             }
         client_message_id = uuid.uuid4().hex
         self.sent.add(client_message_id)
-        return {
+        frame: dict[str, Any] = {
             "type": "yeaft_session_chat",
             "groupId": self.group_id,
             "text": line,
             "clientMessageId": client_message_id,
         }
+        if self.files:
+            frame["attachments"] = [{"id": file_id} for file_id in self.files]
+            self.files = []
+        return frame
 
     def on_frame(self, frame: dict[str, Any]) -> None:
         seq = frame.get("seq")
@@ -216,6 +253,8 @@ class ChatClient:
                 self.screen.end(who, str(msg.get("id", "")))
             else:
                 self.screen.line(f"{who}: {text}")
+            if msg.get("attachments"):
+                self.screen.line(files_line(msg["attachments"]))
 
     async def run(self, read_line: Callable[[], str] | None = None) -> int:
         import websockets

@@ -135,12 +135,20 @@ def said_line(screen: Screen, author: str, text: str, handoff: dict[str, Any] | 
     return f"{author}: {text}"
 
 
+def files_line(attachments: list[dict[str, Any]]) -> str:
+    """A message's files, by name and size, under its line."""
+    names = [f"{a.get('name', 'file')} ({a.get('size', '?')} bytes)" for a in attachments]
+    return "  files: " + ", ".join(names)
+
+
 def render(screen: Screen, frame: dict[str, Any]) -> None:
     """Show one server frame."""
     kind = frame.get("type")
     if kind == "group_message":
         author, text = str(frame.get("author", "?")), str(frame.get("text", ""))
         screen.line(said_line(screen, author, text, frame.get("handoff")))
+        if frame.get("attachments"):
+            screen.line(files_line(frame["attachments"]))
     elif kind == "yeaft_output":
         _render_output(screen, frame)
     elif kind == "ask_user_question":

@@ -17,6 +17,7 @@ from personas.loader import PersonaLibrary
 
 if TYPE_CHECKING:
     from coordinator.runtime import Runtime
+    from gateway.attachments import AttachmentService
     from gateway.mcp import McpCatalog
 
 
@@ -39,3 +40,5 @@ class GatewayContext:
     mcp: McpCatalog
     # Connections by user, presence, and the directory log (gateway.people).
     people: People
+    # Files with messages: limits, uploads and downloads (gateway.attachments).
+    attachments: AttachmentService

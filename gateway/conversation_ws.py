@@ -109,18 +109,13 @@ class ConversationFrames:
         await self._watch(group, frame.last_seq if frame.last_seq is not None else 0)
 
     async def send_message(self, frame: SendMessage) -> None:
-        if frame.attachments:
-            raise GatewayError(
-                ErrorCode.INVALID_FRAME,
-                "attachments are not supported by this server yet",
-                field="attachments",
-            )
         cid = frame.conversation_id
         if cid not in self.conn.subscriptions:
             group = await self.ctx.conversations.owned(self.username, cid)
             await self._watch(group, await self.ctx.groups.head_seq(cid))
+        files = await self.ctx.attachments.accept(self.username, cid, frame.attachments)
         result = await self.ctx.conversations.send(
-            self.username, cid, frame.text, frame.client_message_id
+            self.username, cid, frame.text, frame.client_message_id, attachments=files
         )
         self.conn.send(
             Ack(

@@ -53,7 +53,7 @@ CAPABILITIES: dict[str, Any] = {
     "askUser": True,
     "cancel": True,
     "resume": True,
-    "attachments": False,
+    "attachments": True,
 }
 """What a conversation on this server can do, as ``session_ready`` reports it."""
 
@@ -231,7 +231,12 @@ class ConversationService:
         await self._call(conversation_id, lambda c: c.delete_group(username))
 
     async def send(
-        self, username: str, conversation_id: str, text: str, client_message_id: str | None
+        self,
+        username: str,
+        conversation_id: str,
+        text: str,
+        client_message_id: str | None,
+        attachments: list[dict[str, Any]] | None = None,
     ) -> IngestResult:
         """Store the owner's message and have the VP answer it; returns once stored.
 
@@ -239,7 +244,8 @@ class ConversationService:
         """
         group = await self.owned(username, conversation_id)
         result = await self._call(
-            conversation_id, lambda c: c.ingest(username, text, None, client_message_id)
+            conversation_id,
+            lambda c: c.ingest(username, text, None, client_message_id, attachments),
         )
         info = group.conversation
         persona = self.personas.get(info.vp_id) if info is not None else None

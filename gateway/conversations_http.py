@@ -82,7 +82,7 @@ async def conversation_history(
     messages = await store.read_messages(conversation_id, before=before, limit=limit)
     return {
         "conversationId": conversation_id,
-        "messages": [message_view(m) for m in messages],
+        "messages": [message_view(m, conversation_id) for m in messages],
         "lastSeq": last_seq,
         "hasMore": len(messages) == limit,
     }

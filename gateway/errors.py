@@ -23,6 +23,7 @@ HTTP_STATUS: dict[ErrorCode, int] = {
     ErrorCode.UNKNOWN_TYPE: 400,
     ErrorCode.INVALID_FRAME: 422,
     ErrorCode.FRAME_TOO_LARGE: 413,
+    ErrorCode.ATTACHMENT_TOO_LARGE: 413,
     ErrorCode.RATE_LIMITED: 429,
     ErrorCode.UNAUTHORIZED: 401,
     ErrorCode.FORBIDDEN: 403,

@@ -75,7 +75,7 @@ class GroupService:
         messages = await (await self.store()).read_messages(group_id, before=before, limit=limit)
         return {
             "groupId": group_id,
-            "messages": [message_view(m) for m in messages],
+            "messages": [message_view(m, group_id) for m in messages],
             "lastSeq": last_seq,
             "hasMore": len(messages) == limit,
         }
@@ -167,11 +167,13 @@ class GroupService:
         text: str,
         mentions: list[str] | None,
         client_message_id: str | None,
+        attachments: list[dict[str, Any]] | None = None,
     ) -> IngestResult:
         """Store a user's message and fan it out; returns once it is stored."""
         await self.member_group(username, group_id)
         return await self._call(
-            group_id, lambda c: c.ingest(username, text, mentions, client_message_id)
+            group_id,
+            lambda c: c.ingest(username, text, mentions, client_message_id, attachments),
         )
 
     async def cancel(self, username: str, group_id: str, vp_id: str | None) -> CancelResult:

@@ -30,7 +30,8 @@ from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from gateway import conversations_http, http, http_members, messages_api, ws
+from gateway import attachments_http, conversations_http, http, http_members, messages_api, ws
+from gateway.attachments import AttachmentService
 from gateway.context import GatewayContext
 from gateway.conversations import ConversationService
 from gateway.errors import GatewayError
@@ -94,6 +95,9 @@ def create_app(
         mcp=McpCatalog(runtime.config.mcp),
         people=People(runtime.store, hub, wait_s=settings.tail_wait_s),
         conversations=ConversationService(runtime, groups, personas, settings.data_dir),
+        attachments=AttachmentService(
+            runtime.config.store.open_attachments(), settings.attachment_limits()
+        ),
     )
 
     @contextlib.asynccontextmanager
@@ -110,6 +114,7 @@ def create_app(
             await ctx.people.close()
             await hub.close()
             await ctx.mcp.aclose()
+            await ctx.attachments.store.aclose()
         if on_stop is not None:
             await on_stop()
 
@@ -127,6 +132,7 @@ def create_app(
     app.include_router(mcp_router)
     app.include_router(http_members.router)
     app.include_router(messages_api.router)
+    app.include_router(attachments_http.router)
     app.add_api_websocket_route("/ws", ws.websocket_endpoint)
     # The UI's files are written separately and may not exist yet; the mount
     # is made anyway and answers 404 until they do.

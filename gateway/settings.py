@@ -28,6 +28,8 @@ from pydantic_settings import SettingsConfigDict
 
 from actors.config import Placement
 from engine.mcp import McpConfig, load_mcp_config
+from gateway.attachments import AttachmentLimits
+from protocol.common import MAX_ATTACHMENTS
 from store import StoreSettings
 
 log = logging.getLogger(__name__)
@@ -194,6 +196,12 @@ class GatewaySettings(StoreSettings):
     # own "timeout" wins).
     mcp_connect_timeout: float = Field(default=15.0, gt=0)
     mcp_call_timeout: float = Field(default=60.0, gt=0)
+    # YEAFT_ATTACHMENT_MAX_BYTES / YEAFT_ATTACHMENT_MAX_COUNT /
+    # YEAFT_ATTACHMENT_MAX_MESSAGE_BYTES: bytes per file, files per message
+    # and bytes of all of a message's files; over them: attachment_too_large.
+    attachment_max_bytes: int = Field(default=10 * 1024 * 1024, ge=1)
+    attachment_max_count: int = Field(default=8, ge=1, le=MAX_ATTACHMENTS)
+    attachment_max_message_bytes: int = Field(default=20 * 1024 * 1024, ge=1)
 
     _secret: str | None = PrivateAttr(default=None)
 
@@ -244,6 +252,14 @@ class GatewaySettings(StoreSettings):
     def persona_dir(self) -> Path:
         """Where the user's persona files are (``personas_dir`` or ``<data_dir>/personas``)."""
         return self.personas_dir or self.data_dir / "personas"
+
+    def attachment_limits(self) -> AttachmentLimits:
+        """The attachment limits these settings name."""
+        return AttachmentLimits(
+            max_file_bytes=self.attachment_max_bytes,
+            max_count=self.attachment_max_count,
+            max_message_bytes=self.attachment_max_message_bytes,
+        )
 
     def jwt_key(self) -> str:
         """The secret that signs tokens: configured, or read from (or made in) the data dir."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from protocol import GroupUpdate
+from protocol.attachments import attachment_dicts
 from store.base import Group, GroupMessage
 from store.membership import group_view as store_group_view
 
@@ -30,9 +31,13 @@ def group_update(group: dict[str, Any], action: str, **extra: Any) -> GroupUpdat
     return GroupUpdate.model_validate({"group": group, "action": action, **extra})
 
 
-def message_view(message: GroupMessage) -> dict[str, Any]:
-    """A stored group message as the history endpoint returns it."""
-    return {
+def message_view(message: GroupMessage, group_id: str | None = None) -> dict[str, Any]:
+    """A stored group message as the history endpoint returns it.
+
+    With ``group_id`` its files are listed as ``attachments``, each with its
+    download ``url`` (as in the live ``group_message`` frame).
+    """
+    view: dict[str, Any] = {
         "id": message.id,
         "ts": message.ts,
         "author": message.author,
@@ -41,3 +46,7 @@ def message_view(message: GroupMessage) -> dict[str, Any]:
         "mentions": list(message.mentions),
         "meta": dict(message.meta),
     }
+    files = attachment_dicts(group_id, message.meta.get("attachments")) if group_id else None
+    if files:
+        view["attachments"] = files
+    return view

@@ -298,14 +298,19 @@ class ClientSession:
 
     # -- conversation ------------------------------------------------------------
     async def _chat(self, frame: YeaftSessionChat) -> None:
+        files: list[dict[str, Any]] = []
         if frame.attachments:
-            raise GatewayError(
-                ErrorCode.INVALID_FRAME,
-                "attachments are not supported by this server yet",
-                field="attachments",
+            await self.ctx.groups.member_group(self.username, frame.group_id)
+            files = await self.ctx.attachments.accept(
+                self.username, frame.group_id, frame.attachments
             )
         result = await self.ctx.groups.ingest(
-            self.username, frame.group_id, frame.text, frame.mentions, frame.client_message_id
+            self.username,
+            frame.group_id,
+            frame.text,
+            frame.mentions,
+            frame.client_message_id,
+            attachments=files,
         )
         # Sent only now: ingest returns after the message is stored.
         self.conn.send(

@@ -54,11 +54,32 @@ Answer = Annotated[str, StringConstraints(max_length=10_000)]
 
 
 class Attachment(ClientModel):
-    """A file sent inline with a message. Its size is bounded by the frame limit."""
+    """A file with a message: inline (``name``, ``mime``, ``base64``) or uploaded (``id``).
 
-    name: Name
-    mime: Mime
-    base64: Base64
+    Inline files are bounded by the frame limit; larger ones are uploaded
+    first (``POST /api/groups/{id}/attachments``) and referenced by the id
+    the upload returned.
+    """
+
+    name: Name | None = None
+    mime: Mime | None = None
+    base64: Base64 | None = None
+    id: Id | None = None
+
+    @model_validator(mode="after")
+    def _inline_or_uploaded(self) -> Attachment:
+        if self.id is not None:
+            if self.base64 is not None:
+                raise PydanticCustomError(
+                    "id_and_base64", "give base64 or id, not both", {"field": "base64"}
+                )
+            return self
+        for name in ("base64", "name", "mime"):
+            if getattr(self, name) is None:
+                raise PydanticCustomError(
+                    "missing", f"{name} is required without an id", {"field": name}
+                )
+        return self
 
 
 class SendMessage(ClientModel):

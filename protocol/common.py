@@ -74,6 +74,8 @@ class ErrorCode(StrEnum):
     UNKNOWN_TYPE = "unknown_type"
     INVALID_FRAME = "invalid_frame"
     FRAME_TOO_LARGE = "frame_too_large"
+    ATTACHMENT_TOO_LARGE = "attachment_too_large"
+    """A file, or a message's files together, over the attachment limits."""
     RATE_LIMITED = "rate_limited"
     UNAUTHORIZED = "unauthorized"
     FORBIDDEN = "forbidden"

@@ -99,10 +99,12 @@ def _describe(
         whole = _describe_whole_frame(kind, ctx, error["msg"])
         if whole is not None:
             return whole
-    if not path and isinstance(ctx.get("field"), str):
+    if isinstance(ctx.get("field"), str):
         # A cross-field rule raised at model level names its field in ctx,
-        # and its message is already a whole sentence about that field.
-        return ErrorCode.INVALID_FRAME, ctx["field"], error["msg"], None
+        # and its message is already a whole sentence about that field; in a
+        # nested model (an attachment) the field is under the model's path.
+        field = f"{path}.{ctx['field']}" if path else ctx["field"]
+        return ErrorCode.INVALID_FRAME, field, error["msg"], None
     if kind in _TAG_ERRORS:
         # A nested union (a data payload, a content block) has its own type.
         path = f"{path}.type" if path else "type"

@@ -113,12 +113,13 @@ class Handoff(ServerModel):
 
 
 class MessageAttachment(ServerModel):
-    """A file that came with a message, named but not inlined (no message has one yet)."""
+    """A file that came with a message: named, never inlined; ``url`` downloads it."""
 
     name: str
     mime: str
     size: int | None = Field(default=None, ge=0)
     id: str | None = None
+    url: str | None = None
 
 
 class GroupMessageFrame(ServerModel):

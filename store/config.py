@@ -20,6 +20,7 @@ from store._shared import DEFAULT_EVENT_RETENTION, check_retention
 from store.base import StoreError
 
 if TYPE_CHECKING:
+    from store.attachments.model import AttachmentStore
     from store.base import Store
     from store.memory.model import MemoryBackend
 
@@ -112,6 +113,17 @@ class StoreConfig:
         from store.memory.embedded import SQLiteMemory
 
         return SQLiteMemory(self.data_dir / MEMORY_FILE)
+
+    def open_attachments(self) -> AttachmentStore:
+        """Attachment bytes: ``FileAttachments`` or ``RedisAttachments``."""
+        url = self._redis_url()
+        if url is not None:
+            from store.attachments.redis_backend import RedisAttachments
+
+            return RedisAttachments(url, self.redis_prefix)
+        from store.attachments.files import FileAttachments
+
+        return FileAttachments(self.data_dir)
 
     def _redis_url(self) -> str | None:
         return self.url if self.backend == "redis" else None

@@ -20,14 +20,17 @@ actor processes and a gateway) may open the same directory at once:
   finished (``store.embedded_turns``), and only if it was not finished yet.
   The tables and migrations are in ``store.embedded_schema``.
 
-Blocking event reads. SQLite has no notifications, so each store instance
-runs at most one poller thread, and only while some coroutine is waiting. It
-reads one number, the global AUTOINCREMENT counter of the events table, every
-``poll_interval`` seconds; when the counter moved it asks which groups got
-the new rows and wakes only their waiters. Cost is therefore one tiny query
-per interval per process, however many groups are watched. A writer in the
-same process wakes waiters (of every instance on the same file) at once,
-without waiting for a poll.
+Blocking event reads are pushed, not polled. Each store instance runs at
+most one waker thread, and only while some coroutine is waiting. It blocks
+on this process's wake-up socket (``store.notify``): every writer, in any
+process, sends the group id there once its transaction has committed. On a
+wake-up the thread reads one number, the global AUTOINCREMENT counter of the
+events table; when it moved it asks which groups got the new rows and wakes
+only their waiters. The database decides, the datagram only says when to
+look, so a lost datagram costs latency, never an envelope: the thread also
+looks every ``poll_interval`` seconds (1 s), which is all it does while
+nothing happens. A writer in the same process wakes waiters (of every
+instance on the same file) at once, without a datagram.
 """
 
 from __future__ import annotations
@@ -37,10 +40,7 @@ import contextlib
 import json
 import logging
 import sqlite3
-import threading
-import time
-import weakref
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -60,6 +60,7 @@ from store.base import (
 )
 from store.embedded_members import EmbeddedMembers
 from store.embedded_schema import event_counter, setup_schema
+from store.embedded_wake import EventWaker
 from store.events import (
     EncodedEvent,
     EventBatch,
@@ -68,7 +69,7 @@ from store.events import (
     make_batch,
     with_seq,
 )
-from store.sqlite import SQLiteThread, connect, read_txn, write_txn
+from store.sqlite import SQLiteThread, read_txn, write_txn
 from store.turns import TurnEnd, TurnRecord
 
 log = logging.getLogger(__name__)
@@ -76,21 +77,6 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 DB_FILENAME = "yeaft-store.sqlite3"
-
-# When the poller falls this many event rows behind (it was idle, or a burst
-# arrived), scanning them to find the groups is not worth it: it wakes every
-# waiter instead, and each re-reads its own group once.
-_SCAN_LIMIT = 1_000
-
-# Every live instance per database file in this process, so a writer can wake
-# the waiters of its siblings at once instead of leaving it to their pollers.
-_PEERS: dict[str, weakref.WeakSet[EmbeddedStore]] = {}
-_PEERS_LOCK = threading.Lock()
-
-
-def _resolve(fut: asyncio.Future[None]) -> None:
-    if not fut.done():
-        fut.set_result(None)
 
 
 class EmbeddedStore(EmbeddedMembers, chat_sql.EmbeddedChatViews, Store):
@@ -101,15 +87,14 @@ class EmbeddedStore(EmbeddedMembers, chat_sql.EmbeddedChatViews, Store):
         data_dir: Path,
         *,
         event_retention: int = DEFAULT_EVENT_RETENTION,
-        poll_interval: float = 0.003,
+        poll_interval: float = 1.0,
         busy_timeout: float = 10.0,
     ) -> None:
         self.data_dir = Path(data_dir).expanduser()
         # absolute() (no disk access) so instances in one process that name the
-        # same directory differently still find each other in _PEERS.
+        # same directory differently still find each other (store.embedded_wake).
         self.path = (self.data_dir / DB_FILENAME).absolute()
         self.event_retention = check_retention(event_retention)
-        self.poll_interval = poll_interval
         self._busy_timeout = busy_timeout
         self._closed = False
         # Opening the file and creating the schema is disk I/O, so it happens
@@ -117,14 +102,7 @@ class EmbeddedStore(EmbeddedMembers, chat_sql.EmbeddedChatViews, Store):
         self._sqlite = SQLiteThread(
             self.path, setup=self._setup, busy_timeout=busy_timeout, label="embedded store"
         )
-        self._lock = threading.Lock()
-        self._waiters: dict[str, set[asyncio.Future[None]]] = {}
-        self._has_waiters = threading.Event()
-        self._stop = threading.Event()
-        self._poller: threading.Thread | None = None
-        self._poll_base = 0
-        with _PEERS_LOCK:
-            _PEERS.setdefault(str(self.path), weakref.WeakSet()).add(self)
+        self._waker = EventWaker(self.path, poll_interval, busy_timeout)
 
     # -- plumbing ----------------------------------------------------------
     def _setup(self, conn: sqlite3.Connection) -> None:
@@ -132,7 +110,7 @@ class EmbeddedStore(EmbeddedMembers, chat_sql.EmbeddedChatViews, Store):
         setup_schema(conn)
         # The poller starts from here; every waiter reads after this point,
         # so no event committed after a waiter's read is missed.
-        self._poll_base = event_counter(conn)
+        self._waker.base = event_counter(conn)
 
     async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         if self._closed:
@@ -243,7 +221,7 @@ class EmbeddedStore(EmbeddedMembers, chat_sql.EmbeddedChatViews, Store):
         if existing is not None:
             return GroupMessage.model_validate_json(existing), False
         if encoded is not None:
-            self._wake_local(group_id)
+            self._waker.wake(group_id)
         return message, True
 
     async def read_messages(
@@ -315,7 +293,7 @@ class EmbeddedStore(EmbeddedMembers, chat_sql.EmbeddedChatViews, Store):
                 return self._append_event_sync(conn, group_id, encoded)
 
         seq = await self._run(op)
-        self._wake_local(group_id)
+        self._waker.wake(group_id)
         return seq
 
     def _append_event_sync(
@@ -367,7 +345,7 @@ class EmbeddedStore(EmbeddedMembers, chat_sql.EmbeddedChatViews, Store):
         while not self._closed:
             # Register before reading: an event committed after this read is
             # then certain to wake the future (by the writer or the poller).
-            fut = self._add_waiter(group_id)
+            fut = self._waker.add(group_id)
             try:
                 batch = await self._run(op)
                 remaining = deadline - loop.time()
@@ -376,7 +354,7 @@ class EmbeddedStore(EmbeddedMembers, chat_sql.EmbeddedChatViews, Store):
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(fut, remaining)
             finally:
-                self._remove_waiter(group_id, fut)
+                self._waker.remove(group_id, fut)
         return batch
 
     @staticmethod
@@ -425,7 +403,7 @@ class EmbeddedStore(EmbeddedMembers, chat_sql.EmbeddedChatViews, Store):
 
         started = await self._run(op)
         if started and encoded is not None:
-            self._wake_local(group_id)
+            self._waker.wake(group_id)
         return started
 
     async def finish_turn(
@@ -439,7 +417,7 @@ class EmbeddedStore(EmbeddedMembers, chat_sql.EmbeddedChatViews, Store):
 
         seq = await self._run(op)
         if seq:
-            self._wake_local(group_id)
+            self._waker.wake(group_id)
         return seq
 
     async def turns_of(self, group_id: str, trigger_id: str) -> list[TurnRecord]:
@@ -498,101 +476,10 @@ class EmbeddedStore(EmbeddedMembers, chat_sql.EmbeddedChatViews, Store):
 
         return [decode_user(d) for d in await self._run(op)]
 
-    # -- waking waiters ----------------------------------------------------
-    def _add_waiter(self, group_id: str) -> asyncio.Future[None]:
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        with self._lock:
-            self._waiters.setdefault(group_id, set()).add(fut)
-            self._has_waiters.set()
-            if self._poller is None:
-                self._poller = threading.Thread(
-                    target=self._poll_forever, name="yeaft-store-poll", daemon=True
-                )
-                self._poller.start()
-        return fut
-
-    def _remove_waiter(self, group_id: str, fut: asyncio.Future[None]) -> None:
-        with self._lock:
-            futs = self._waiters.get(group_id)
-            if futs is not None:
-                futs.discard(fut)
-                if not futs:
-                    del self._waiters[group_id]
-            if not self._waiters:
-                self._has_waiters.clear()
-
-    def _notify(self, group_ids: Iterable[str] | None) -> None:
-        """Wake the waiters of these groups (of all groups for None); thread-safe."""
-        with self._lock:
-            if group_ids is None:
-                woken = [f for futs in self._waiters.values() for f in futs]
-                self._waiters.clear()
-            else:
-                woken = [f for g in group_ids for f in self._waiters.pop(g, ())]
-            if not self._waiters:
-                self._has_waiters.clear()
-        for fut in woken:
-            # A waiter may live on another thread's loop (the poller always
-            # does this from its own thread), so go through the loop's queue.
-            with contextlib.suppress(RuntimeError):  # that loop is already closed
-                fut.get_loop().call_soon_threadsafe(_resolve, fut)
-
-    def _wake_local(self, group_id: str) -> None:
-        with _PEERS_LOCK:
-            peers = list(_PEERS.get(str(self.path), ()))
-        for peer in peers:
-            peer._notify((group_id,))
-
-    def _poll_forever(self) -> None:
-        """The poller thread: watch the global event counter while anyone waits."""
-        conn: sqlite3.Connection | None = None
-        base = self._poll_base
-        try:
-            while not self._stop.is_set():
-                if not self._has_waiters.is_set():
-                    self._has_waiters.wait()
-                    continue
-                try:
-                    if conn is None:
-                        conn = connect(self.path, self._busy_timeout)
-                    top = event_counter(conn)
-                    if top > base:
-                        if top - base > _SCAN_LIMIT:
-                            self._notify(None)
-                        else:
-                            rows = conn.execute(
-                                "SELECT DISTINCT group_id FROM events"
-                                " WHERE row_id > ? AND row_id <= ?",
-                                (base, top),
-                            ).fetchall()
-                            self._notify(r[0] for r in rows)
-                        base = top
-                except sqlite3.Error:
-                    log.warning("event poller on %s failed; retrying", self.path, exc_info=True)
-                    # Back off so a broken file does not flood the log.
-                    self._stop.wait(1.0)
-                    continue
-                # A plain sleep costs about half the CPU of Event.wait(timeout);
-                # close() then waits at most one interval for this thread.
-                time.sleep(self.poll_interval)
-        finally:
-            if conn is not None:
-                conn.close()
-
     # -- lifecycle ---------------------------------------------------------
     async def close(self) -> None:
         if self._closed:
             return
         self._closed = True
-        with _PEERS_LOCK:
-            peers = _PEERS.get(str(self.path))
-            if peers is not None:
-                peers.discard(self)
-                if not peers:
-                    del _PEERS[str(self.path)]
-        self._stop.set()
-        self._notify(None)  # blocked readers return what they have
-        self._has_waiters.set()  # let an idle poller see the stop flag
-        if self._poller is not None:
-            await asyncio.to_thread(self._poller.join)
+        await self._waker.close()
         await self._sqlite.close()

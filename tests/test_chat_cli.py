@@ -14,7 +14,7 @@ from typing import Any
 from gateway.chat_client import ChatClient
 from gateway.chat_screen import Screen
 from gateway.cli_server import chat_url
-from tests.fixtures.gateway import StartGateway
+from tests.fixtures.gateway import StartGateway, WsClient
 from tests.fixtures.ray_cluster import MakeRuntime
 from tests.test_cli import PROVIDER_VARS, ROOT, yeaft
 from tests.test_cli_server import eventually
@@ -169,3 +169,34 @@ async def test_cancel_says_which_turns_it_stopped(
     lines.put("/quit\n")
     assert await asyncio.wait_for(task, 20) == 0
     assert "— Linus" not in out.getvalue()  # neither reply ran to its end
+
+
+async def test_attach_uploads_a_file_for_the_next_message_and_files_are_shown_by_name(
+    start_gateway: StartGateway, tmp_path: Path
+) -> None:
+    gw = await start_gateway()
+    token = await gw.user("ann")
+    made = await gw.http.post(
+        "/api/groups", json={"name": "team", "roster": ["linus"]}, headers=gw.auth("ann")
+    )
+    notes = tmp_path / "notes.txt"
+    notes.write_text("remember the milk")
+    out = io.StringIO()
+    client = ChatClient(gw.base_url, token, "team", out)
+    await client.resolve_group()
+
+    assert await client.local("/attach /no/such/file")
+    assert await client.local(f"/attach {notes}")
+    assert "cannot read /no/such/file" in out.getvalue()
+    assert "attached notes.txt (17 bytes)" in out.getvalue()
+    frame = client.command("see the file")
+    assert frame is not None and len(frame["attachments"]) == 1
+    assert "attachments" not in (client.command("and nothing else") or {})
+
+    ws = await WsClient.open(gw, "ann")
+    ack = await ws.request(frame)
+    assert ack["type"] == "ack", ack
+    history = await gw.http.get(f"/api/groups/{made.json()['id']}/messages", headers=gw.auth("ann"))
+    client.show_history(history.json()["messages"])
+    assert "ann: see the file\n  files: notes.txt (17 bytes)" in out.getvalue()
+    await ws.close()

@@ -383,3 +383,16 @@ async def test_cancel_one_vp_leaves_the_others(make_runtime: MakeRuntime) -> Non
     res = results(await all_events(rt, group.id))
     assert res["linus"][-1]["stop_reason"] == "aborted"
     assert res["steve"][-1]["subtype"] == "success"
+
+
+async def test_a_new_groups_vp_actors_start_before_its_first_message(
+    make_runtime: MakeRuntime,
+) -> None:
+    rt = make_runtime()
+    group = await rt.create_group("warm", ["kent", "grace"], members=["ann"])
+    names = [rt.config.actor_name("vp", v) for v in group.roster]
+    # Nothing was sent to the group: the actors exist because it was created.
+    for name in names:
+        handle = ray.get_actor(name, namespace=rt.config.namespace)
+        stats = await handle.stats.remote()
+        assert stats.vp_id in group.roster and stats.model_calls == 0

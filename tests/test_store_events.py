@@ -345,7 +345,9 @@ async def test_an_event_from_another_process_wakes_a_blocking_reader(
     assert isinstance(store, EmbeddedStore)
     # Touch the database first so the child finds the schema in place.
     assert (await store.read_events(gid, 0)).last_seq == 0
-    reader = asyncio.create_task(store.read_events(gid, 0, wait=WAKE_TIMEOUT))
+    # The wait covers the child's start-up too, which a loaded machine can make
+    # longer than WAKE_TIMEOUT; the wake-up delay is checked below, on its own.
+    reader = asyncio.create_task(store.read_events(gid, 0, wait=120))
     await parked(reader)
     child = await _run_appender(store_factory.data_dir, gid, 1, "child")
     batch = await asyncio.wait_for(reader, WAKE_TIMEOUT)

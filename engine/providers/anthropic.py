@@ -249,7 +249,12 @@ def _user_blocks(msg: Message) -> list[dict[str, Any]]:
         if msg.is_error:
             block["is_error"] = True
         return [block]
-    return [{"type": "text", "text": msg.content}] if msg.content else []
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": msg.content}] if msg.content else []
+    blocks += [
+        {"type": "image", "source": {"type": "base64", "media_type": i.mime, "data": i.data}}
+        for i in msg.images
+    ]
+    return blocks
 
 
 def _assistant_blocks(msg: Message) -> list[dict[str, Any]]:

@@ -219,7 +219,14 @@ def to_openai_messages(system: str, messages: list[Message]) -> list[dict[str, A
     if system:
         out.append({"role": "system", "content": system})
     for msg in messages:
-        if msg.role == "user":
+        if msg.role == "user" and msg.images:
+            parts: list[dict[str, Any]] = [{"type": "text", "text": msg.content or " "}]
+            parts += [
+                {"type": "image_url", "image_url": {"url": f"data:{i.mime};base64,{i.data}"}}
+                for i in msg.images
+            ]
+            out.append({"role": "user", "content": parts})
+        elif msg.role == "user":
             out.append({"role": "user", "content": msg.content})
         elif msg.role == "assistant":
             entry: dict[str, Any] = {"role": "assistant", "content": msg.content}

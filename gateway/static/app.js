@@ -9,6 +9,7 @@
 
 import { api } from './api.js';
 import { AskDialog } from './ask.js';
+import { AttachmentTray } from './attachments.js';
 import { Composer } from './composer.js';
 import { Connection } from './connection.js';
 import { Conversations } from './conversations.js';
@@ -98,6 +99,13 @@ const composer = new Composer({
   menu: $('mention-menu'),
   roster: () => (currentGroup()?.roster || []).map(persona),
   onSend: sendMessage,
+});
+
+const tray = new AttachmentTray({
+  form: $('composer'),
+  input: $('message-input'),
+  groupId: () => conversations.active ? conversations.current : state.groupId,
+  onError: (message) => toast(message),
 });
 
 const sidebar = new Sidebar({
@@ -480,10 +488,15 @@ $('group-menu-button').addEventListener('click', () => {
 // -- sending ----------------------------------------------------------------
 function sendMessage(text, mentions) {
   if (!state.groupId || !connection) return false;
-  if (conversations.active) return conversations.send(text, connection, timeline);
+  if (tray.busy()) {
+    toast('Wait until the files have uploaded.', 'info');
+    return false;
+  }
+  const files = tray.take();
+  if (conversations.active) return conversations.send(text, connection, timeline, files);
   const clientMessageId = newId('m');
-  timeline.addPending({ text, clientMessageId });
-  connection.sendChat(state.groupId, text, mentions, clientMessageId);
+  timeline.addPending({ text, clientMessageId, attachments: files });
+  connection.sendChat(state.groupId, text, mentions, clientMessageId, files);
   return true;
 }
 

@@ -208,9 +208,10 @@ export class Connection {
   }
 
   /** Queue a chat message; it is resent on every reconnect until acked. */
-  sendChat(groupId, text, mentions, clientMessageId) {
+  sendChat(groupId, text, mentions, clientMessageId, files) {
     const frame = { type: 'yeaft_session_chat', groupId, text, clientMessageId };
     if (mentions && mentions.length) frame.mentions = mentions;
+    if (files && files.length) frame.attachments = files.map(({ id }) => ({ id }));
     this.outbox.set(clientMessageId, frame);
     saveOutbox(this.outbox);
     this.send(frame);

@@ -190,16 +190,13 @@ export class Conversations {
   }
 
   /** Send the person's message; the timeline shows it pending until the ack. */
-  send(text, connection, timeline) {
+  send(text, connection, timeline, files = []) {
     if (!this.current) return false;
     const clientMessageId = newId('m');
-    timeline.addPending({ text, clientMessageId });
-    connection.sendControl({
-      type: 'send_message',
-      conversationId: this.current,
-      text,
-      clientMessageId,
-    });
+    timeline.addPending({ text, clientMessageId, attachments: files });
+    const frame = { type: 'send_message', conversationId: this.current, text, clientMessageId };
+    if (files.length) frame.attachments = files.map(({ id }) => ({ id }));
+    connection.sendControl(frame);
     return true;
   }
 

@@ -9,6 +9,7 @@
 // at the same time are read at the same time; see thread.js for where a
 // row goes.
 
+import { attachmentsNode } from './attachments.js';
 import { avatar, el, formatTime } from './dom.js';
 import { copyText, renderMarkdown } from './markdown.js';
 import { Threads } from './thread.js';
@@ -195,7 +196,7 @@ export class Timeline {
   }
 
   // -- user messages -------------------------------------------------------
-  userNode({ id, author, text, ts, clientMessageId, state }) {
+  userNode({ id, author, text, ts, clientMessageId, state, attachments }) {
     const mine = !author || author === this.me;
     const node = el(
       'div',
@@ -212,6 +213,7 @@ export class Timeline {
         el('span', { class: 'user-state', testid: 'user-message-state' }),
       ),
       this.userBody(text),
+      attachmentsNode(attachments),
       this.userActions(text),
     );
     if (clientMessageId) this.userMessages.set(clientMessageId, node);
@@ -317,6 +319,7 @@ export class Timeline {
           ts: Date.now() / 1000,
           clientMessageId: frame.clientMessageId,
           state: 'pending',
+          attachments: frame.attachments,
         }),
       );
     });

@@ -1,0 +1,210 @@
+"""Cost benchmark: CPU, memory and start-up of ``yeaft serve`` as a whole process tree.
+
+For each roster size (1, 5 and 16 VPs by default) it starts ``yeaft serve``
+(embedded store by default, the offline model at a fixed pace), and reports:
+
+- ready: seconds from starting the process to ``/healthz`` answering;
+- first: seconds from then until the first ``@all`` message is fully
+  answered (group created and every VP's turn ended), and a warm message's
+  time for comparison;
+- CPU per message: user+system seconds of the server's whole process tree
+  (gateway, Ray, actor workers) per fully answered ``@all`` message;
+- idle CPU: CPU seconds per second of the tree while a client watches the
+  group and nothing happens;
+- peak RSS: the largest sum of resident memory over the tree, sampled every
+  0.2 s, and the number of processes.
+
+The process tree is read from ``/proc`` (Linux).
+
+    python bench/cost.py [--sizes 1 5 16] [--messages 5] [--store redis://...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.fanout import bench_personas
+from bench.latency import ROOT, Client, Server, login, new_group
+
+_TICK = os.sysconf("SC_CLK_TCK")
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def _stat(pid: int) -> tuple[int, float, int] | None:
+    """(parent pid, CPU seconds incl. reaped children, RSS bytes) of ``pid``."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    ppid = int(fields[1])
+    cpu = sum(int(x) for x in fields[11:15]) / _TICK
+    return ppid, cpu, int(fields[21]) * _PAGE
+
+
+def tree(root: int) -> dict[int, tuple[float, int]]:
+    """CPU seconds and RSS of ``root`` and every process descended from it."""
+    stats = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            got = _stat(int(entry))
+            if got is not None:
+                stats[int(entry)] = got
+    members, frontier = {root}, [root]
+    while frontier:
+        parent = frontier.pop()
+        for pid, (ppid, _, _) in stats.items():
+            if ppid == parent and pid not in members:
+                members.add(pid)
+                frontier.append(pid)
+    return {pid: stats[pid][1:] for pid in members if pid in stats}
+
+
+class Sampler:
+    """Samples the tree's total RSS every 0.2 s and remembers the peak."""
+
+    def __init__(self, root: int) -> None:
+        self.root = root
+        self.peak = 0
+        self.processes = 0
+        self._task = asyncio.create_task(self._run())
+
+    async def _run(self) -> None:
+        while True:
+            snap = await asyncio.to_thread(tree, self.root)
+            rss = sum(r for _, r in snap.values())
+            if rss > self.peak:
+                self.peak, self.processes = rss, len(snap)
+            await asyncio.sleep(0.2)
+
+    def stop(self) -> None:
+        self._task.cancel()
+
+
+def name_of(pid: int) -> str:
+    """A short name for a process: Ray's title (ray::X), else its program or module."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
+    except OSError:
+        return "?"
+    if not argv:
+        return "?"
+    if argv[0].startswith("ray::"):
+        return argv[0].split()[0]
+    scripts = [a for a in argv[1:] if a.endswith(".py")]
+    if "-m" in argv:
+        return argv[argv.index("-m") + 1]
+    return Path(scripts[0] if scripts else argv[0]).name
+
+
+def idle_breakdown(
+    before: dict[int, tuple[float, int]], after: dict[int, tuple[float, int]], seconds: float
+) -> str:
+    """CPU seconds per second of each kind of process over an idle spell, largest first."""
+    per: dict[str, float] = {}
+    for pid, (cpu, _) in after.items():
+        name = name_of(pid)
+        per[name] = per.get(name, 0.0) + (cpu - before.get(pid, (cpu, 0))[0]) / seconds
+    top = sorted(per.items(), key=lambda kv: -kv[1])[:6]
+    return ", ".join(f"{name} {value:.3f}" for name, value in top if value > 0)
+
+
+def cpu_of(root: int) -> float:
+    return sum(c for c, _ in tree(root).values())
+
+
+async def one_size(args: argparse.Namespace, model: str, size: int, roster: list[str]) -> str:
+    started = time.perf_counter()
+    server = Server(model, args.store, args.server_root)
+    pid = server.proc.pid
+    sampler = Sampler(pid)
+    try:
+        await server.start()
+        ready = time.perf_counter() - started
+        token, http = await login(server.url, server.password)
+        t0 = time.perf_counter()
+        gid = await new_group(http, "cost", roster[:size])
+        client = Client(server.url, token)
+        await client.connect([gid])
+        await all_answered(client, gid, size, "@all first")
+        first = time.perf_counter() - t0
+        warm = [await all_answered(client, gid, size, "@all warm") for _ in range(2)]
+        cpu0 = cpu_of(pid)
+        times = [await all_answered(client, gid, size, f"@all q{i}") for i in range(args.messages)]
+        per_msg = (cpu_of(pid) - cpu0) / args.messages
+        await asyncio.sleep(1.0)
+        snap0, i0 = tree(pid), time.perf_counter()
+        await asyncio.sleep(args.idle)
+        snap1, spell = tree(pid), time.perf_counter() - i0
+        idle = sum(c for c, _ in snap1.values()) - sum(c for c, _ in snap0.values())
+        idle /= spell
+        breakdown = idle_breakdown(snap0, snap1, spell)
+        await client.close()
+        await http.aclose()
+    finally:
+        sampler.stop()
+        server.stop()
+    warm_s = statistics.median(warm + times)
+    return (
+        f"{size:>4} {ready:>8.2f} {first:>8.2f} {warm_s:>8.2f} {first / warm_s:>6.2f} "
+        f"{per_msg:>10.3f} {idle:>9.3f} {sampler.peak / 2**20:>9.0f} {sampler.processes:>6}"
+        f"\n     idle CPU s/s by process: {breakdown}"
+    )
+
+
+async def all_answered(client: Client, gid: str, size: int, text: str) -> float:
+    """Seconds until every VP's turn for ``text`` ended (``size`` more results)."""
+    target = client.results.get(gid, 0) + size
+    started = time.perf_counter()
+    frame = {"type": "yeaft_session_chat", "groupId": gid, "text": text}
+    await client.ws.send(json.dumps(frame | {"clientMessageId": uuid.uuid4().hex}))
+    while client.results.get(gid, 0) < target:
+        client.result_seen.clear()
+        await asyncio.wait_for(client.result_seen.wait(), 300)
+    return time.perf_counter() - started
+
+
+async def main_async(args: argparse.Namespace) -> None:
+    model = f"offline:default?ttft={args.ttft}&tps={args.tps}&tokens={args.tokens}"
+    with tempfile.TemporaryDirectory() as tmp:
+        roster = bench_personas(Path(tmp), max(args.sizes))
+        os.environ["YEAFT_PERSONAS_DIR"] = tmp
+        rows = [await one_size(args, model, n, roster) for n in args.sizes]
+    print(
+        f"model {model}; store {args.store or 'embedded'}; server {args.server_root}; "
+        f"load {os.getloadavg()[0]:.1f}"
+    )
+    print(
+        f"{'VPs':>4} {'ready s':>8} {'first s':>8} {'warm s':>8} {'ratio':>6} "
+        f"{'CPU s/msg':>10} {'idle CPU':>9} {'peak MB':>9} {'procs':>6}"
+    )
+    print("\n".join(rows))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--ttft", type=float, default=0.2)
+    parser.add_argument("--tps", type=float, default=100)
+    parser.add_argument("--tokens", type=int, default=60)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1, 5, 16])
+    parser.add_argument("--messages", type=int, default=5)
+    parser.add_argument("--idle", type=float, default=10.0, help="seconds of idle measured")
+    parser.add_argument("--store", default=None, help="store URL (default: embedded)")
+    parser.add_argument("--server-root", type=Path, default=ROOT, help="serve from this checkout")
+    asyncio.run(main_async(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    main()
