@@ -140,6 +140,8 @@ async def run(args: argparse.Namespace) -> list[Step]:
         extra_env={
             # Every group busy at once is the point: no BUSY refusals.
             "YEAFT_MAX_VP_PENDING_TURNS": "100000",
+            # Clients whose groups wait through a slow warm-up stay connected.
+            "YEAFT_IDLE_TIMEOUT": "3600",
             "YEAFT_LOG_LEVEL": "warning",
             # On a loaded machine the raylet takes longer than Ray's default 30 s to register.
             "RAY_raylet_start_wait_time_s": "120",
