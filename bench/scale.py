@@ -71,23 +71,46 @@ class Step:
         return self.turns / self.seconds
 
 
+def _uss_mb(pid: int) -> float:
+    """Memory only this process holds (private pages, from /proc/PID/smaps_rollup), in MB."""
+    kb = 0
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+        if line.startswith(("Private_Clean:", "Private_Dirty:")):
+            kb += int(line.split()[1])
+    return kb / 1024
+
+
+def _descendants(pid: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
 def measure_memory(server_pid: int) -> Memory:
     """USS of the gateway process and of every actor process its Ray instance runs."""
-    import psutil
-
-    root = psutil.Process(server_pid)
     coordinators: list[float] = []
     vps: list[float] = []
-    for proc in root.children(recursive=True):
+    for pid in _descendants(server_pid):
         try:
-            title = " ".join(proc.cmdline())
+            title = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
             if title.startswith("ray::CoordinatorWorker"):
-                coordinators.append(proc.memory_full_info().uss / MB)
+                coordinators.append(_uss_mb(pid))
             elif title.startswith("ray::VPActor"):
-                vps.append(proc.memory_full_info().uss / MB)
-        except psutil.Error:
+                vps.append(_uss_mb(pid))
+        except OSError:
             continue
-    return Memory(root.memory_full_info().uss / MB, coordinators, vps)
+    return Memory(_uss_mb(server_pid), coordinators, vps)
 
 
 def roster_of(index: int, personas: list[str]) -> list[str]:
