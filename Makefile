@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install run test lint bench clean
+.PHONY: install run test lint bench cluster-demo clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,11 @@ test: lint
 
 bench: $(STAMP)
 	$(BIN)/python bench/fanout.py
+
+# A head and two worker nodes, two gateways on the local Redis (127.0.0.1:6379,
+# its own key prefix): prints what it showed, stops everything it started.
+cluster-demo: $(STAMP)
+	$(BIN)/python bench/cluster_demo.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from engine.mcp import McpConfig
 from engine.providers.base import Provider
@@ -19,6 +20,21 @@ from engine.settings import EngineConfig
 from store import StoreConfig
 from store.base import Store
 from store.memory import MemoryBackend
+
+
+class Placement(StrEnum):
+    """How Ray places the coordinator and VP actors over the nodes of a cluster."""
+
+    # Ray's SPREAD strategy: each new actor goes to another node with room,
+    # so the actors (and their memory and event loops) spread out.
+    SPREAD = "spread"
+    # Ray's default strategy: near the process that starts them, while it has room.
+    DEFAULT = "default"
+
+    @property
+    def strategy(self) -> str:
+        """The ``scheduling_strategy`` Ray option."""
+        return self.value.upper()
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +72,14 @@ class RuntimeConfig:
     provider_overrides: Mapping[str, Provider] = field(default_factory=dict)
     # Ray options for VP actors.
     vp_max_restarts: int = -1
+    # Custom Ray resources each VP / coordinator actor asks for (empty: none),
+    # so a deployment can keep them on the nodes that offer those resources
+    # (``ray start --resources='{"yeaft_vp": 1000}'``). A restarted actor asks
+    # again, and lands on another node that offers them.
+    vp_resources: Mapping[str, float] = field(default_factory=dict)
+    coordinator_resources: Mapping[str, float] = field(default_factory=dict)
+    # How Ray spreads those actors over the nodes that may host them.
+    actor_placement: Placement = Placement.SPREAD
     # Dream (memory maintenance): after this many turns of a VP in a group,
     # or when the group has been quiet this long after a turn (0 disables).
     dream_every_turns: int = 20

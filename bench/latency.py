@@ -73,7 +73,13 @@ def stop_process(proc: subprocess.Popen[bytes] | subprocess.Popen[str]) -> None:
 class Server:
     """``yeaft serve`` in a subprocess, stopped by its own pid."""
 
-    def __init__(self, model: str, store: str | None, root: Path = ROOT) -> None:
+    def __init__(
+        self,
+        model: str,
+        store: str | None,
+        root: Path = ROOT,
+        extra_env: dict[str, str] | None = None,
+    ) -> None:
         self.tmp = tempfile.TemporaryDirectory()
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -94,6 +100,7 @@ class Server:
         )
         if store:
             env["YEAFT_REDIS_URL"] = store
+        env.update(extra_env or {})
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "gateway.cli", "serve", "--port", str(self.port)],
             cwd=root,
@@ -104,7 +111,7 @@ class Server:
         )
         self.password = ""
 
-    async def start(self) -> None:
+    async def start(self, attempts: int = 1200) -> None:
         assert self.proc.stdout is not None
         for _ in range(10):
             line = await asyncio.to_thread(self.proc.stdout.readline)
@@ -112,7 +119,7 @@ class Server:
             if found:
                 self.password = found.group(1)
                 break
-        await wait_healthy(self.url, 1200)
+        await wait_healthy(self.url, attempts)
 
     def stop(self) -> None:
         stop_process(self.proc)

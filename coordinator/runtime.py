@@ -55,6 +55,8 @@ class Runtime:
                 lifetime="detached",
                 max_restarts=-1,
                 num_cpus=0,
+                resources=dict(self.config.coordinator_resources),
+                scheduling_strategy=self.config.actor_placement.strategy,
                 max_concurrency=10_000,
             ).remote(shard, self.config)
             handle = self._coordinators[shard] = cast("ActorHandle[CoordinatorWorker]", started)
