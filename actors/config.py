@@ -56,6 +56,12 @@ class RuntimeConfig:
     provider_overrides: Mapping[str, Provider] = field(default_factory=dict)
     # Ray options for VP actors.
     vp_max_restarts: int = -1
+    # Custom Ray resources each VP / coordinator actor asks for (empty: none),
+    # so a deployment can keep them on the nodes that offer those resources
+    # (``ray start --resources='{"yeaft_vp": 1000}'``). A restarted actor asks
+    # again, and lands on another node that offers them.
+    vp_resources: Mapping[str, float] = field(default_factory=dict)
+    coordinator_resources: Mapping[str, float] = field(default_factory=dict)
     # Dream (memory maintenance): after this many turns of a VP in a group,
     # or when the group has been quiet this long after a turn (0 disables).
     dream_every_turns: int = 20

@@ -100,6 +100,7 @@ class Dispatcher:
                 max_restarts=self.config.vp_max_restarts,
                 max_task_retries=0,
                 num_cpus=0,
+                resources=dict(self.config.vp_resources),
                 max_concurrency=1000,
             ).remote(vp_id, self.config)
             handle = self._vps[vp_id] = cast("ActorHandle[VPActor]", started)

@@ -52,6 +52,7 @@ class Runtime:
                 lifetime="detached",
                 max_restarts=-1,
                 num_cpus=0,
+                resources=dict(self.config.coordinator_resources),
                 max_concurrency=10_000,
             ).remote(shard, self.config)
             handle = self._coordinators[shard] = cast("ActorHandle[CoordinatorWorker]", started)

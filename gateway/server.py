@@ -301,6 +301,8 @@ def runtime_config(settings: GatewaySettings, engine: EngineConfig) -> RuntimeCo
         engine=engine,
         personas_dir=str(settings.persona_dir()),
         coordinator_shards=settings.coordinator_shards,
+        vp_resources=settings.vp_resources,
+        coordinator_resources=settings.coordinator_resources,
         max_group_pending_turns=settings.max_group_pending_turns,
         max_vp_pending_turns=settings.max_vp_pending_turns,
         mcp=settings.mcp(),

@@ -175,6 +175,11 @@ class GatewaySettings(StoreSettings):
     # YEAFT_RAY_NAMESPACE / YEAFT_COORDINATOR_SHARDS: how actors are named and sharded.
     ray_namespace: str = "yeaft"
     coordinator_shards: int = Field(default=2, ge=1)
+    # YEAFT_VP_RESOURCES / YEAFT_COORDINATOR_RESOURCES: custom Ray resources
+    # (a JSON object, e.g. {"yeaft_vp": 1}) each VP / coordinator actor asks
+    # for, to keep them on the nodes started with those resources.
+    vp_resources: dict[str, float] = Field(default_factory=dict)
+    coordinator_resources: dict[str, float] = Field(default_factory=dict)
     # YEAFT_LOG_LEVEL: the server's log level.
     log_level: str = "info"
     # YEAFT_MCP_CONFIG: the MCP servers file, in the mcpServers shape
