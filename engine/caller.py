@@ -29,7 +29,15 @@ from collections.abc import Awaitable, Callable
 from contextlib import aclosing
 from dataclasses import dataclass, field
 
-from engine.errors import NO_FAILOVER, RETRYABLE, AllModelsFailed, Attempt, ErrorKind, ModelError
+from engine.errors import (
+    NO_FAILOVER,
+    RETRYABLE,
+    AllModelsFailed,
+    Attempt,
+    ErrorKind,
+    ModelError,
+    SinkFailed,
+)
 from engine.events import (
     EngineEvent,
     NoticeEvent,
@@ -248,8 +256,8 @@ class ModelCaller:
                         await emit(item)
         except ModelError as err:
             raise _AttemptFailed(err, emitted_tool_call) from err
-        except (asyncio.CancelledError, KeyboardInterrupt):
-            raise
+        except (asyncio.CancelledError, KeyboardInterrupt, SinkFailed):
+            raise  # a failing sink is the caller's trouble, not the model's
         except Exception as exc:  # a provider bug must not kill the turn unexplained
             log.exception("provider for %s raised an unclassified error", model)
             unknown = ModelError(ErrorKind.UNKNOWN, f"{type(exc).__name__}: {exc}")
