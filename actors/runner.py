@@ -36,6 +36,7 @@ from actors.visibility import forget_deleted, group_view, rewind
 from actors.writer import GroupEvents, TurnWriter, error_stop
 from engine.attachments import drop_images
 from engine.engine import Engine, TurnResult
+from engine.errors import SinkFailed
 from engine.events import StopEvent, StopReason
 from engine.mcp import McpManager, select_servers
 from engine.messages import Conversation, Message, Usage
@@ -168,12 +169,14 @@ class TurnRunner:
                 # The store refused the result itself: the coordinator, which
                 # sees this call fail, reports the turn lost.
                 raise
-            if isinstance(exc, StoreError):
+            # A write of the turn's stream that failed reaches here through the engine.
+            failure = exc.__cause__ if isinstance(exc, SinkFailed) else exc
+            if isinstance(failure, StoreError):
                 # The store failed under the turn (Redis went away, say): the
                 # result says so, and is written once the store is back.
-                log.warning("turn %s failed on the store: %s", self.req.turn_id, exc)
+                log.warning("turn %s failed on the store: %s", self.req.turn_id, failure)
                 return await self._end_with(
-                    error_stop(StopReason.ERROR, f"the store was unavailable: {exc}", "store")
+                    error_stop(StopReason.ERROR, f"the store was unavailable: {failure}", "store")
                 )
             log.exception("turn %s of %s failed", self.req.turn_id, self.s.vp_id)
             return await self.end_failed()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import cast
@@ -52,6 +53,8 @@ class VPStats:
     vp_id: str
     model_calls: int
     active_turns: int
+    # The actor's process (an operator's or a fault test's way to kill it).
+    pid: int = 0
 
 
 @dataclass(slots=True)
@@ -282,4 +285,4 @@ class VPActor:
 
     async def stats(self) -> VPStats:
         calls = sum(getattr(p, "calls", 0) for p in self.config.provider_overrides.values())
-        return VPStats(self.vp_id, calls, len(self._running))
+        return VPStats(self.vp_id, calls, len(self._running), os.getpid())

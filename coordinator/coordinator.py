@@ -23,6 +23,7 @@ from actors.config import RuntimeConfig
 from actors.turns import ForwardRequest, QueuePolicy, TurnOrigin, TurnOutcome, TurnRequest
 from actors.vp_actor import VPStats
 from actors.writer import GroupEvents
+from coordinator.chains import rebuild_chain
 from coordinator.dispatch import Dispatcher
 from coordinator.errors import GroupError, GroupErrorCode
 from coordinator.groups import GroupBook
@@ -93,6 +94,17 @@ class CoordinatorWorker:
             guard = self._guards[group.id] = LoopGuard(group.settings)
         guard.settings = group.settings
         return guard
+
+    async def _resume_chain(self, group: Group, root_id: str) -> Chain:
+        """The chain ``root_id``; one this coordinator does not hold is rebuilt from the store.
+
+        So a restart keeps the loop guard's counts (``coordinator.chains``):
+        a chain that was at its limit stays refused.
+        """
+        guard = self._guard(group)
+        if guard.known(root_id):
+            return guard.chain(root_id)
+        return guard.adopt(await rebuild_chain(self.store, group.id, root_id))
 
     # -- group management ---------------------------------------------------
     async def create_group(
@@ -195,7 +207,7 @@ class CoordinatorWorker:
                 groups[group_id] = group
         for record in records:
             if record.group_id in groups:
-                self._guard(groups[record.group_id]).resume_chain(record.chain_id)
+                await self._resume_chain(groups[record.group_id], record.chain_id)
         report = await self.turns.recover(records, groups, self.started_at)
         if records:
             log.warning(
@@ -309,7 +321,7 @@ class CoordinatorWorker:
         ]
         if not again:
             return {}
-        chain = self._guard(group).resume_chain(stored.id)
+        chain = await self._resume_chain(group, stored.id)
         origin = TurnOrigin(
             trigger_id=stored.id,
             chain_id=stored.id,
@@ -379,7 +391,7 @@ class CoordinatorWorker:
                 f"@{reply.author} is still answering in this group: regenerate once it is done",
             )
         origin = origin_of(reply, by)
-        chain = self._guard(group).resume_chain(origin.chain_id)
+        chain = await self._resume_chain(group, origin.chain_id)
         with self.turns.admission.reserve(group.id, [reply.author]):
             verdict = self._admit(group, chain, None, reply.author, origin.depth)
             if not verdict.ok:

@@ -268,6 +268,20 @@ class LoopGuard:
         found = self._chains.get(root_id)
         return found if found is not None else self.start_chain(root_id)
 
+    def known(self, root_id: str) -> bool:
+        """Whether the guard holds the chain ``root_id`` (a restarted one holds none)."""
+        return root_id in self._chains
+
+    def adopt(self, chain: Chain) -> Chain:
+        """Hold ``chain`` (rebuilt from the store) unless its root is held; returns the held one."""
+        found = self._chains.get(chain.root)
+        if found is not None:
+            return found
+        self._chains[chain.root] = chain
+        while len(self._chains) > MAX_CHAINS:
+            self._chains.popitem(last=False)
+        return chain
+
     def chain(self, root_id: str) -> Chain:
         """The chain for ``root_id``; an evicted or unknown one counts as stopped."""
         found = self._chains.get(root_id)

@@ -33,7 +33,15 @@ from typing import Any
 from engine.access import ProviderAccess
 from engine.attachments import for_model
 from engine.credentials import ROTATE_ON, Credential
-from engine.errors import NO_FAILOVER, RETRYABLE, AllModelsFailed, Attempt, ErrorKind, ModelError
+from engine.errors import (
+    NO_FAILOVER,
+    RETRYABLE,
+    AllModelsFailed,
+    Attempt,
+    ErrorKind,
+    ModelError,
+    SinkFailed,
+)
 from engine.events import (
     EngineEvent,
     NoticeEvent,
@@ -337,8 +345,8 @@ class ModelCaller:
                             await emit(item)
         except ModelError as err:
             raise _AttemptFailed(err, emitted_tool_call) from err
-        except (asyncio.CancelledError, KeyboardInterrupt):
-            raise
+        except (asyncio.CancelledError, KeyboardInterrupt, SinkFailed):
+            raise  # a failing sink is the caller's trouble, not the model's
         except Exception as exc:  # a provider bug must not kill the turn unexplained
             log.exception("provider for %s raised an unclassified error", model)
             unknown = ModelError(ErrorKind.UNKNOWN, f"{type(exc).__name__}: {exc}")

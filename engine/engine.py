@@ -24,7 +24,7 @@ from typing import Any
 from engine.access import ProviderAccess, ProviderState
 from engine.caller import CallResult, CallSpec, ModelCaller, RetryPolicy
 from engine.compaction import compact
-from engine.errors import AllModelsFailed, ErrorKind, ModelError
+from engine.errors import AllModelsFailed, ErrorKind, ModelError, SinkFailed
 from engine.events import (
     EngineEvent,
     NoticeEvent,
@@ -294,6 +294,8 @@ class _Turn:
                     return await self.finish(stop)
         except ModelError as err:
             return await self.finish(_Stop(StopReason.ERROR, err))
+        except SinkFailed:
+            raise  # nothing more can be reported through the sink: the caller ends the turn
         except Exception as exc:
             log.exception("turn of %s failed", self.conv.id)
             unknown = ModelError(ErrorKind.UNKNOWN, repr(exc))
@@ -306,7 +308,10 @@ class _Turn:
 
     async def emit(self, event: EngineEvent) -> None:
         """Hand one event to the caller; an abort that came meanwhile stops the turn here."""
-        await self._sink(event)
+        try:
+            await self._sink(event)
+        except Exception as exc:
+            raise SinkFailed(f"{type(exc).__name__}: {exc}") from exc
         self.checkpoint()
 
     async def steered(self, closing: bool = False) -> bool:

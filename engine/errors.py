@@ -219,3 +219,14 @@ def parse_retry_after(value: str | None) -> float | None:
     except (TypeError, ValueError):
         return None
     return max(0.0, (when - datetime.now(UTC)).total_seconds())
+
+
+class SinkFailed(Exception):
+    """The turn's event sink (the ``emit`` its caller gave) raised.
+
+    Not a model failure: the model may be fine, but the turn can no longer
+    report what it does (its caller's store went away, say). The turn stops
+    at once, without a retry, a fallback or a stop event of its own, and this
+    reaches the caller of ``Engine.run_turn`` with the sink's own error as
+    ``__cause__``, for the caller to end the turn the way that error calls for.
+    """

@@ -1,0 +1,285 @@
+"""Processes the fault tests start, kill and start again: Ray nodes, gateways, Redis.
+
+Each runs in a session of its own (``start_new_session``), so a test can
+SIGKILL every process of one node (its raylet, its workers, the actors on
+it) by session id and leave the others running. Nothing here waits with a
+fixed sleep where a process's own output or a health check can be awaited;
+process exits cannot be awaited across sessions, so those are polled with
+a bound.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from tests.fixtures.stores import _answers_ping, _free_port
+from tests.test_cli import ROOT
+from tests.test_restart import _session
+
+RAY = str(Path(sys.executable).with_name("ray"))
+# A killed node's raylet refuses the GCS's health checks at once, so it is
+# declared dead after about three periods (3 s instead of Ray's default of
+# about 15 s) and its actors restart elsewhere; a node that is only slow
+# (a loaded machine) still has the default timeout to answer.
+FAST_NODE_DEATH = {
+    "RAY_health_check_period_ms": "1000",
+    "RAY_health_check_failure_threshold": "3",
+    # On a loaded machine a raylet can take longer than the default 10 s to register.
+    "RAY_raylet_start_wait_time_s": "120",
+}
+
+
+def kill_session(sid: int) -> list[int]:
+    """SIGKILL every process of session ``sid``; returns their pids."""
+    pids = _session(sid)
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return pids
+
+
+def wait_gone(sid: int, within: float = 15.0) -> list[int]:
+    """Poll until no process of session ``sid`` is left (or ``within`` passed); the rest."""
+    deadline = time.monotonic() + within
+    while (left := _session(sid)) and time.monotonic() < deadline:
+        time.sleep(0.05)  # exits of processes that are not our children cannot be awaited
+    return left
+
+
+def processes_named(title: str, sid: int) -> list[int]:
+    """The pids in session ``sid`` whose command line starts with ``title`` (Ray's proctitle)."""
+    found = []
+    for pid in _session(sid):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+        except OSError:
+            continue
+        if cmdline.startswith(title):
+            found.append(pid)
+    return found
+
+
+@dataclass
+class RayNode:
+    """``ray start --block``: the head (``head_address`` None) or a worker joining it.
+
+    ``resources`` are the node's custom Ray resources; the actors that ask
+    for them (``YEAFT_VP_RESOURCES``) are placed only on nodes that offer them.
+    """
+
+    env: dict[str, str]
+    resources: dict[str, float] = field(default_factory=dict)
+    head_address: str | None = None
+    port: int = field(default_factory=_free_port)
+    temp_dir: str = field(default_factory=lambda: tempfile.mkdtemp(prefix="yeaft-ray-"))
+    proc: subprocess.Popen[str] | None = None
+    output: list[str] = field(default_factory=list)
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def _command(self) -> list[str]:
+        common = [
+            RAY,
+            "start",
+            "--block",
+            "--node-ip-address=127.0.0.1",
+            "--num-cpus=1",
+            f"--resources={json.dumps(self.resources)}",
+            f"--node-manager-port={_free_port()}",
+            f"--object-manager-port={_free_port()}",
+            f"--dashboard-agent-listen-port={_free_port()}",
+            f"--dashboard-agent-grpc-port={_free_port()}",
+            f"--runtime-env-agent-port={_free_port()}",
+            f"--metrics-export-port={_free_port()}",
+        ]
+        if self.head_address is not None:
+            return [*common, f"--address={self.head_address}"]
+        return [
+            *common,
+            "--head",
+            f"--port={self.port}",
+            "--include-dashboard=false",
+            f"--temp-dir={self.temp_dir}",
+            f"--ray-client-server-port={_free_port()}",
+        ]
+
+    async def start(self) -> None:
+        self.proc = await asyncio.to_thread(
+            subprocess.Popen,
+            self._command(),
+            cwd=ROOT,
+            env=self.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+        out = self.proc.stdout
+        assert out is not None
+        async with asyncio.timeout(90):
+            while True:
+                line = await asyncio.to_thread(out.readline)
+                assert line, "ray start exited:\n" + "".join(self.output)
+                self.output.append(line)
+                if "Ray runtime started" in line:
+                    break
+        # It says little more until it stops; a thread drains the pipe meanwhile.
+        asyncio.get_running_loop().run_in_executor(None, self._drain)
+
+    def _drain(self) -> None:
+        out = self.proc.stdout if self.proc else None
+        if out is not None:
+            for line in out:
+                self.output.append(line)
+
+    @property
+    def sid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def kill(self) -> list[int]:
+        """SIGKILL the node: its raylet, its workers and every actor on it, at once."""
+        pids = kill_session(self.sid)
+        assert self.proc is not None
+        self.proc.wait(timeout=30)
+        return pids
+
+    def stop(self) -> list[int]:
+        """SIGTERM the node, SIGKILL whatever of it lingers; returns pids left behind."""
+        if self.proc is None:
+            return []
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                kill_session(self.sid)
+                self.proc.wait(timeout=30)
+        left = wait_gone(self.sid)
+        if left:
+            kill_session(self.sid)
+            left = wait_gone(self.sid)
+        if self.head_address is None:
+            shutil.rmtree(self.temp_dir, ignore_errors=True)
+        return left
+
+
+@dataclass
+class Gateway:
+    """One ``yeaft serve`` process joining a Ray cluster, in a session of its own."""
+
+    env: dict[str, str]
+    data_dir: Path
+    port: int = field(default_factory=_free_port)
+    proc: subprocess.Popen[str] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def ws_url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}/ws"
+
+    async def start(self, ray_address: str) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        log = (self.data_dir / "serve.log").open("a")
+        command = [sys.executable, "-m", "gateway.cli", "serve", "--port", str(self.port)]
+        self.proc = await asyncio.to_thread(
+            subprocess.Popen,
+            [*command, "--ray-address", ray_address],
+            cwd=ROOT,
+            env={**self.env, "YEAFT_DATA_DIR": str(self.data_dir)},
+            stdout=log,
+            stderr=log,
+            text=True,
+            start_new_session=True,
+        )
+        log.close()
+        async with httpx.AsyncClient() as http:
+            for _ in range(1800):
+                assert self.proc.poll() is None, f"yeaft serve exited: {self.log()}"
+                try:
+                    if (await http.get(f"{self.url}/healthz")).status_code == 200:
+                        return
+                except httpx.HTTPError:
+                    pass
+                await asyncio.sleep(0.05)  # nothing to await: the server comes up on its own
+        raise AssertionError(f"yeaft serve did not start: {self.log()}")
+
+    def log(self) -> str:
+        path = self.data_dir / "serve.log"
+        return path.read_text(errors="replace")[-4000:] if path.exists() else ""
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            kill_session(self.proc.pid)
+            self.proc.wait(timeout=30)
+
+
+class RedisProcess:
+    """A ``redis-server`` with AOF in a directory of its own, on a port of its own.
+
+    ``restart`` stops it with SIGTERM (Redis writes its AOF and exits) and
+    starts it again on the same port and directory.
+    """
+
+    def __init__(self, binary: str, data_dir: Path) -> None:
+        self.binary = binary
+        self.data_dir = data_dir
+        self.port = _free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            [
+                self.binary,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--dir",
+                str(self.data_dir),
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "always",
+                "--save",
+                "",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 10
+        while not _answers_ping(self.url):
+            assert self.proc.poll() is None, "redis-server exited"
+            assert time.monotonic() < deadline, "redis-server did not answer"
+            time.sleep(0.05)  # a server coming up cannot be awaited but by asking it
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=10)
+        self.proc = None

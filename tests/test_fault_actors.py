@@ -1,0 +1,79 @@
+"""A VP actor's process SIGKILLed mid-turn, with another turn queued behind it.
+
+Not ``ray.kill`` (tests/test_group_chat.py does that) but the signal an
+out-of-memory killer or a crash sends: the process is gone at once. The
+running turn ends with an error result that says what happened; the queued
+one, which never started, runs on the actor Ray starts again; the next
+message is answered; every acked message has one result per turn. Both
+store backends.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from typing import Any
+
+from coordinator.runtime import Runtime
+from tests.fixtures.ray_cluster import MakeRuntime
+from tests.group_helpers import all_events, wait_for_event
+
+# About five seconds a reply: long enough to be killed mid-stream.
+SLOW = {"model": "offline:default?ttft=0&tps=20&tokens=100"}
+
+
+def _results(events: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    for env in events:
+        if env.get("type") == "yeaft_output" and env["data"]["type"] == "result":
+            out.setdefault(env["turnId"], []).append(env["data"])
+    return out
+
+
+async def _one_result_per_turn(rt: Runtime, group_id: str, acked: list[str]) -> None:
+    store = await rt.store()
+    by_turn = _results(await all_events(rt, group_id))
+    for message_id in acked:
+        turns = await store.turns_of(group_id, message_id)
+        assert turns, f"acked message {message_id} has no turn"
+        for turn in turns:
+            assert len(by_turn.get(turn.turn_id, [])) == 1, (turn, by_turn)
+    assert await store.open_turns() == []
+
+
+async def test_a_sigkilled_vp_process_ends_its_turn_and_runs_the_queued_one(
+    make_runtime: MakeRuntime,
+) -> None:
+    rt = make_runtime(engine=SLOW)
+    group = await rt.create_group("team", ["linus"], members=["ann"])
+    client = rt.group(group.id)
+    [before] = await client.vp_stats(["linus"])
+    first = await client.ingest("ann", "@linus a long answer please", client_message_id="c1")
+    queued = await client.ingest("ann", "@linus and then this", client_message_id="c2")
+    await wait_for_event(
+        rt,
+        group.id,
+        lambda e: (
+            e.get("turnId") == first.turns["linus"]
+            and e.get("type") == "yeaft_output"
+            and e["data"]["type"] == "assistant"
+        ),
+    )
+    os.kill(before.pid, signal.SIGKILL)
+
+    assert await client.wait_idle(60)
+    by_turn = _results(await all_events(rt, group.id))
+    [lost] = by_turn[first.turns["linus"]]
+    assert lost["is_error"] and lost["error_kind"] == "actor_died", lost
+    assert "@linus stopped unexpectedly and this turn was lost" in lost["error"]
+    assert "Ray is restarting it: send the message again." in lost["error"]
+    [answered] = by_turn[queued.turns["linus"]]
+    assert answered["subtype"] == "success", answered
+    [after] = await client.vp_stats(["linus"])
+    assert after.pid != before.pid
+
+    nxt = await client.ingest("ann", "@linus are you back?", client_message_id="c3")
+    assert await client.wait_idle(60)
+    [back] = _results(await all_events(rt, group.id))[nxt.turns["linus"]]
+    assert back["subtype"] == "success"
+    await _one_result_per_turn(rt, group.id, [first.message_id, queued.message_id, nxt.message_id])
