@@ -227,6 +227,13 @@ class Gateway:
         path = self.data_dir / "serve.log"
         return path.read_text(errors="replace")[-4000:] if path.exists() else ""
 
+    def kill(self) -> None:
+        """SIGKILL the gateway process (and anything in its session); the cluster stays."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        kill_session(self.proc.pid)
+        self.proc.wait(timeout=30)
+
     def stop(self) -> None:
         if self.proc is None or self.proc.poll() is not None:
             return
@@ -234,8 +241,7 @@ class Gateway:
         try:
             self.proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
-            kill_session(self.proc.pid)
-            self.proc.wait(timeout=30)
+            self.kill()
 
 
 class RedisProcess:

@@ -3,8 +3,9 @@
 A person pastes a PNG into the message box (a real ``paste`` event carrying
 a ``File``); it uploads and shows as a thumbnail in the composer; sent with a
 question, it shows as a thumbnail in the message, the VP's model request
-(captured by the fake OpenAI-compatible server) carries it as an
-``image_url`` part, and after a reload the thumbnail comes from the server.
+(captured by the fake provider server) carries it as an image block in the
+model's wire format (an OpenAI ``image_url`` part, an Anthropic ``image``
+block), and after a reload the thumbnail comes from the server.
 
 Run: ``.venv/bin/pytest tests/test_browser_attachments.py`` (see tests/fixtures/browser.py).
 """
@@ -56,20 +57,31 @@ PASTE = """(b64) => {
 LOADED = "(img) => img.complete && img.naturalWidth > 0"
 
 
+def _image_block(wire: str, encoded: str) -> dict[str, Any]:
+    if wire == "openai":
+        return {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{encoded}"}}
+    source = {"type": "base64", "media_type": "image/png", "data": encoded}
+    return {"type": "image", "source": source}
+
+
+@pytest.mark.parametrize("wire", ["openai", "anthropic"])
 async def test_a_pasted_image_is_a_thumbnail_and_an_image_block(
     chromium: Callable[..., AbstractAsyncContextManager[Any]],
     gateway_server: Callable[[Runtime], AbstractAsyncContextManager[LiveGateway]],
     make_runtime: MakeRuntime,
     store_factory: StoreFactory,
     fake_llm: FakeLLM,
+    wire: str,
 ) -> None:
     from playwright.async_api import expect
 
     runtime = make_runtime(
         engine={
-            "model": "openai:gpt-vision-test",
+            "model": "openai:gpt-vision-test" if wire == "openai" else "anthropic:claude-test",
             "openai_api_key": SecretStr("sk-test-0123456789"),
             "openai_base_url": fake_llm.openai_base_url,
+            "anthropic_api_key": SecretStr("sk-ant-test-0123456789"),
+            "anthropic_base_url": fake_llm.anthropic_base_url,
             "vision_models": ("openai:gpt-vision*",),
             "max_retries": 0,
         }
@@ -101,11 +113,9 @@ async def test_a_pasted_image_is_a_thumbnail_and_an_image_block(
         reply = bubble(page, "linus")
         await expect(reply).to_have_attribute("data-state", "complete", timeout=TURN_TIMEOUT_MS)
 
-        user = fake_llm.requests[0].body["messages"][-1]
-        assert user["content"][1] == {
-            "type": "image_url",
-            "image_url": {"url": f"data:image/png;base64,{encoded}"},
-        }
+        request = fake_llm.requests[0]
+        assert request.path.endswith("/messages" if wire == "anthropic" else "/chat/completions")
+        assert _image_block(wire, encoded) in request.body["messages"][-1]["content"]
 
         # After a reload the thumbnail is the server's copy, downloaded with the session.
         await page.reload()

@@ -1,4 +1,5 @@
-"""The Files menu in the web UI (real headless Chromium): a file a VP wrote is listed and downloads.
+"""The Files menu in the web UI (real headless Chromium): a file a VP wrote is listed and
+downloads, and another VP reads it back from the group workspace with its tool.
 
 Run: ``.venv/bin/pytest tests/test_browser_files.py`` (see tests/fixtures/browser.py).
 """
@@ -11,9 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from engine.providers.offline import OfflineProvider
+from engine.providers.base import ModelRequest
+from engine.providers.offline import OfflineProvider, Reply
 from gateway.users import add_user
 from tests.fixtures.ray_cluster import MakeRuntime
+from tests.group_helpers import last_is_tool_result
 from tests.test_browser import PASSWORD, TURN_TIMEOUT_MS, USER, bubble, log_in, watch_page_errors
 from tests.test_browser_messages import downloaded
 from tests.test_workspace_http import REPORT, writes_a_report
@@ -28,16 +31,25 @@ pytestmark = [
 ]
 
 
-async def test_a_file_a_vp_wrote_is_listed_and_downloads(
+def writes_or_reads(request: ModelRequest) -> Reply:
+    """Reads ``out/report.html`` back when asked to read, else writes it (``writes_a_report``)."""
+    if last_is_tool_result(request):
+        return Reply(f"The tool said: {request.messages[-1].content}")
+    if "read it" in str(request.messages[-1].content):
+        return Reply(tool_calls=[("read_file", {"path": "out/report.html"})])
+    return writes_a_report(request)
+
+
+async def test_a_file_a_vp_wrote_is_listed_downloads_and_another_vp_reads_it(
     chromium: Callable[..., AbstractAsyncContextManager[Any]],
     gateway_server: Callable[[Runtime], AbstractAsyncContextManager[LiveGateway]],
     make_runtime: MakeRuntime,
 ) -> None:
     from playwright.async_api import expect
 
-    runtime = make_runtime(provider_overrides={"offline": OfflineProvider(writes_a_report)})
+    runtime = make_runtime(provider_overrides={"offline": OfflineProvider(writes_or_reads)})
     await add_user(await runtime.store(), USER, PASSWORD)
-    await runtime.create_group("Files", ["linus"], members=[USER])
+    await runtime.create_group("Files", ["linus", "steve"], members=[USER])
     async with gateway_server(runtime) as gateway, chromium() as browser:
         page = browser.pages[0] if browser.pages else await browser.new_page()
         problems = watch_page_errors(page)
@@ -60,4 +72,14 @@ async def test_a_file_a_vp_wrote_is_listed_and_downloads(
             await link.click()
         assert await downloaded(info) == REPORT
         assert (await info.value).suggested_filename == "report.html"
+        await page.get_by_test_id("files-toggle").click()  # closed again
+
+        # Another VP reads the file from the group workspace (reads need no approval).
+        await box.fill("@steve read it back")
+        await box.press("Enter")
+        steve = bubble(page, "steve")
+        await expect(steve).to_have_attribute("data-state", "complete", timeout=TURN_TIMEOUT_MS)
+        chip = steve.locator('[data-testid="tool-chip"][data-tool="read_file"]')
+        await expect(chip).to_have_attribute("data-state", "ok")
+        await expect(steve.get_by_test_id("bubble-text")).to_contain_text("cache the sessions")
     assert not problems, "the page reported errors:\n" + "\n".join(problems)

@@ -14,15 +14,9 @@ from __future__ import annotations
 import asyncio
 import os
 import secrets
-import shutil
-import signal
-import subprocess
-import sys
-import tempfile
-import time
 import uuid
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,194 +26,23 @@ from websockets.asyncio.client import connect
 
 from gateway import users
 from store import StoreConfig
+from tests.fault_helpers import Gateway, RayNode
 from tests.fixtures.gateway import PASSWORD, WsClient
-from tests.fixtures.stores import _delete_prefix, _free_port
+from tests.fixtures.stores import _delete_prefix
 from tests.test_cli import PROVIDER_VARS, ROOT
-from tests.test_restart import _session
 
 pytestmark = pytest.mark.slow
 
 ROSTER = ["linus", "steve", "ken"]
 # Each reply streams for about two seconds: long enough to kill a gateway mid-stream.
 MODEL = "offline:default?ttft=0&tps=40&tokens=80"
-RAY = str(Path(sys.executable).with_name("ray"))
-
-
-def _mine(pids: list[int], marker: str) -> list[int]:
-    """``pids`` plus every live process whose command line names ``marker``."""
-    found = set(pids)
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().decode(errors="replace")
-        except OSError:
-            continue
-        if marker in cmdline:
-            found.add(int(entry.name))
-    return sorted(pid for pid in found if Path(f"/proc/{pid}").exists())
-
-
-def _kill_all(pids: list[int]) -> None:
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-
-
-@dataclass
-class RayHead:
-    """``ray start --head --block`` in a session of its own, on free ports and its own temp dir."""
-
-    env: dict[str, str]
-    port: int = field(default_factory=_free_port)
-    temp_dir: str = field(default_factory=lambda: tempfile.mkdtemp(prefix="yeaft-ray-"))
-    proc: subprocess.Popen[str] | None = None
-
-    @property
-    def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    async def start(self) -> None:
-        command = [
-            RAY,
-            "start",
-            "--head",
-            "--block",
-            f"--port={self.port}",
-            "--node-ip-address=127.0.0.1",
-            "--num-cpus=2",
-            "--include-dashboard=false",
-            f"--temp-dir={self.temp_dir}",
-            f"--ray-client-server-port={_free_port()}",
-            f"--dashboard-agent-listen-port={_free_port()}",
-            f"--dashboard-agent-grpc-port={_free_port()}",
-            f"--runtime-env-agent-port={_free_port()}",
-            f"--metrics-export-port={_free_port()}",
-        ]
-        self.proc = await asyncio.to_thread(
-            subprocess.Popen,
-            command,
-            cwd=ROOT,
-            env=self.env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            start_new_session=True,
-        )
-        out = self.proc.stdout
-        assert out is not None
-        seen: list[str] = []
-        async with asyncio.timeout(60):
-            while True:
-                line = await asyncio.to_thread(out.readline)
-                assert line, "ray start exited:\n" + "".join(seen)
-                seen.append(line)
-                if "Ray runtime started" in line:
-                    break
-        # It says little more until it stops; stop() reads the rest.
-
-    def _wait_gone(self, sid: int) -> list[int]:
-        for _ in range(100):
-            left = _mine(_session(sid), self.temp_dir)
-            if not left:
-                return []
-            time.sleep(0.05)  # process exits cannot be awaited here
-        return left
-
-    def stop(self) -> list[int]:
-        """SIGTERM the ``ray start`` process, SIGKILL whatever of it lingers; returns leftovers."""
-        if self.proc is None:
-            return []
-        sid = self.proc.pid
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.communicate(timeout=30)
-            except subprocess.TimeoutExpired:
-                _kill_all(_session(sid))
-                self.proc.communicate(timeout=30)
-        # Its daemons and workers go down with it; give them a bounded while,
-        # then SIGKILL what is left and look again.
-        left = self._wait_gone(sid)
-        if left:
-            _kill_all(left)
-            left = self._wait_gone(sid)
-        shutil.rmtree(self.temp_dir, ignore_errors=True)
-        return left
-
-
-@dataclass
-class Serve:
-    """One ``yeaft serve`` process joining the head, in a session of its own."""
-
-    name: str
-    env: dict[str, str]
-    data_dir: Path
-    port: int = field(default_factory=_free_port)
-    proc: subprocess.Popen[str] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def ws_url(self) -> str:
-        return f"ws://127.0.0.1:{self.port}/ws"
-
-    async def start(self, ray_address: str) -> None:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        log = (self.data_dir / "serve.log").open("a")
-        command = [sys.executable, "-m", "gateway.cli", "serve", "--port", str(self.port)]
-        self.proc = await asyncio.to_thread(
-            subprocess.Popen,
-            [*command, "--ray-address", ray_address],
-            cwd=ROOT,
-            env={**self.env, "YEAFT_DATA_DIR": str(self.data_dir)},
-            stdout=log,
-            stderr=log,
-            text=True,
-            start_new_session=True,
-        )
-        log.close()
-        async with httpx.AsyncClient() as http:
-            for _ in range(1200):
-                assert self.proc.poll() is None, f"gateway {self.name} exited: {self.log()}"
-                try:
-                    if (await http.get(f"{self.url}/healthz")).status_code == 200:
-                        return
-                except httpx.HTTPError:
-                    pass
-                await asyncio.sleep(0.05)  # nothing to await: the server comes up on its own
-        raise AssertionError(f"gateway {self.name} did not start: {self.log()}")
-
-    def log(self) -> str:
-        path = self.data_dir / "serve.log"
-        return path.read_text(errors="replace")[-4000:] if path.exists() else ""
-
-    def kill(self) -> None:
-        """SIGKILL the gateway process (and anything in its session); the cluster stays."""
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        _kill_all(_session(self.proc.pid))
-        self.proc.wait(timeout=30)
-
-    def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.kill()
 
 
 @dataclass
 class Deployment:
-    head: RayHead
-    a: Serve
-    b: Serve
+    head: RayNode
+    a: Gateway
+    b: Gateway
     store_config: StoreConfig
 
 
@@ -234,7 +57,7 @@ async def deployment(redis_server_url: str | None, tmp_path: Path) -> AsyncItera
     # One token for the head and both gateways, fresh for this test.
     env.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(32))
     # The detached actors never let the node drain on SIGTERM: do not wait 30 s for it.
-    head = RayHead({**env, "PYTHONPATH": str(ROOT), "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "1"})
+    head = RayNode({**env, "PYTHONPATH": str(ROOT), "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "1"})
     env.update(
         YEAFT_REDIS_URL=redis_server_url,
         YEAFT_REDIS_PREFIX=prefix,
@@ -244,8 +67,8 @@ async def deployment(redis_server_url: str | None, tmp_path: Path) -> AsyncItera
         YEAFT_RAY_NAMESPACE=f"two-gateways-{uuid.uuid4().hex[:8]}",
         YEAFT_LOG_LEVEL="warning",
     )
-    a = Serve("A", env, tmp_path / "a")
-    b = Serve("B", env, tmp_path / "b")
+    a = Gateway(env, tmp_path / "a")
+    b = Gateway(env, tmp_path / "b")
     leftovers: list[int] = []
     try:
         await head.start()
@@ -262,14 +85,14 @@ async def deployment(redis_server_url: str | None, tmp_path: Path) -> AsyncItera
     assert leftovers == [], f"Ray processes left behind: {leftovers}"
 
 
-async def _login(gw: Serve, username: str) -> str:
+async def _login(gw: Gateway, username: str) -> str:
     async with httpx.AsyncClient(base_url=gw.url, timeout=30) as http:
         reply = await http.post("/api/login", json={"username": username, "password": PASSWORD})
         assert reply.status_code == 200, reply.text
         return str(reply.json()["token"])
 
 
-async def _watch(gw: Serve, token: str, gid: str, **extra: Any) -> WsClient:
+async def _watch(gw: Gateway, token: str, gid: str, **extra: Any) -> WsClient:
     conn = await connect(
         gw.ws_url, additional_headers={"Authorization": f"Bearer {token}"}, max_size=None
     )
