@@ -16,7 +16,7 @@ import base64
 import logging
 from typing import Any
 
-from engine.attachments import describe, kind_of
+from engine.attachments import MAX_IMAGE_BYTES, describe, kind_of
 from engine.messages import ImagePart, Message
 from store.attachments import AttachmentStore
 
@@ -24,9 +24,6 @@ log = logging.getLogger(__name__)
 
 MAX_TEXT_CHARS = 50_000
 """The most of one text file inlined into a message; the rest is cut with a note."""
-
-MAX_IMAGE_BYTES = 5 * 1024 * 1024
-"""The largest image sent as an image (providers refuse bigger ones); larger ones are described."""
 
 FILES_KEY = "attachments"
 OPENED_KEY = "attachments_opened"

@@ -41,6 +41,10 @@ TEXT_SUFFIXES = frozenset(
 )
 
 
+MAX_IMAGE_BYTES = 5 * 1024 * 1024
+"""The largest image sent as an image (providers refuse bigger ones); larger ones are described."""
+
+
 def kind_of(name: str, mime: str) -> str:
     """``image``, ``text`` or ``other``: how a file of this name and type reaches a model."""
     mime = mime.lower()

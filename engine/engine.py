@@ -406,7 +406,13 @@ class _Turn:
                 outcome.content, self.e.tool_result_max_chars_for(self.caller.chain[0])
             )
             self.conv.messages.append(
-                Message.tool_result(call.id, content, name=call.name, is_error=outcome.is_error)
+                Message.tool_result(
+                    call.id,
+                    content,
+                    name=call.name,
+                    is_error=outcome.is_error,
+                    images=outcome.images,
+                )
             )
             await self.emit(ToolResultEvent(call.id, call.name, content, outcome.is_error))
         self.tool_iterations += 1

@@ -8,6 +8,7 @@ back, and a validated round trip is worth the small cost.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -61,7 +62,8 @@ class Message(BaseModel):
     is_error: bool = False
     speaker: str | None = None
     meta: dict[str, Any] = Field(default_factory=dict)
-    # Images of a person's message, for vision models; never stored (engine.attachments).
+    # Images of a person's message or a tool's result, for vision models;
+    # never stored (engine.attachments).
     images: list[ImagePart] = Field(default_factory=list)
 
     @classmethod
@@ -74,10 +76,21 @@ class Message(BaseModel):
 
     @classmethod
     def tool_result(
-        cls, call_id: str, content: str, *, name: str | None = None, is_error: bool = False
+        cls,
+        call_id: str,
+        content: str,
+        *,
+        name: str | None = None,
+        is_error: bool = False,
+        images: Sequence[ImagePart] = (),
     ) -> Message:
         return cls(
-            role="tool", content=content, tool_call_id=call_id, tool_name=name, is_error=is_error
+            role="tool",
+            content=content,
+            tool_call_id=call_id,
+            tool_name=name,
+            is_error=is_error,
+            images=list(images),
         )
 
 

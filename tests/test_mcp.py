@@ -35,6 +35,7 @@ from engine.settings import EngineConfig
 from protocol.settings import GroupSettings
 from store.base import Group, GroupMessage
 from tests.fixtures.llm_server import FakeLLM, RecordedRequest, ScriptedToolCall
+from tests.fixtures.mcp_server import PNG as PICTURE
 from tests.fixtures.stores import StoreFactory
 
 SERVER = str(Path(__file__).resolve().parent / "fixtures" / "mcp_server.py")
@@ -97,15 +98,21 @@ async def make_vp(tmp_path: Path, fake_llm: FakeLLM) -> AsyncIterator[MakeVP]:
     made: list[VPActor] = []
 
     def make(
-        servers: dict[str, Any], vp: str = "linus", personas_dir: str | None = None, **limits: Any
+        servers: dict[str, Any],
+        vp: str = "linus",
+        personas_dir: str | None = None,
+        model: str = "openai:gpt-test",
+        **limits: Any,
     ) -> VPActor:
         config = RuntimeConfig(
             personas_dir=personas_dir,
             store=store_factory.config,
             engine=EngineConfig(
-                model="openai:gpt-test",
+                model=model,
                 openai_api_key=SecretStr("sk-test-0123456789"),
                 openai_base_url=fake_llm.openai_base_url,
+                anthropic_api_key=SecretStr("sk-ant-test-0123456789"),
+                anthropic_base_url=fake_llm.anthropic_base_url,
                 max_retries=0,
             ),
             mcp=parse_mcp_config({"mcpServers": servers}, **limits),
@@ -216,8 +223,40 @@ async def test_images_and_resources_reach_the_model_as_text(
     fake_llm.text("Seen.")
     await turn(vp)
     picture, document = tool_results(fake_llm.requests[1])
-    assert picture.startswith("a tiny picture\n[image: image/png, 64 bytes")
+    # gpt-test is no vision model: the image is named, not sent.
+    assert picture.startswith("a tiny picture\n[image: image/png, 64 bytes]")
+    assert "cannot see images" in picture
     assert document == "[resource memo://plan]\nstep 1: test"
+    assert "image_url" not in json.dumps(fake_llm.requests[1].body)
+
+
+@pytest.mark.parametrize("model", ["openai:gpt-4o", "anthropic:claude-sonnet-4-5"])
+async def test_a_tools_image_reaches_a_vision_model_as_an_image_block(
+    make_vp: MakeVP, fake_llm: FakeLLM, model: str
+) -> None:
+    vp = make_vp({"fx": stdio()}, model=model)
+    fake_llm.tool_calls(ScriptedToolCall("fx__picture", {}, id="call_pic"))
+    fake_llm.text("A dot.")
+    outcome, _ = await turn(vp)
+    assert outcome.text == "A dot."
+    messages = fake_llm.requests[1].body["messages"]
+    if model.startswith("openai:"):
+        # Tool results are text on this wire: the image follows them as a user message.
+        (result,) = tool_results(fake_llm.requests[1])
+        assert result == "a tiny picture\n[image: image/png, 64 bytes]"
+        after = messages[-1]
+        assert after["role"] == "user" and messages[-2]["role"] == "tool"
+        assert after["content"][0] == {"type": "text", "text": "[images returned by fx__picture]"}
+        assert after["content"][1]["image_url"]["url"] == f"data:image/png;base64,{PICTURE}"
+    else:
+        (block,) = [b for m in messages for b in m["content"] if b["type"] == "tool_result"]
+        assert block["content"] == [
+            {"type": "text", "text": "a tiny picture\n[image: image/png, 64 bytes]"},
+            {
+                "type": "image",
+                "source": {"type": "base64", "media_type": "image/png", "data": PICTURE},
+            },
+        ]
 
 
 # -- every failure is a tool error the model sees; the turn ends normally ---------

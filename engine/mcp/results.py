@@ -1,11 +1,11 @@
-"""What an MCP tool result becomes for the model: one text tool result.
-
-The engine's tool results are text (``engine.messages.Message.content``), so:
+"""What an MCP tool result becomes for the model: a text tool result, with its images.
 
 - text blocks are kept as they are;
-- an image or audio block is described by its type and size (the engine has
-  no image blocks in tool results; the model learns that an image came back
-  and what kind, not its pixels);
+- an image block is named in the text by its type and size and kept as an
+  image (:class:`ImagePart`), which a vision model is sent with the result
+  (``engine.attachments.for_model`` describes it to any other); one over
+  ``MAX_IMAGE_BYTES`` is only described;
+- an audio block is described by its type and size;
 - an embedded text resource is given with its URI, a binary one described;
 - a resource link is named with its URI;
 - structured content is given as JSON when the result carries no text.
@@ -21,15 +21,20 @@ import json
 
 import mcp_types
 
+from engine.attachments import MAX_IMAGE_BYTES
+from engine.messages import ImagePart
 from engine.tools.registry import ToolOutcome
 
 
-def _size(data: str) -> str:
+def _bytes(data: str) -> int:
     try:
-        n = len(base64.b64decode(data, validate=False))
+        return len(base64.b64decode(data, validate=False))
     except (binascii.Error, ValueError):
-        n = len(data) * 3 // 4
-    return f"{n:,} bytes"
+        return len(data) * 3 // 4
+
+
+def _size(data: str) -> str:
+    return f"{_bytes(data):,} bytes"
 
 
 def _resource(resource: mcp_types.TextResourceContents | mcp_types.BlobResourceContents) -> str:
@@ -43,10 +48,9 @@ def _block(block: object) -> str:
     if isinstance(block, mcp_types.TextContent):
         return block.text
     if isinstance(block, mcp_types.ImageContent):
-        return (
-            f"[image: {block.mime_type}, {_size(block.data)}; "
-            "images from tools are not shown to the model]"
-        )
+        if _bytes(block.data) > MAX_IMAGE_BYTES:
+            return f"[image: {block.mime_type}, {_size(block.data)}; too large to be shown]"
+        return f"[image: {block.mime_type}, {_size(block.data)}]"
     if isinstance(block, mcp_types.AudioContent):
         return f"[audio: {block.mime_type}, {_size(block.data)}]"
     if isinstance(block, mcp_types.ResourceLink):
@@ -65,4 +69,13 @@ def map_result(result: mcp_types.CallToolResult) -> ToolOutcome:
     text = "\n".join(p for p in parts if p)
     if result.is_error:
         return ToolOutcome(text or "the tool reported an error without a message", is_error=True)
-    return ToolOutcome(text or "(the tool returned no content)")
+    shown = [
+        b
+        for b in result.content
+        if isinstance(b, mcp_types.ImageContent) and _bytes(b.data) <= MAX_IMAGE_BYTES
+    ]
+    images = tuple(
+        ImagePart(name=f"image {n}", mime=b.mime_type, data=b.data, size=_bytes(b.data))
+        for n, b in enumerate(shown, start=1)
+    )
+    return ToolOutcome(text or "(the tool returned no content)", images=images)

@@ -22,7 +22,7 @@ from anthropic import types as wire
 
 from engine.errors import ErrorKind, ModelError, classify
 from engine.events import TextDelta, ThinkingDelta, ToolCallEvent
-from engine.messages import Message, Usage
+from engine.messages import ImagePart, Message, Usage
 from engine.providers.base import (
     PROGRESS,
     ModelRequest,
@@ -246,15 +246,20 @@ def _user_blocks(msg: Message) -> list[dict[str, Any]]:
             "tool_use_id": msg.tool_call_id or "",
             "content": msg.content,
         }
+        if msg.images:
+            text = [{"type": "text", "text": msg.content}] if msg.content else []
+            block["content"] = text + [_image_block(i) for i in msg.images]
         if msg.is_error:
             block["is_error"] = True
         return [block]
     blocks: list[dict[str, Any]] = [{"type": "text", "text": msg.content}] if msg.content else []
-    blocks += [
-        {"type": "image", "source": {"type": "base64", "media_type": i.mime, "data": i.data}}
-        for i in msg.images
-    ]
+    blocks += [_image_block(i) for i in msg.images]
     return blocks
+
+
+def _image_block(image: ImagePart) -> dict[str, Any]:
+    source = {"type": "base64", "media_type": image.mime, "data": image.data}
+    return {"type": "image", "source": source}
 
 
 def _assistant_blocks(msg: Message) -> list[dict[str, Any]]:

@@ -22,7 +22,7 @@ from openai import AsyncOpenAI
 
 from engine.errors import ErrorKind, ModelError, classify
 from engine.events import TextDelta, ThinkingDelta, ToolCallEvent
-from engine.messages import Message, Usage
+from engine.messages import ImagePart, Message, Usage
 from engine.providers.base import (
     PROGRESS,
     ModelRequest,
@@ -219,13 +219,14 @@ def to_openai_messages(system: str, messages: list[Message]) -> list[dict[str, A
     out: list[dict[str, Any]] = []
     if system:
         out.append({"role": "system", "content": system})
+    tool_images: list[dict[str, Any]] = []
     for msg in messages:
+        if msg.role != "tool" and tool_images:
+            out.append(_tool_images_message(tool_images))
+            tool_images = []
         if msg.role == "user" and msg.images:
             parts: list[dict[str, Any]] = [{"type": "text", "text": msg.content or " "}]
-            parts += [
-                {"type": "image_url", "image_url": {"url": f"data:{i.mime};base64,{i.data}"}}
-                for i in msg.images
-            ]
+            parts += [_image_part(i) for i in msg.images]
             out.append({"role": "user", "content": parts})
         elif msg.role == "user":
             out.append({"role": "user", "content": msg.content})
@@ -249,7 +250,23 @@ def to_openai_messages(system: str, messages: list[Message]) -> list[dict[str, A
                 # Chat Completions has no error flag on tool results; say it in words.
                 content = f"Error: {content}"
             out.append({"role": "tool", "tool_call_id": msg.tool_call_id or "", "content": content})
+            if msg.images:
+                label = f"[images returned by {msg.tool_name or 'a tool'}]"
+                tool_images.append({"type": "text", "text": label})
+                tool_images += [_image_part(i) for i in msg.images]
+    if tool_images:
+        out.append(_tool_images_message(tool_images))
     return out
+
+
+def _image_part(image: ImagePart) -> dict[str, Any]:
+    return {"type": "image_url", "image_url": {"url": f"data:{image.mime};base64,{image.data}"}}
+
+
+def _tool_images_message(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """Chat Completions takes only text in a tool result: a tool's images follow the
+    results (every result of the call round first, as the API requires) as a user message."""
+    return {"role": "user", "content": parts}
 
 
 def _dump_args(arguments: dict[str, Any]) -> str:

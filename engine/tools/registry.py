@@ -18,7 +18,7 @@ from typing import Any, Literal
 import jsonschema
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from engine.messages import ToolCall
+from engine.messages import ImagePart, ToolCall
 from engine.providers.base import ToolSpec
 from engine.tools.handoff import Router
 
@@ -73,6 +73,9 @@ class ToolContext:
 class ToolOutcome:
     content: str
     is_error: bool = False
+    # Images the tool returned (an MCP image block): sent to a vision model
+    # with the result, described to any other (engine.attachments.for_model).
+    images: tuple[ImagePart, ...] = ()
 
 
 Handler = Callable[[Any, ToolContext], Awaitable[Any]]
