@@ -97,7 +97,7 @@ async def test_invite_presence_settings_and_removal_between_two_people(
         await ada.get_by_test_id("settings-button").click()
         form = ada.get_by_test_id("settings-dialog")
         await expect(form.get_by_test_id("setting-name")).to_have_value("Team")
-        await form.locator("details.limits summary").click()
+        await form.get_by_test_id("settings-limits").locator("summary").click()
         await form.get_by_test_id("setting-fanoutCap").fill("40")
         await form.get_by_test_id("settings-save").click()
         await expect(form.get_by_test_id("error-fanoutCap")).to_contain_text("16")

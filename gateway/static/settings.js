@@ -119,8 +119,8 @@ export class SettingsPanel {
       ...switches,
       this.field('model', 'Model for every VP of the group', model),
       this.field('queueMode', 'Messages sent while a VP is answering', queueMode),
-      el('details', { class: 'limits' }, el('summary', { text: 'Loop-guard and queue limits' }), ...numbers),
-      el('details', { class: 'limits budgets' }, el('summary', { text: 'Budgets' }), ...budgets),
+      el('details', { class: 'limits', testid: 'settings-limits' }, el('summary', { text: 'Loop-guard and queue limits' }), ...numbers),
+      el('details', { class: 'limits budgets', testid: 'settings-budgets' }, el('summary', { text: 'Budgets' }), ...budgets),
       // Reserved for more of the group's settings (its MCP servers).
       el('div', { id: 'settings-extra', class: 'settings-extra', testid: 'settings-extra' }),
       this.error,
