@@ -264,7 +264,8 @@ class Gateway:
         self.proc = subprocess.Popen(
             [*command, "--ray-address", ray_address],
             cwd=ROOT,
-            env={**self.env, "YEAFT_DATA_DIR": str(self.data_dir)},
+            # The offline model at full speed unless the caller's env says otherwise.
+            env={**dict(YEAFT_OFFLINE_TPS="0"), **self.env, "YEAFT_DATA_DIR": str(self.data_dir)},
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,

@@ -205,7 +205,8 @@ class Gateway:
             subprocess.Popen,
             [*command, "--ray-address", ray_address],
             cwd=ROOT,
-            env={**self.env, "YEAFT_DATA_DIR": str(self.data_dir)},
+            # The offline model at full speed unless the test's env says otherwise.
+            env={**dict(YEAFT_OFFLINE_TPS="0"), **self.env, "YEAFT_DATA_DIR": str(self.data_dir)},
             stdout=log,
             stderr=log,
             text=True,

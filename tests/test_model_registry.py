@@ -67,7 +67,7 @@ def test_yeaft_model_gpt_4o_runs_on_openai(tmp_path: Path, fake_llm: Any) -> Non
 
 def test_an_unknown_bare_model_stops_ask_and_serve_with_a_clear_message(tmp_path: Path) -> None:
     for command in (("ask", "hi"), ("serve", "--port", "1")):
-        out = yeaft(*command, tmp=tmp_path, YEAFT_MODEL="nonsense")
+        out = yeaft(*command, tmp=tmp_path, YEAFT_MODEL="nonsense", YEAFT_OFFLINE_TPS="0")
         assert out.returncode == 2, out.stdout + out.stderr
         assert "unknown model 'nonsense'" in out.stderr
         assert "offline" not in out.stdout
