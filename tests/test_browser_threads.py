@@ -5,11 +5,17 @@ naming Linus in his reply. Each hand-off appears as it happens, saying who
 handed to whom, and every reply sits under the message it answers. A reload
 rebuilds the timeline from the history into exactly the same shape.
 
+A message sent while the page is still loading the history shows once, after
+the history, even when the history was read before it was stored and its ack
+comes last.
+
 Run: ``.venv/bin/pytest tests/test_browser_threads.py`` (see tests/fixtures/browser.py).
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
@@ -126,4 +132,78 @@ async def test_hand_offs_show_live_in_order_and_survive_a_reload(
         await expect(page.get_by_test_id("connection")).to_have_attribute("data-state", "live")
         await expect(linus).to_have_count(2)
         assert await page.evaluate(SHAPE) == EXPECTED
+    assert not problems, "the page reported errors:\n" + "\n".join(problems)
+
+
+async def test_a_message_sent_while_the_history_loads_shows_once_after_it(
+    chromium: Callable[..., AbstractAsyncContextManager[Any]],
+    gateway_server: Callable[[Runtime], AbstractAsyncContextManager[LiveGateway]],
+    make_runtime: MakeRuntime,
+    store_factory: StoreFactory,
+) -> None:
+    from playwright.async_api import Route, expect
+
+    runtime = make_runtime(provider_overrides={"offline": OfflineProvider(hand_on)})
+    await add_user(await runtime.store(), USER, PASSWORD)
+    await runtime.create_group("Slow history", ["linus"], members=[USER])
+    async with gateway_server(runtime) as gateway, chromium() as browser:
+        page = browser.pages[0] if browser.pages else await browser.new_page()
+        problems = watch_page_errors(page)
+        # The server's acks are held while `holding` is set, then delivered.
+        holding = asyncio.Event()
+        held: list[tuple[Any, str]] = []
+
+        def through(ws: Any) -> None:
+            server = ws.connect_to_server()
+
+            def to_page(message: str | bytes) -> None:
+                text = message if isinstance(message, str) else message.decode()
+                if holding.is_set() and json.loads(text).get("type") == "ack":
+                    held.append((ws, text))
+                else:
+                    ws.send(message)
+
+            server.on_message(to_page)
+
+        await page.route_web_socket("**/ws", through)
+        await log_in(page, gateway.url)
+        box = page.get_by_test_id("message-input")
+        linus = bubble(page, "linus")
+        await box.fill("@linus first")
+        await box.press("Enter")
+        await expect(linus).to_have_attribute("data-state", "complete", timeout=TURN_TIMEOUT_MS)
+
+        # The history is read at once but reaches the page only when released.
+        read, release = asyncio.Event(), asyncio.Event()
+
+        async def slow_history(route: Route) -> None:
+            response = await route.fetch()
+            read.set()
+            await release.wait()
+            await route.fulfill(response=response)
+
+        await page.route(lambda url: "/api/groups/" in url and "/messages" in url, slow_history)
+        holding.set()
+        await page.reload()
+        await expect(page.get_by_test_id("group-title")).to_have_text("Slow history")
+        await asyncio.wait_for(read.wait(), timeout=TURN_TIMEOUT_MS / 1000)
+        await box.fill("@linus second")
+        await box.press("Enter")
+        mine = page.get_by_test_id("user-message")
+        await expect(mine).to_have_count(1)
+        release.set()
+        await expect(mine).to_have_count(2)
+        holding.clear()
+        for ws, text in held:
+            ws.send(text)
+        await expect(linus.nth(1)).to_have_attribute(
+            "data-state", "complete", timeout=TURN_TIMEOUT_MS
+        )
+        await expect(mine.nth(1)).to_have_attribute("data-state", "sent")
+        assert await page.evaluate(SHAPE) == [
+            "user @linus first",
+            "thread [linus]",
+            "user @linus second",
+            "thread [linus]",
+        ]
     assert not problems, "the page reported errors:\n" + "\n".join(problems)

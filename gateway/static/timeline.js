@@ -125,7 +125,7 @@ export class Timeline {
       const pending = cmid ? this.userMessages.get(cmid) : null;
       const node = pending || this.userNode({ ...message, clientMessageId: cmid, state: 'sent' });
       if (pending) this.markSent(pending, message.id);
-      else container.append(node);
+      container.append(node); // one sent while the history loaded moves into place
       this.rememberPerson(message.id, node, message);
     } else if (message.role === 'system') {
       container.append(this.noticeNode(message.text, meta.notice || {}, message.ts));
@@ -309,10 +309,15 @@ export class Timeline {
     node.querySelector('.user-state').textContent = label[state] ?? '';
   }
 
-  /** Show a message the user just sent, pending until its ack. */
+  /**
+   * Show a message the user just sent, pending until its ack. One sent while
+   * the history was loading is already shown: it moves after the history.
+   */
   addPending(frame) {
+    const shown = this.userMessages.get(frame.clientMessageId);
     this.mutate(() => {
       this.list.append(
+        shown ||
         this.userNode({
           author: this.me,
           text: frame.text,
