@@ -4,8 +4,7 @@
 // group's stored history (with the event-log position it reflects,
 // `lastSeq`). The WebSocket then streams everything after that position:
 // people's messages and hand-offs, VP output, status changes, questions.
-// This module wires the views
-// together; each concept lives in its own module.
+// This module wires the views together; each concept lives in its own module.
 
 import { api } from './api.js';
 import { AskDialog } from './ask.js';
@@ -13,16 +12,18 @@ import { AttachmentTray } from './attachments.js';
 import { Composer } from './composer.js';
 import { Connection } from './connection.js';
 import { Conversations } from './conversations.js';
-import { el, newId } from './dom.js';
+import { newId, toast } from './dom.js';
 import { FilesMenu } from './files.js';
 import { GroupDialog } from './groupdialog.js';
 import { mountMcp } from './mcp.js';
 import { MembersPanel } from './members.js';
 import { SettingsPanel } from './settings.js';
 import { Inbox } from './inbox.js';
+import { mountLogin, showLogin } from './login.js';
 import { MessageOps } from './messageops.js';
 import { SearchBox } from './search.js';
-import { Sidebar } from './sidebar.js';
+import { handleServerError } from './servererrors.js';
+import { closeSidebar, mountDrawer, Sidebar } from './sidebar.js';
 import { presenceChip, Timeline } from './timeline.js';
 
 const HISTORY_PAGE = 100;
@@ -187,21 +188,7 @@ function dropGroup(id) {
   else renderGroupChrome();
 }
 
-// -- toasts -----------------------------------------------------------------
-function toast(message, kind = 'error') {
-  const node = el('div', { class: `toast ${kind}`, testid: 'toast', role: 'alert', text: message });
-  $('toasts').append(node);
-  setTimeout(() => node.remove(), 6000);
-}
-
 // -- login ------------------------------------------------------------------
-function showLogin(message = '') {
-  $('app-view').hidden = true;
-  $('login-view').hidden = false;
-  $('login-view').querySelector('[data-testid="login-error"]').textContent = message;
-  $('login-view').querySelector('[data-testid="login-username"]').focus();
-}
-
 function leaveApp(message) {
   state.loadToken += 1; // a history load still under way is now moot
   if (connection) connection.stop();
@@ -214,40 +201,9 @@ function leaveApp(message) {
   showLogin(message);
 }
 
-$('login-view').querySelector('form').addEventListener('submit', async (event) => {
-  event.preventDefault();
-  const form = event.currentTarget;
-  const error = form.querySelector('[data-testid="login-error"]');
-  const button = form.querySelector('[data-testid="login-submit"]');
-  const username = form.username.value.trim();
-  const password = form.password.value;
-  if (!username || !password) {
-    error.textContent = 'Enter your username and password.';
-    return;
-  }
-  error.textContent = '';
-  button.disabled = true;
-  try {
-    const session = await api.login(username, password);
-    form.password.value = '';
-    await enterApp(session?.username || username);
-  } catch (err) {
-    error.textContent = err.status === 401 ? 'Wrong username or password.' : err.message;
-  } finally {
-    button.disabled = false;
-  }
-});
-
 mountMcp();
-
-$('logout').addEventListener('click', async () => {
-  try {
-    await api.logout();
-  } catch {
-    // Logging out of a session that is already gone is still logging out.
-  }
-  leaveApp('');
-});
+mountLogin({ onLogin: enterApp, onLogout: () => leaveApp('') });
+mountDrawer();
 
 // -- entering the app -------------------------------------------------------
 async function enterApp(username) {
@@ -590,7 +546,16 @@ function handleFrame(frame) {
       dropGroup(frame.groupId);
       break;
     case 'error':
-      handleError(frame);
+      handleServerError(frame, {
+        state,
+        ops,
+        timeline,
+        toast,
+        connection: () => connection,
+        selectGroup,
+        leaveApp,
+        refreshGroups,
+      });
       break;
     default:
       break;
@@ -615,79 +580,6 @@ function handleGroupUpdate(frame) {
   }
   if (group.name) replaceGroup(group);
 }
-
-function handleError(frame) {
-  const groupId = frame.detail?.groupId || frame.groupId || state.groupId;
-  if (frame.code === 'gap') {
-    // What was missed is older than the log keeps: re-read the stored history.
-    if (groupId === state.groupId) {
-      toast('Some live updates were too old to replay; reloaded the history.', 'info');
-      selectGroup(state.groupId);
-    }
-    return;
-  }
-  if (frame.code === 'rate_limited') {
-    // The dropped frame is not named; resending what is unacknowledged is
-    // harmless because the server ignores a clientMessageId it has stored.
-    const wait = Number(frame.detail?.retryAfterMs) || 1000;
-    setTimeout(() => state.groupId && connection?.resendPending(state.groupId), wait);
-    toast('Sending too fast: retrying in a moment.', 'info');
-    return;
-  }
-  if (frame.code === 'busy' && frame.requestId) {
-    // Too much is waiting (in the group, on a VP or on this connection): the
-    // message was not stored. It stays pending and goes again, alone, after
-    // the server's estimate; other pending messages are not resent with it.
-    const cmid = frame.requestId;
-    const wait = Math.max(1, Number(frame.retryAfter) || 1) * 1000;
-    setTimeout(() => {
-      const again = connection?.outbox.get(cmid);
-      if (again) connection.send(again);
-    }, wait);
-    toast(`The group is busy: sending again in ${Math.ceil(wait / 1000)} s.`, 'info');
-    return;
-  }
-  if (frame.code === 'frame_too_large') {
-    // The server names no message: drop every pending one too large to pass,
-    // so none is left "sending…" and resent on each reconnect or reload.
-    ops.dropRefused(connection, state.groupId, Number(frame.detail?.limit) || 0);
-    toast(`${frame.message}: the message was not sent.`);
-    return;
-  }
-  if (frame.code === 'unauthorized') {
-    leaveApp('Your session has expired: log in again.');
-    return;
-  }
-  if (frame.code === 'not_found' && frame.detail?.groupId && !frame.requestId) {
-    // The group is gone, or the user is no longer one of its members.
-    toast(frame.message);
-    refreshGroups().then(() => {
-      if (!state.groups.some((g) => g.id === state.groupId)) selectGroup(state.groups[0]?.id || null);
-    });
-    return;
-  }
-  const cmid = frame.requestId;
-  if (cmid && connection.pending(state.groupId).some((f) => f.clientMessageId === cmid)) {
-    timeline.fail(cmid, frame.message);
-    connection.drop(cmid);
-  }
-  toast(frame.message || `error: ${frame.code}`);
-}
-
-// -- narrow screens ---------------------------------------------------------
-function openSidebar() {
-  document.body.classList.add('sidebar-open');
-  $('scrim').hidden = false;
-}
-
-function closeSidebar() {
-  document.body.classList.remove('sidebar-open');
-  $('scrim').hidden = true;
-}
-
-$('open-sidebar').addEventListener('click', openSidebar);
-$('close-sidebar').addEventListener('click', closeSidebar);
-$('scrim').addEventListener('click', closeSidebar);
 
 // -- start ------------------------------------------------------------------
 async function boot() {

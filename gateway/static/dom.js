@@ -120,3 +120,10 @@ export function renderRich(parent, text) {
   }
   appendInline(parent, text.slice(last));
 }
+
+/** A short notice in the corner (`kind` error or info) that goes after 6 s. */
+export function toast(message, kind = 'error') {
+  const node = el('div', { class: `toast ${kind}`, testid: 'toast', role: 'alert', text: message });
+  document.getElementById('toasts').append(node);
+  setTimeout(() => node.remove(), 6000);
+}

@@ -150,3 +150,23 @@ function lastLine(summary, personaName) {
     el('time', { class: 'group-last-time', text: formatTime(last.ts) }),
   );
 }
+
+// -- narrow screens: the sidebar is a drawer over the chat ----------------------
+const byId = (id) => document.getElementById(id);
+
+export function openSidebar() {
+  document.body.classList.add('sidebar-open');
+  byId('scrim').hidden = false;
+}
+
+export function closeSidebar() {
+  document.body.classList.remove('sidebar-open');
+  byId('scrim').hidden = true;
+}
+
+/** Wire the drawer's open and close buttons and its scrim. */
+export function mountDrawer() {
+  byId('open-sidebar').addEventListener('click', openSidebar);
+  byId('close-sidebar').addEventListener('click', closeSidebar);
+  byId('scrim').addEventListener('click', closeSidebar);
+}
