@@ -178,6 +178,19 @@ class BusyLanes:
         self.inboxes: dict[str, SteerInbox] = {}
         self.batches: dict[str, CollectBatch] = {}
 
+    def answering(self, group_id: str) -> bool:
+        """Whether the group's busy lane is answering, rather than ending a turn.
+
+        A turn whose model has finished (its inbox closed) only stores and
+        saves before it frees the lane: a message that comes then waits those
+        milliseconds for the lane, not a queue mode (no debounce, no "queued").
+        """
+        batch = self.batches.get(group_id)
+        if batch is not None and batch.open:
+            return True
+        inbox = self.inboxes.get(group_id)
+        return inbox is None or inbox.open
+
     async def arrive(
         self, req: TurnRequest, tracker: TurnTracker, abort_others: AbortOthers
     ) -> TurnOutcome | CollectBatch | None:

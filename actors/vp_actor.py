@@ -160,7 +160,8 @@ class VPActor:
         outcome: TurnOutcome | None = None
         batch: CollectBatch | None = None
         try:
-            if req.queue is not None and self.lanes.busy(req.group_id):
+            group = req.group_id
+            if req.queue is not None and self.lanes.busy(group) and self.queue.answering(group):
                 arrived = await self.queue.arrive(req, running.tracker, self._abort_others)
                 if isinstance(arrived, TurnOutcome):
                     outcome = arrived

@@ -305,6 +305,35 @@ async def test_collect_on_an_idle_lane_runs_at_once(fx: Fixture) -> None:
     assert done.text == "answering: [ann] hello"
 
 
+async def test_a_message_after_the_answer_is_out_does_not_wait_a_debounce(
+    fx: Fixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The running turn has sent its result and is saving: the next message just follows it."""
+    import actors.runner
+
+    saving, saved = asyncio.Event(), asyncio.Event()
+    inner = actors.runner.save_conversation
+
+    async def slow_save(*args: Any) -> None:
+        saving.set()
+        await saved.wait()
+        await inner(*args)
+
+    monkeypatch.setattr(actors.runner, "save_conversation", slow_save)
+    fx.worker.queue.sleep = _never_sleep
+    first_req = await fx.say("one", QueuePolicy())
+    first = fx.run(first_req)
+    await saving.wait()
+    assert len(await fx.results(first_req.turn_id)) == 1
+    second_req = await fx.say("two", QueuePolicy())
+    second = fx.run(second_req)
+    await settle(lambda: fx.worker.lanes._waiting.get(fx.group) == 2)
+    saved.set()
+    assert (await first).text == "answering: [ann] one"
+    assert (await second).text == "answering: [ann] two"
+    assert all(s.get("queue") is None for s in await fx.statuses(second_req.turn_id))
+
+
 async def _never_sleep(seconds: float) -> None:
     raise AssertionError("an idle lane does not wait")
 
