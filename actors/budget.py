@@ -3,7 +3,8 @@
 A turn charges two accounts of its group: the day's (UTC) and its message
 chain's (every VP turn that follows one person's message). It reserves on
 both before it starts and settles what it used when it ends, whatever the
-end; a refused turn ends with an error result that names the budget.
+end; a refused turn ends with an error result that names the budget. With
+no limit on either account it reserves nothing and is charged at its end.
 """
 
 from __future__ import annotations
@@ -47,10 +48,15 @@ class TurnBudget:
         self.group_id = group_id
         self.turn_id = turn_id
         self.reserved = False
+        # The accounts charged at the end without a reservation (no limits).
+        self.unreserved: list[str] = []
 
     async def reserve(self, settings: GroupSettings, chain_id: str) -> str | None:
         """Reserve for the turn; None when it may run, else the sentence naming the budget."""
         limits = budget_limits(settings, chain_id)
+        if not any(x.max_tokens or x.max_usd for x in limits):
+            self.unreserved = [x.account for x in limits]
+            return None
         refusal: BudgetRefusal | None = await self.store.reserve_budget(
             self.group_id, self.turn_id, limits
         )
@@ -62,13 +68,17 @@ class TurnBudget:
 
     async def settle(self, usage: Usage, stop: StopEvent | None) -> None:
         """Charge what the turn used and release its reservation (once)."""
-        if not self.reserved:
+        reserved, unreserved = self.reserved, self.unreserved
+        self.reserved, self.unreserved = False, []
+        if not reserved and not unreserved:
             return
-        self.reserved = False
         cost = stop.cost_usd if stop is not None and math.isfinite(stop.cost_usd) else 0.0
         tokens = usage.input_tokens + usage.output_tokens
         try:
-            await self.store.settle_budget(self.group_id, self.turn_id, tokens, cost)
+            if reserved:
+                await self.store.settle_budget(self.group_id, self.turn_id, tokens, cost)
+            else:
+                await self.store.charge_budget(self.group_id, unreserved, tokens, cost)
         except StoreError as exc:
             # The reservation stays held (the turn's group spends it): never under-counted.
             log.warning("budget of turn %s not settled: %s", self.turn_id, exc)

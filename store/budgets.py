@@ -10,7 +10,9 @@ SQLite), so turns on many VP actors see each other's reservations.
 A turn is refused when, on any of its accounts, what is spent plus what is
 reserved has reached a limit. So the spend can pass a limit only by what
 the turns already running when it was reached use beyond their reservation,
-never by turns started after it. A limit of 0 means none.
+never by turns started after it. A limit of 0 means none; a turn none of
+whose accounts has a limit reserves nothing and is charged when it ends
+(``charge_budget``), so no store write precedes its first token.
 """
 
 from __future__ import annotations
@@ -96,6 +98,12 @@ class Budgets(Protocol):
 
     async def settle_budget(self, group_id: str, turn_id: str, tokens: int, usd: float) -> bool:
         """Release the turn's reservation and charge what it used; False if it had none."""
+        ...
+
+    async def charge_budget(
+        self, group_id: str, accounts: Sequence[str], tokens: int, usd: float
+    ) -> None:
+        """Add what a turn that reserved nothing used to these accounts."""
         ...
 
     async def budget_spend(self, group_id: str, accounts: Sequence[str]) -> list[BudgetSpend]:

@@ -124,6 +124,16 @@ class EmbeddedBudgets:
 
         return await self._run(op)
 
+    async def charge_budget(
+        self, group_id: str, accounts: Sequence[str], tokens: int, usd: float
+    ) -> None:
+        def op(conn: sqlite3.Connection) -> None:
+            with write_txn(conn):
+                for account in accounts:
+                    _add(conn, group_id, account, tokens, usd, 0, 0.0)
+
+        await self._run(op)
+
     async def budget_spend(self, group_id: str, accounts: Sequence[str]) -> list[BudgetSpend]:
         def op(conn: sqlite3.Connection) -> list[BudgetSpend]:
             with read_txn(conn):

@@ -95,6 +95,18 @@ class RedisBudgets:
             done = await self._r.eval(_SETTLE, 2, *self._budget_keys(group_id), *args)
         return bool(int(done))
 
+    async def charge_budget(
+        self, group_id: str, accounts: Sequence[str], tokens: int, usd: float
+    ) -> None:
+        self._check_open()
+        key = self._key(group_id, "budget")
+        with redis_errors():
+            async with self._r.pipeline(transaction=True) as pipe:
+                for account in accounts:
+                    pipe.hincrby(key, f"{account}|st", int(tokens))
+                    pipe.hincrbyfloat(key, f"{account}|su", float(usd))
+                await pipe.execute()
+
     async def budget_spend(self, group_id: str, accounts: Sequence[str]) -> list[BudgetSpend]:
         self._check_open()
         fields = [f"{a}|{k}" for a in accounts for k in ("st", "su", "rt", "ru")]

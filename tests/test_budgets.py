@@ -52,6 +52,17 @@ async def test_reserve_settle_and_refuse(store: Store) -> None:
     assert await store.reserve_budget("g1", "t5", usd) == BudgetRefusal(chain_account("m1"), "usd")
 
 
+async def test_a_charge_without_reservation_adds_to_every_account(store: Store) -> None:
+    """A turn with no limit reserves nothing; what it used is charged at its end."""
+    accounts = [day_account(0), chain_account("m1")]
+    await store.charge_budget("g1", accounts, 700, 0.25)
+    await store.charge_budget("g1", accounts[:1], 300, 0.5)
+    day, chain = await store.budget_spend("g1", accounts)
+    assert (day.spent_tokens, day.reserved_tokens, chain.spent_tokens) == (1000, 0, 700)
+    assert abs(day.spent_usd - 0.75) < 1e-9 and abs(chain.spent_usd - 0.25) < 1e-9
+    assert await store.budget_spend("g2", accounts[:1]) == [BudgetSpend(accounts[0])]
+
+
 async def test_concurrent_turns_on_several_stores_never_pass_the_limit(
     store_factory: StoreFactory,
 ) -> None:
