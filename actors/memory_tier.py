@@ -101,7 +101,7 @@ class RecallHook:
         tier = self.recent.setdefault(turn.group_id, {})
         for resident in tier.values():
             resident.turns_left -= 1
-        said = set(query_terms(turn.text))
+        said = set(query_terms(turn.text)) if used else set()
         for item in used:
             drawn_on = bool(said & set(query_terms(item.text)))
             current = tier.get(item.id)

@@ -80,6 +80,11 @@ _SUFFIXES = (
 _NOT_PLURAL = ("ss", "us", "is")
 
 
+_CJK_CLASS = "".join(f"{chr(lo)}-{chr(hi)}" for lo, hi in _CJK_RANGES)
+# One run of CJK characters (group 1), or of any others (group 2).
+_SCRIPT_RUN = re.compile(f"([{_CJK_CLASS}]+)|([^{_CJK_CLASS}]+)")
+
+
 def is_cjk(ch: str) -> bool:
     code = ord(ch)
     return any(lo <= code <= hi for lo, hi in _CJK_RANGES)
@@ -93,12 +98,8 @@ def normalise(text: str) -> str:
 def _segments(text: str) -> Iterator[tuple[str, bool]]:
     """Runs of letters/digits, split where the script changes to or from CJK."""
     for match in _WORD.finditer(normalise(text)):
-        run = match.group()
-        start = 0
-        for i in range(1, len(run) + 1):
-            if i == len(run) or is_cjk(run[i]) != is_cjk(run[start]):
-                yield run[start:i], is_cjk(run[start])
-                start = i
+        for part in _SCRIPT_RUN.finditer(match.group()):
+            yield part.group(), part.group(1) is not None
 
 
 def bigrams(run: str) -> list[str]:
