@@ -21,7 +21,6 @@ pick 8, fallback 2 per scope within 1200 tokens).
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -112,20 +111,18 @@ async def _candidates(
     backend: MemoryBackend, scopes: list[str], query: str, pool: int
 ) -> list[_Candidate]:
     """Search hits with normalised relevance, plus residents; or the fallback."""
-    hits = await backend.search(scopes, query, pool) if query.strip() else []
+    found = await backend.recall_sources(scopes, query, pool, residents=8, recent=2)
     allowed = set(scopes)
-    hits = [(item, score) for item, score in hits if item.scope in allowed]
-    residents = await asyncio.gather(*(backend.list(s, kind="resident", limit=8) for s in scopes))
+    hits = [(item, score) for item, score in found.hits if item.scope in allowed]
     out: dict[str, _Candidate] = {}
     if hits:
         top = max(score for _, score in hits)
         for item, score in hits:
             out[item.id] = _Candidate(item, score / top if top > 0 else 1.0)
     else:
-        recent = await asyncio.gather(*(backend.list(s, limit=2) for s in scopes))
-        for item in (i for batch in recent for i in batch):
+        for item in (i for batch in found.recent for i in batch):
             out[item.id] = _Candidate(item)
-    for item in (i for batch in residents for i in batch):
+    for item in (i for batch in found.residents for i in batch):
         out.setdefault(item.id, _Candidate(item))
     return list(out.values())
 

@@ -296,6 +296,29 @@ async def test_resident_summaries_are_always_eligible(memory_backend: MemoryBack
     assert render_line(summary).startswith("- [private summary, 2025-06-")
 
 
+async def test_recall_sources_match_the_reads_they_stand_for(
+    memory_backend: MemoryBackend,
+) -> None:
+    """A backend's one-trip ``recall_sources`` returns what search and list return."""
+    summary = await memory_backend.add(
+        item(vp_scope("nimbus", "steve"), "Summary: the team ships weekly", kind="resident")
+    )
+    for n in range(3):
+        await memory_backend.add(item(GROUP, f"kayak trip {n}", age_days=n + 1))
+    found = await memory_backend.recall_sources(STEVE, "kayak", 50, residents=8, recent=2)
+    assert found.hits == await memory_backend.search(STEVE, "kayak", 50)
+    assert found.residents == [
+        await memory_backend.list(s, kind="resident", limit=8) for s in STEVE
+    ]
+    assert [i.id for batch in found.residents for i in batch] == [summary.id]
+    assert found.recent == []
+    nothing = await memory_backend.recall_sources(STEVE, "zeppelin", 50, residents=8, recent=2)
+    assert nothing.hits == []
+    assert nothing.recent == [await memory_backend.list(s, limit=2) for s in STEVE]
+    # The user's scope is empty, the group's gives its two newest, the VP's its summary.
+    assert [len(batch) for batch in nothing.recent] == [0, 2, 1]
+
+
 # -- tools --------------------------------------------------------------------
 
 

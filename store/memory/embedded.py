@@ -28,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from store.memory.model import MemoryBackend, MemoryItem
+from store.memory.model import MemoryBackend, MemoryItem, RecallSources
 from store.memory.text import fts_document, fts_query
 from store.sqlite import SQLiteThread, write_txn
 
@@ -191,35 +191,72 @@ class SQLiteMemory(MemoryBackend):
     async def list(
         self, scope: str, kind: str | None = None, limit: int = 50
     ) -> builtins.list[MemoryItem]:
-        sql = f"SELECT {_COLUMNS} FROM memory_items WHERE scope = ?"
-        args: builtins.list[Any] = [scope]
-        if kind is not None:
-            sql += " AND kind = ?"
-            args.append(kind)
-        sql += " ORDER BY created_at DESC, rowid DESC LIMIT ?"
-        args.append(max(0, limit))
+        sql, args = _list_statement(scope, kind, limit)
         rows = await self._run(lambda conn: conn.execute(sql, args).fetchall())
         return [_row_to_item(r) for r in rows]
 
     async def search(
         self, scopes: builtins.list[str], query: str, limit: int = 50
     ) -> builtins.list[tuple[MemoryItem, float]]:
-        match = fts_query(query)
-        if match is None or not scopes or limit <= 0:
+        statement = _search_statement(scopes, query, limit)
+        if statement is None:
             return []
-        cols = ", ".join(f"m.{c.strip()}" for c in _COLUMNS.split(","))
-        marks = ",".join("?" for _ in scopes)
-        weights = ", ".join(str(w) for w in _WEIGHTS)
-        # bm25() is lower-is-better and negative; flip it so higher is better.
-        sql = (
-            f"SELECT {cols}, -bm25(memory_fts, {weights}) AS score "
-            "FROM memory_fts JOIN memory_items m ON m.rowid = memory_fts.rowid "
-            f"WHERE memory_fts MATCH ? AND m.scope IN ({marks}) "
-            "ORDER BY score DESC LIMIT ?"
-        )
-        args = [match, *scopes, limit]
-        rows = await self._run(lambda conn: conn.execute(sql, args).fetchall())
+        rows = await self._run(lambda conn: conn.execute(*statement).fetchall())
         return [(_row_to_item(r[:-1]), float(r[-1])) for r in rows]
+
+    async def recall_sources(
+        self, scopes: builtins.list[str], query: str, pool: int, residents: int, recent: int
+    ) -> RecallSources:
+        """The three reads of ``MemoryBackend.recall_sources`` in one trip to the thread."""
+        search = _search_statement(scopes, query, pool)
+
+        def op(conn: sqlite3.Connection) -> tuple[Any, Any, Any]:
+            hits = conn.execute(*search).fetchall() if search is not None else []
+            kept = [
+                conn.execute(*_list_statement(s, "resident", residents)).fetchall() for s in scopes
+            ]
+            newest = (
+                []
+                if hits
+                else [conn.execute(*_list_statement(s, None, recent)).fetchall() for s in scopes]
+            )
+            return hits, kept, newest
+
+        hits, kept, newest = await self._run(op)
+        return RecallSources(
+            [(_row_to_item(r[:-1]), float(r[-1])) for r in hits],
+            [[_row_to_item(r) for r in rows] for rows in kept],
+            [[_row_to_item(r) for r in rows] for rows in newest],
+        )
 
     async def close(self) -> None:
         await self._sqlite.close()
+
+
+def _list_statement(scope: str, kind: str | None, limit: int) -> tuple[str, list[Any]]:
+    sql = f"SELECT {_COLUMNS} FROM memory_items WHERE scope = ?"
+    args: list[Any] = [scope]
+    if kind is not None:
+        sql += " AND kind = ?"
+        args.append(kind)
+    sql += " ORDER BY created_at DESC, rowid DESC LIMIT ?"
+    args.append(max(0, limit))
+    return sql, args
+
+
+def _search_statement(scopes: list[str], query: str, limit: int) -> tuple[str, list[Any]] | None:
+    """The FTS query for ``search``; None when nothing can match."""
+    match = fts_query(query)
+    if match is None or not scopes or limit <= 0:
+        return None
+    cols = ", ".join(f"m.{c.strip()}" for c in _COLUMNS.split(","))
+    marks = ",".join("?" for _ in scopes)
+    weights = ", ".join(str(w) for w in _WEIGHTS)
+    # bm25() is lower-is-better and negative; flip it so higher is better.
+    sql = (
+        f"SELECT {cols}, -bm25(memory_fts, {weights}) AS score "
+        "FROM memory_fts JOIN memory_items m ON m.rowid = memory_fts.rowid "
+        f"WHERE memory_fts MATCH ? AND m.scope IN ({marks}) "
+        "ORDER BY score DESC LIMIT ?"
+    )
+    return sql, [match, *scopes, limit]

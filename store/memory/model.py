@@ -13,10 +13,12 @@ Scopes are plain strings so both backends can key on them directly:
 
 from __future__ import annotations
 
+import asyncio
 import builtins
 import time
 import uuid
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -94,6 +96,17 @@ def scope_label(scope: str) -> str:
 # -- backend contract -----------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class RecallSources:
+    """What recall ranks, read together (``MemoryBackend.recall_sources``)."""
+
+    hits: builtins.list[tuple[MemoryItem, float]]
+    # Per scope, in the order asked: its resident summaries, and (only when
+    # nothing matched) its newest items.
+    residents: builtins.list[builtins.list[MemoryItem]]
+    recent: builtins.list[builtins.list[MemoryItem]]
+
+
 class MemoryBackend(ABC):
     """Storage and full-text search for memory items.
 
@@ -123,6 +136,21 @@ class MemoryBackend(ABC):
         self, scope: str, kind: str | None = None, limit: int = 50
     ) -> builtins.list[MemoryItem]:
         """Items of one scope, newest first."""
+
+    async def recall_sources(
+        self, scopes: builtins.list[str], query: str, pool: int, residents: int, recent: int
+    ) -> RecallSources:
+        """Up to ``pool`` search hits for ``query``, each scope's ``residents`` newest
+        resident items and, when nothing matched, each scope's ``recent`` newest items.
+
+        Backends that can read them in one round trip override this.
+        """
+        hits = await self.search(scopes, query, pool) if query.strip() else []
+        kept = await asyncio.gather(
+            *(self.list(s, kind="resident", limit=residents) for s in scopes)
+        )
+        newest = [] if hits else await asyncio.gather(*(self.list(s, limit=recent) for s in scopes))
+        return RecallSources(hits, builtins.list(kept), builtins.list(newest))
 
     @abstractmethod
     async def search(
