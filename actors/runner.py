@@ -214,12 +214,15 @@ class TurnRunner:
     async def context(self) -> _Context | None:
         """The group as this VP may see it up to the trigger; None when the turn cannot run."""
         store, req = self.s.store, self.req
-        group = await store.get_group(req.group_id)
+        # Read together: the newest messages usually cover what is new.
+        group, recent = await asyncio.gather(
+            store.get_group(req.group_id), store.read_messages(req.group_id, limit=QUICK_CATCH_UP)
+        )
         if self.abort.is_set() or group is None or self.s.vp_id not in group.roster:
             return None
         conv = await self.s.transcripts.take(store, req.group_id)
         cursor = conv.meta.get("cursor")
-        recent = await self._catch_up(cursor)
+        recent = await self._catch_up(cursor, recent)
         forget_deleted(conv.messages, recent)
         if req.regenerates:
             context: list[Message] = []
@@ -425,13 +428,11 @@ class TurnRunner:
         return self.ended
 
     # -- helpers -----------------------------------------------------------------
-    async def _catch_up(self, cursor: str | None) -> list[GroupMessage]:
-        """The group log since ``cursor``: a short read usually covers it."""
-        store, group_id = self.s.store, self.req.group_id
-        recent = await store.read_messages(group_id, limit=QUICK_CATCH_UP)
+    async def _catch_up(self, cursor: str | None, recent: list[GroupMessage]) -> list[GroupMessage]:
+        """The group log since ``cursor``: ``recent``, the short read, usually covers it."""
         if len(recent) < QUICK_CATCH_UP or (cursor is not None and recent[0].id <= cursor):
             return recent
-        return await store.read_messages(group_id, limit=CATCH_UP_MESSAGES)
+        return await self.s.store.read_messages(self.req.group_id, limit=CATCH_UP_MESSAGES)
 
     def _tool_context(self, group: Group, conv: Conversation) -> ToolContext:
         req = self.req
