@@ -181,7 +181,9 @@ async def test_a_graceful_stop_ends_every_turn_with_one_result(make_runtime: Mak
 async def test_a_restarted_coordinator_follows_the_turns_its_vps_still_run(
     make_runtime: MakeRuntime,
 ) -> None:
-    rt = make_runtime(engine={"model": "offline:default?ttft=0.05&tps=20&tokens=40"})
+    # 8 s replies: each VP's first turn outlives the coordinator's restart,
+    # which takes a few seconds on a loaded two-core machine (2 s did not).
+    rt = make_runtime(engine={"model": "offline:default?ttft=0.05&tps=10&tokens=80"})
     group_id, _ = await busy_group(rt)
     coordinator = ray.get_actor(rt.config.actor_name("coordinator", 0), rt.config.namespace)
     killed = time.time()
