@@ -188,10 +188,10 @@ function dropGroup(id) {
   else renderGroupChrome();
 }
 
-// -- login ------------------------------------------------------------------
+// -- login (see login.js) -----------------------------------------------------
 function leaveApp(message) {
   state.loadToken += 1; // a history load still under way is now moot
-  if (connection) connection.stop();
+  connection?.stop();
   connection = null;
   state.groupId = null;
   askDialog.reset();
@@ -200,7 +200,6 @@ function leaveApp(message) {
   search.clear();
   showLogin(message);
 }
-
 mountMcp();
 mountLogin({ onLogin: enterApp, onLogout: () => leaveApp('') });
 mountDrawer();
