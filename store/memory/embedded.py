@@ -202,7 +202,7 @@ class SQLiteMemory(MemoryBackend):
         if statement is None:
             return []
         rows = await self._run(lambda conn: conn.execute(*statement).fetchall())
-        return [(_row_to_item(r[:-1]), float(r[-1])) for r in rows]
+        return _hits(rows)
 
     async def recall_sources(
         self, scopes: builtins.list[str], query: str, pool: int, residents: int, recent: int
@@ -224,13 +224,18 @@ class SQLiteMemory(MemoryBackend):
 
         hits, kept, newest = await self._run(op)
         return RecallSources(
-            [(_row_to_item(r[:-1]), float(r[-1])) for r in hits],
+            _hits(hits),
             [[_row_to_item(r) for r in rows] for rows in kept],
             [[_row_to_item(r) for r in rows] for rows in newest],
         )
 
     async def close(self) -> None:
         await self._sqlite.close()
+
+
+def _hits(rows: list[Any]) -> list[tuple[MemoryItem, float]]:
+    """Rows of ``_search_statement`` (an item's columns, then its score) as search hits."""
+    return [(_row_to_item(r[:-1]), float(r[-1])) for r in rows]
 
 
 def _list_statement(scope: str, kind: str | None, limit: int) -> tuple[str, list[Any]]:

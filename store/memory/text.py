@@ -85,11 +85,6 @@ _CJK_CLASS = "".join(f"{chr(lo)}-{chr(hi)}" for lo, hi in _CJK_RANGES)
 _SCRIPT_RUN = re.compile(f"([{_CJK_CLASS}]+)|([^{_CJK_CLASS}]+)")
 
 
-def is_cjk(ch: str) -> bool:
-    code = ord(ch)
-    return any(lo <= code <= hi for lo, hi in _CJK_RANGES)
-
-
 def normalise(text: str) -> str:
     """NFKC and lower case; full-width Latin and digits become ASCII."""
     return unicodedata.normalize("NFKC", text).lower()
