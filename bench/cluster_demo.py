@@ -314,8 +314,8 @@ async def run(redis_url: str, work: Path) -> Report:
         "YEAFT_COORDINATOR_RESOURCES": json.dumps({"yeaft": 0.01}),
         "YEAFT_LOG_LEVEL": "warning",
     }
-    a = Gateway("A", gw_env, work / "a")
-    b = Gateway("B", gw_env, work / "b")
+    a = Gateway(gw_env, work / "a", "A")
+    b = Gateway(gw_env, work / "b", "B")
     try:
         await asyncio.to_thread(cluster.start)
         for gw in (a, b):

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -34,6 +35,10 @@ ROOT = Path(__file__).resolve().parents[1]
 RAY = str(Path(sys.executable).with_name("ray"))
 # Variables that would point a child at someone else's cluster or provider.
 _FOREIGN = ("RAY_ADDRESS", "RAY_AUTH_TOKEN_PATH", "OPENAI_API_KEY", "ANTHROPIC_API_KEY")
+
+
+# The line `yeaft serve` prints once it accepts connections (gateway.server.READY_LINE).
+READY = re.compile(r"Yeaft is ready on http://[^\s:]+:(\d+)")
 
 
 def free_port() -> int:
@@ -237,21 +242,29 @@ class LocalCluster:
 
 @dataclass
 class Gateway:
-    """One ``yeaft serve`` process joining a cluster, in a session of its own."""
+    """One ``yeaft serve`` process joining a cluster, in a session of its own.
 
-    name: str
+    It listens on ``port``; 0 (the default) lets the OS choose, and the port
+    is read from the server's ready line. A port picked here in advance can
+    be taken by any process before the server binds it (a Ray node's metrics
+    server once was, and answered the health check).
+    """
+
     env: dict[str, str]
     data_dir: Path
-    port: int = field(default_factory=free_port)
+    name: str = "gateway"
+    port: int = 0
     proc: subprocess.Popen[bytes] | None = None
+    _log_from: int = 0
 
     @property
     def url(self) -> str:
+        assert self.port, f"gateway {self.name} has not said where it listens"
         return f"http://127.0.0.1:{self.port}"
 
     @property
     def ws_url(self) -> str:
-        return f"ws://127.0.0.1:{self.port}/ws"
+        return self.url.replace("http", "ws", 1) + "/ws"
 
     @property
     def pid(self) -> int | None:
@@ -259,7 +272,9 @@ class Gateway:
 
     def launch(self, ray_address: str) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        log = (self.data_dir / "serve.log").open("ab")
+        path = self.data_dir / "serve.log"
+        self._log_from = path.stat().st_size if path.exists() else 0
+        log = path.open("ab")
         command = [sys.executable, "-m", "gateway.cli", "serve", "--port", str(self.port)]
         self.proc = subprocess.Popen(
             [*command, "--ray-address", ray_address],
@@ -273,19 +288,27 @@ class Gateway:
         log.close()
 
     def wait_healthy(self, timeout_s: float = 120) -> None:
+        """Until this launch's ready line is in the log and ``/healthz`` answers as ours."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             assert self.proc is not None
             if self.proc.poll() is not None:
                 raise RuntimeError(f"gateway {self.name} exited:\n{self.log()}")
-            try:
-                with urllib.request.urlopen(f"{self.url}/healthz", timeout=5) as reply:
-                    if reply.status == 200:
-                        return
-            except OSError:
-                pass
+            if ready := READY.search(self._new_output()):
+                self.port = int(ready.group(1))
+                with urllib.request.urlopen(f"{self.url}/healthz", timeout=30) as reply:
+                    body = json.loads(reply.read())
+                if body != {"status": "ok"}:
+                    raise RuntimeError(f"{self.url}/healthz is not gateway {self.name}'s: {body}")
+                return
             time.sleep(0.1)  # the server comes up on its own; nothing to await
         raise TimeoutError(f"gateway {self.name} did not start:\n{self.log()}")
+
+    def _new_output(self) -> str:
+        path = self.data_dir / "serve.log"
+        with path.open("rb") as log:
+            log.seek(self._log_from)
+            return log.read().decode(errors="replace")
 
     def log(self) -> str:
         path = self.data_dir / "serve.log"

@@ -60,7 +60,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     created = asyncio.run(_ensure_first_user(settings))
     host = "127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host
     model = engine.default_model()
-    print(f"Yeaft is starting on http://{host}:{settings.port}")
+    where = f" on http://{host}:{settings.port}" if settings.port else " (port chosen by the OS)"
+    print(f"Yeaft is starting{where}")
     print(
         f"  data: {settings.data_dir}   store: {redact_url(settings.redis_url) or 'embedded'}"
         f"   model: {model}"

@@ -18,6 +18,7 @@ import logging
 import os
 import re
 import secrets
+import socket
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -65,6 +66,8 @@ log = logging.getLogger(__name__)
 
 STATIC_DIR = Path(__file__).resolve().with_name("static")
 RAY_TOKEN_FILENAME = "ray_auth_token"
+# What `yeaft serve` prints, then the URL, once it accepts connections.
+READY_LINE = "Yeaft is ready on"
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
 _PLACEHOLDER = """<!doctype html><meta charset="utf-8"><title>Yeaft</title>
@@ -396,9 +399,29 @@ async def _serve(settings: GatewaySettings, runtime: Runtime, *, owns_cluster: b
             log.warning("shutdown ended %d unfinished turns", drained.interrupted)
 
     app = create_app(settings, runtime, on_stop=drain if owns_cluster else None)
-    server = uvicorn.Server(uvicorn_config(app, settings))
-    log.info("Yeaft gateway on http://%s:%s", settings.host, settings.port)
+    config = uvicorn_config(app, settings)
+    # Bound here, so that with port 0 the ready line names the port the OS chose.
+    sock = config.bind_socket()
+    host = "127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host
+    server = _AnnouncingServer(config, f"http://{host}:{sock.getsockname()[1]}")
     try:
-        await server.serve()
+        await server.serve(sockets=[sock])
     finally:
         await runtime.aclose()
+
+
+class _AnnouncingServer(uvicorn.Server):
+    """Prints ``Yeaft is ready on URL`` once the app has started and the socket listens.
+
+    Scripts and tests that start ``yeaft serve --port 0`` read the port from
+    that line instead of guessing a free one (which another process can take).
+    """
+
+    def __init__(self, config: uvicorn.Config, url: str) -> None:
+        super().__init__(config)
+        self.url = url
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started:
+            print(f"{READY_LINE} {self.url}", flush=True)

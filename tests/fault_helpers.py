@@ -22,8 +22,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
-
+from bench import nodes
 from tests.fixtures.stores import _answers_ping, _free_port
 from tests.test_cli import ROOT
 from tests.test_restart import _session
@@ -180,69 +179,12 @@ class RayNode:
         return left
 
 
-@dataclass
-class Gateway:
-    """One ``yeaft serve`` process joining a Ray cluster, in a session of its own."""
-
-    env: dict[str, str]
-    data_dir: Path
-    port: int = field(default_factory=_free_port)
-    proc: subprocess.Popen[str] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def ws_url(self) -> str:
-        return f"ws://127.0.0.1:{self.port}/ws"
+class Gateway(nodes.Gateway):
+    """``bench.nodes.Gateway`` (port chosen by the OS, read from its ready line), awaited."""
 
     async def start(self, ray_address: str) -> None:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        log = (self.data_dir / "serve.log").open("a")
-        command = [sys.executable, "-m", "gateway.cli", "serve", "--port", str(self.port)]
-        self.proc = await asyncio.to_thread(
-            subprocess.Popen,
-            [*command, "--ray-address", ray_address],
-            cwd=ROOT,
-            # The offline model at full speed unless the test's env says otherwise.
-            env={**dict(YEAFT_OFFLINE_TPS="0"), **self.env, "YEAFT_DATA_DIR": str(self.data_dir)},
-            stdout=log,
-            stderr=log,
-            text=True,
-            start_new_session=True,
-        )
-        log.close()
-        async with httpx.AsyncClient() as http:
-            for _ in range(1800):
-                assert self.proc.poll() is None, f"yeaft serve exited: {self.log()}"
-                try:
-                    if (await http.get(f"{self.url}/healthz")).status_code == 200:
-                        return
-                except httpx.HTTPError:
-                    pass
-                await asyncio.sleep(0.05)  # nothing to await: the server comes up on its own
-        raise AssertionError(f"yeaft serve did not start: {self.log()}")
-
-    def log(self) -> str:
-        path = self.data_dir / "serve.log"
-        return path.read_text(errors="replace")[-4000:] if path.exists() else ""
-
-    def kill(self) -> None:
-        """SIGKILL the gateway process (and anything in its session); the cluster stays."""
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        kill_session(self.proc.pid)
-        self.proc.wait(timeout=30)
-
-    def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.kill()
+        await asyncio.to_thread(self.launch, ray_address)
+        await asyncio.to_thread(self.wait_healthy, 90)
 
 
 class RedisProcess:

@@ -25,7 +25,7 @@ import pytest
 import websockets
 
 from store import Store
-from tests.fixtures.stores import StoreFactory, _free_port
+from tests.fixtures.stores import StoreFactory
 from tests.test_cli import PROVIDER_VARS, ROOT
 
 pytestmark = pytest.mark.slow
@@ -39,8 +39,7 @@ class Serve:
     """``yeaft serve`` in a session of its own, so every process of it can be killed."""
 
     def __init__(self, factory: StoreFactory) -> None:
-        self.port = _free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = ""  # known once the server says where it listens
         self.env = {k: v for k, v in os.environ.items() if k not in PROVIDER_VARS}
         self.env.update(
             YEAFT_DATA_DIR=str(factory.data_dir),
@@ -60,7 +59,7 @@ class Serve:
         # The server's log is kept beside its data, for a failing run's reader.
         log = (self.log_dir / "serve.log").open("a")
         return subprocess.Popen(
-            [sys.executable, "-m", "gateway.cli", "serve", "--port", str(self.port)],
+            [sys.executable, "-m", "gateway.cli", "serve", "--port", "0"],
             cwd=ROOT,
             env={**self.env, "YEAFT_MODEL": model},
             stdout=subprocess.PIPE,
@@ -70,24 +69,17 @@ class Serve:
         )
 
     async def start(self, model: str) -> None:
+        """Start and read stdout up to the ready line (the password comes before it, once)."""
         self.proc = await asyncio.to_thread(self._spawn, model)
-        if not self.password:  # printed on the first start only
-            assert self.proc.stdout is not None
-            for _ in range(20):
-                line = await asyncio.to_thread(self.proc.stdout.readline)
+        assert self.proc.stdout is not None
+        async with asyncio.timeout(90):
+            while line := await asyncio.to_thread(self.proc.stdout.readline):
                 if found := re.search(r"password '([^']+)'", line):
                     self.password = found.group(1)
-                    break
-        async with httpx.AsyncClient() as http:
-            for _ in range(1200):
-                assert self.proc.poll() is None, "yeaft serve exited"
-                try:
-                    if (await http.get(f"{self.url}/healthz")).status_code == 200:
-                        return
-                except httpx.HTTPError:
-                    pass
-                await asyncio.sleep(0.05)  # nothing to await: the server comes up on its own
-        raise AssertionError("yeaft serve did not start")
+                if found := re.search(r"Yeaft is ready on (\S+)", line):
+                    self.url = found.group(1)
+                    return
+        raise AssertionError(f"yeaft serve exited with {self.proc.wait()} before it was ready")
 
     def kill(self) -> None:
         """SIGKILL every process of the server's session: the gateway, Ray, every actor."""
