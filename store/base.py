@@ -229,17 +229,17 @@ class TranscriptStore(Protocol):
     """Each VP's engine transcript per group, kept as an opaque JSON document."""
 
     @abstractmethod
-    async def load_transcript(self, group_id: str, vp_id: str) -> dict[str, Any] | None:
-        """A VP's engine transcript in a group, as the JSON document it was saved as.
+    async def load_transcript(self, group_id: str, vp_id: str) -> str | None:
+        """A VP's engine transcript in a group: the JSON text it was saved as.
 
         The store keeps transcripts opaque: their shape belongs to the engine,
-        which sits above the store and is not imported here.
+        which sits above the store and is not imported here. Text, not a
+        parsed document, so the engine's model serialises and parses it in
+        one pass (a transcript is the largest thing a turn writes).
         """
 
     @abstractmethod
-    async def save_transcript(
-        self, group_id: str, vp_id: str, transcript: dict[str, Any]
-    ) -> None: ...
+    async def save_transcript(self, group_id: str, vp_id: str, transcript: str) -> None: ...
 
 
 class UserStore(Protocol):

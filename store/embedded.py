@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import sqlite3
 from collections.abc import Callable, Sequence
@@ -263,25 +262,21 @@ class EmbeddedStore(EmbeddedMembers, chat_sql.EmbeddedChatViews, EmbeddedBudgets
         return GroupMessage.model_validate_json(data) if data else None
 
     # -- engine transcripts ------------------------------------------------
-    async def load_transcript(self, group_id: str, vp_id: str) -> dict[str, Any] | None:
+    async def load_transcript(self, group_id: str, vp_id: str) -> str | None:
         def op(conn: sqlite3.Connection) -> str | None:
             row = conn.execute(
                 "SELECT data FROM transcripts WHERE group_id = ? AND vp_id = ?", (group_id, vp_id)
             ).fetchone()
-            return row[0] if row else None
+            return str(row[0]) if row else None
 
-        data = await self._run(op)
-        loaded: dict[str, Any] | None = json.loads(data) if data else None
-        return loaded
+        return await self._run(op)
 
-    async def save_transcript(self, group_id: str, vp_id: str, transcript: dict[str, Any]) -> None:
-        data = json.dumps(transcript, ensure_ascii=False, separators=(",", ":"))
-
+    async def save_transcript(self, group_id: str, vp_id: str, transcript: str) -> None:
         def op(conn: sqlite3.Connection) -> None:
             conn.execute(
                 "INSERT INTO transcripts (group_id, vp_id, data) VALUES (?, ?, ?)"
                 " ON CONFLICT (group_id, vp_id) DO UPDATE SET data = excluded.data",
-                (group_id, vp_id, data),
+                (group_id, vp_id, transcript),
             )
 
         await self._run(op)

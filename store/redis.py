@@ -291,18 +291,16 @@ class RedisStore(RedisMembers, RedisChatViews, RedisBudgets, Store):
         return GroupMessage.model_validate_json(data) if data else None
 
     # -- engine transcripts ------------------------------------------------
-    async def load_transcript(self, group_id: str, vp_id: str) -> dict[str, Any] | None:
+    async def load_transcript(self, group_id: str, vp_id: str) -> str | None:
         self._check_open()
         with _redis_errors():
             data = await self._r.hget(self._key(group_id, "tx"), vp_id)
-        loaded: dict[str, Any] | None = json.loads(data) if data else None
-        return loaded
+        return str(data) if data else None
 
-    async def save_transcript(self, group_id: str, vp_id: str, transcript: dict[str, Any]) -> None:
+    async def save_transcript(self, group_id: str, vp_id: str, transcript: str) -> None:
         self._check_open()
-        body = json.dumps(transcript, ensure_ascii=False, separators=(",", ":"))
         with _redis_errors():
-            await self._r.hset(self._key(group_id, "tx"), vp_id, body)
+            await self._r.hset(self._key(group_id, "tx"), vp_id, transcript)
 
     # -- event log ---------------------------------------------------------
     async def append_event(self, group_id: str, frame: EventFrame) -> int:

@@ -1,4 +1,6 @@
-"""Processes the fault tests start, kill and start again: Ray nodes, gateways, Redis.
+"""Processes the fault tests start, kill and start again: Ray nodes and gateways.
+
+(A Redis of a test's own is ``tests.fixtures.stores.RedisProcess``.)
 
 Each runs in a session of its own (``start_new_session``), so a test can
 SIGKILL every process of one node (its raylet, its workers, the actors on
@@ -12,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import shutil
 import signal
 import subprocess
@@ -23,9 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench import nodes
-from tests.fixtures.stores import _answers_ping, _free_port
+from tests.fixtures.stores import _free_port
 from tests.test_cli import ROOT
-from tests.test_restart import _session
 
 RAY = str(Path(sys.executable).with_name("ray"))
 # A killed node's raylet refuses the GCS's health checks at once, so it is
@@ -42,19 +42,15 @@ FAST_NODE_DEATH = {
 
 def kill_session(sid: int) -> list[int]:
     """SIGKILL every process of session ``sid``; returns their pids."""
-    pids = _session(sid)
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+    pids = nodes.session_pids(sid)
+    nodes.kill_pids(pids)
     return pids
 
 
 def wait_gone(sid: int, within: float = 15.0) -> list[int]:
     """Poll until no process of session ``sid`` is left (or ``within`` passed); the rest."""
     deadline = time.monotonic() + within
-    while (left := _session(sid)) and time.monotonic() < deadline:
+    while (left := nodes.session_pids(sid)) and time.monotonic() < deadline:
         time.sleep(0.05)  # exits of processes that are not our children cannot be awaited
     return left
 
@@ -62,7 +58,7 @@ def wait_gone(sid: int, within: float = 15.0) -> list[int]:
 def processes_named(title: str, sid: int) -> list[int]:
     """The pids in session ``sid`` whose command line starts with ``title`` (Ray's proctitle)."""
     found = []
-    for pid in _session(sid):
+    for pid in nodes.session_pids(sid):
         try:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
         except OSError:
@@ -185,50 +181,3 @@ class Gateway(nodes.Gateway):
     async def start(self, ray_address: str) -> None:
         await asyncio.to_thread(self.launch, ray_address)
         await asyncio.to_thread(self.wait_healthy, 90)
-
-
-class RedisProcess:
-    """A ``redis-server`` with AOF in a directory of its own, on a port of its own.
-
-    ``restart`` stops it with SIGTERM (Redis writes its AOF and exits) and
-    starts it again on the same port and directory.
-    """
-
-    def __init__(self, binary: str, data_dir: Path) -> None:
-        self.binary = binary
-        self.data_dir = data_dir
-        self.port = _free_port()
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        self.proc = subprocess.Popen(
-            [
-                self.binary,
-                "--port",
-                str(self.port),
-                "--bind",
-                "127.0.0.1",
-                "--dir",
-                str(self.data_dir),
-                "--appendonly",
-                "yes",
-                "--appendfsync",
-                "always",
-                "--save",
-                "",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + 10
-        while not _answers_ping(self.url):
-            assert self.proc.poll() is None, "redis-server exited"
-            assert time.monotonic() < deadline, "redis-server did not answer"
-            time.sleep(0.05)  # a server coming up cannot be awaited but by asking it
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(timeout=10)
-        self.proc = None

@@ -16,37 +16,22 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from store import StoreConfig
-from tests.fault_helpers import RedisProcess
 from tests.fixtures.gateway import StartGateway, WsClient
 from tests.fixtures.ray_cluster import MakeRuntime
+from tests.fixtures.stores import RedisProcess
 
 pytestmark = pytest.mark.slow
 
 PAIR = ["steve", "linus"]
 # About three seconds a reply: the restart lands mid-stream.
 MODEL = "offline:default?ttft=0&tps=40&tokens=120"
-
-
-@pytest.fixture
-def own_redis(tmp_path: Path) -> Iterator[RedisProcess]:
-    binary = shutil.which("redis-server")
-    if binary is None:
-        pytest.skip("no redis-server binary on PATH to restart")
-    (tmp_path / "redis").mkdir()
-    server = RedisProcess(binary, tmp_path / "redis")
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def _result(f: dict[str, Any]) -> bool:

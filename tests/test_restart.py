@@ -17,13 +17,13 @@ import subprocess
 import sys
 import uuid
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 import websockets
 
+from bench.nodes import session_pids
 from store import Store
 from tests.fixtures.stores import StoreFactory
 from tests.test_cli import PROVIDER_VARS, ROOT
@@ -84,7 +84,7 @@ class Serve:
     def kill(self) -> None:
         """SIGKILL every process of the server's session: the gateway, Ray, every actor."""
         assert self.proc is not None
-        for pid in _session(self.proc.pid):
+        for pid in session_pids(self.proc.pid):
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
@@ -100,19 +100,6 @@ class Serve:
     def close(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.kill()
-
-
-def _session(sid: int) -> list[int]:
-    pids = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            if os.getsid(int(entry.name)) == sid:
-                pids.append(int(entry.name))
-        except (ProcessLookupError, PermissionError):
-            continue
-    return pids
 
 
 @pytest.fixture

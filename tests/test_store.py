@@ -72,7 +72,7 @@ async def test_delete_group_removes_log_events_and_transcripts(store: Store) -> 
     for gid in (group.id, other.id):
         await store.append_message(gid, user_message("hi", clientMessageId="c1"))
         await store.append_event(gid, notice())
-        await store.save_transcript(gid, "jobs", {"id": "c", "summary": "s"})
+        await store.save_transcript(gid, "jobs", '{"id": "c", "summary": "s"}')
 
     assert await store.delete_group(group.id) is True
     assert await store.get_group(group.id) is None
@@ -187,17 +187,17 @@ async def test_transcripts_round_trip(store: Store) -> None:
             Message.assistant("nothing yet", meta={"usage": {"input_tokens": 3}}),
         ],
     )
-    # The store keeps transcripts as opaque JSON documents; the engine's
-    # model round-trips through them exactly.
+    # The store keeps transcripts as opaque JSON text (non-ASCII included);
+    # the engine's model round-trips through it exactly.
     assert await store.load_transcript(gid, "jobs") is None
-    await store.save_transcript(gid, "jobs", conv.model_dump(mode="json"))
+    await store.save_transcript(gid, "jobs", conv.model_dump_json())
     loaded = await store.load_transcript(gid, "jobs")
-    assert loaded is not None and Conversation.model_validate(loaded) == conv
+    assert loaded is not None and Conversation.model_validate_json(loaded) == conv
     assert await store.load_transcript(gid, "rams") is None
 
-    shorter = Conversation(id=conv.id, summary="newer summary", compactions=3)
-    await store.save_transcript(gid, "jobs", shorter.model_dump(mode="json"))
-    assert await store.load_transcript(gid, "jobs") == shorter.model_dump(mode="json")
+    shorter = Conversation(id=conv.id, summary="newer summary, 更新的摘要", compactions=3)
+    await store.save_transcript(gid, "jobs", shorter.model_dump_json())
+    assert await store.load_transcript(gid, "jobs") == shorter.model_dump_json()
 
 
 # -- closing -----------------------------------------------------------------

@@ -10,10 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
-import subprocess
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,66 +17,10 @@ import pytest
 from coordinator.runtime import Runtime
 from store import StoreConfig
 from tests.fixtures.ray_cluster import MakeRuntime
-from tests.fixtures.stores import _answers_ping, _free_port
+from tests.fixtures.stores import RedisProcess
 from tests.group_helpers import wait_for_event
 
 pytestmark = pytest.mark.slow
-
-
-class RedisProcess:
-    """A ``redis-server`` with AOF in a test's directory, on a port of its own."""
-
-    def __init__(self, binary: str, data_dir: Path) -> None:
-        self.binary = binary
-        self.data_dir = data_dir
-        self.port = _free_port()
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        self.proc = subprocess.Popen(
-            [
-                self.binary,
-                "--port",
-                str(self.port),
-                "--bind",
-                "127.0.0.1",
-                "--dir",
-                str(self.data_dir),
-                "--appendonly",
-                "yes",
-                "--appendfsync",
-                "always",
-                "--save",
-                "",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + 10
-        while not _answers_ping(self.url):
-            assert self.proc.poll() is None, "redis-server exited"
-            assert time.monotonic() < deadline, "redis-server did not answer"
-            time.sleep(0.05)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()  # SIGTERM: Redis flushes its AOF and exits
-            self.proc.wait(timeout=10)
-        self.proc = None
-
-
-@pytest.fixture
-def own_redis(tmp_path: Path) -> Iterator[RedisProcess]:
-    binary = shutil.which("redis-server")
-    if binary is None:
-        pytest.skip("no redis-server binary on PATH to restart")
-    server = RedisProcess(binary, tmp_path)
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def _result(env: dict[str, object]) -> bool:
