@@ -227,8 +227,10 @@ class ConversationService:
     async def delete(self, username: str, conversation_id: str) -> None:
         await self.owned(username, conversation_id)
         # Every connection of the owner, on every process, is told through the
-        # directory log (gateway.people): ``conversation_deleted``.
+        # directory log (gateway.people): ``conversation_deleted``. The files
+        # sent in it go too; its folder (the user's workDir) stays.
         await self._call(conversation_id, lambda c: c.delete_group(username))
+        await self.groups.attachments.delete_group(conversation_id)
 
     async def send(
         self,

@@ -19,6 +19,7 @@ from gateway.errors import GatewayError, from_group_error, not_found
 from gateway.views import message_view
 from protocol import ErrorCode, GroupSettingsPatch
 from protocol.common import is_id
+from store.attachments import AttachmentStore
 from store.base import Group, Store
 from store.conversation import GroupKind
 from store.workspaces import remove_group_files
@@ -37,9 +38,10 @@ T = TypeVar("T")
 class GroupService:
     """What a user may do with groups, checked and carried out."""
 
-    def __init__(self, runtime: Runtime, hub: Hub) -> None:
+    def __init__(self, runtime: Runtime, hub: Hub, attachments: AttachmentStore) -> None:
         self.runtime = runtime
         self.hub = hub
+        self.attachments = attachments
 
     async def store(self) -> Store:
         return await self.runtime.store()
@@ -110,9 +112,11 @@ class GroupService:
         await self.member_group(username, group_id)
         await self._call(group_id, lambda c: c.delete_group(username))
         self.hub.group_deleted(group_id)
-        # Its workspace goes with it (files under this process's data directory).
+        # Its files go with it: the workspace (under this process's data
+        # directory) and the files sent with its messages.
         data_dir = self.runtime.config.store.data_dir
         await asyncio.to_thread(remove_group_files, data_dir, group_id)
+        await self.attachments.delete_group(group_id)
 
     async def add_vp(self, username: str, group_id: str, vp_id: str) -> Group:
         await self.member_group(username, group_id)

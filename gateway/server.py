@@ -90,7 +90,8 @@ def create_app(
     metrics = Metrics()
     hub = Hub(runtime.store, settings, metrics)
     personas_dir = runtime.config.personas_dir
-    groups = GroupService(runtime, hub)
+    attachments = runtime.config.store.open_attachments()
+    groups = GroupService(runtime, hub, attachments)
     personas = load_personas(Path(personas_dir) if personas_dir else None)
     ctx = GatewayContext(
         settings=settings,
@@ -107,9 +108,7 @@ def create_app(
         mcp=McpCatalog(runtime.config.mcp, McpServersFile.of(settings)),
         people=People(runtime.store, hub, wait_s=settings.tail_wait_s),
         conversations=ConversationService(runtime, groups, personas, settings.data_dir),
-        attachments=AttachmentService(
-            runtime.config.store.open_attachments(), settings.attachment_limits()
-        ),
+        attachments=AttachmentService(attachments, settings.attachment_limits()),
     )
 
     @contextlib.asynccontextmanager

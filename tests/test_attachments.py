@@ -124,6 +124,23 @@ async def test_attachments_are_durable_across_store_objects(
         await again.aclose()
 
 
+async def test_deleting_a_group_deletes_its_attachments_only(
+    attachments: AttachmentStore,
+) -> None:
+    mine = [_record("grp_1", f"f{i}.txt", "text/plain", b"mine") for i in range(3)]
+    theirs = _record("grp_2", "g.txt", "text/plain", b"theirs")
+    for record in [*mine, theirs]:
+        await attachments.put(record, b"mine" if record.group_id == "grp_1" else b"theirs")
+
+    assert await attachments.delete_group("grp_1") == 3
+    for record in mine:
+        assert await attachments.get(record.id) is None
+        assert await attachments.data(record.id) is None
+    assert await attachments.data(theirs.id) == b"theirs"
+    assert await attachments.delete_group("grp_1") == 0
+    assert await attachments.delete_group("grp_unknown") == 0
+
+
 # --- what a VP's model gets -------------------------------------------------------
 
 

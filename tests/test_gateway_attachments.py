@@ -172,6 +172,20 @@ async def test_files_reach_the_group_the_history_and_an_openai_vision_model(
     assert len([m for m in after.json()["messages"] if m["role"] == "user"]) == 1
     await client.close()
 
+    # Deleting the group deletes the files sent in it; another group's stay.
+    kept = await _upload(gw, "ann", other, "keep.png", "image/png", PNG)
+    sent = [a["url"].rsplit("/", 1)[1] for a in shown["attachments"]]
+    deleted = await gw.http.delete(f"/api/groups/{gid}", headers=gw.auth("ann"))
+    assert deleted.status_code == 204, deleted.text
+    files = gw.runtime.config.store.open_attachments()
+    try:
+        for attachment_id in sent:
+            assert await files.get(attachment_id) is None
+            assert await files.data(attachment_id) is None
+        assert await files.data(kept.json()["id"]) == PNG
+    finally:
+        await files.aclose()
+
 
 async def test_an_anthropic_model_gets_an_image_block_and_a_text_model_a_description(
     start_gateway: StartGateway, make_runtime: MakeRuntime, fake_llm: FakeLLM

@@ -61,6 +61,25 @@ class FileAttachments(AttachmentStore):
         except FileNotFoundError:
             return None
 
+    async def delete_group(self, group_id: str) -> int:
+        return await asyncio.to_thread(self._delete_group, group_id)
+
+    def _delete_group(self, group_id: str) -> int:
+        deleted = 0
+        for meta in self.dir.glob("*.json"):
+            try:
+                record = AttachmentRecord.from_json(json.loads(meta.read_bytes()))
+            except (OSError, ValueError, KeyError):
+                continue  # gone meanwhile, or not a record of ours
+            if record.group_id != group_id:
+                continue
+            # The record first: from then on the file is unknown, even if
+            # the bytes were to outlive a crash here.
+            meta.unlink(missing_ok=True)
+            meta.with_suffix(".bin").unlink(missing_ok=True)
+            deleted += 1
+        return deleted
+
 
 def _write(path: Path, data: bytes) -> None:
     tmp = path.with_name(path.name + ".tmp")

@@ -70,6 +70,14 @@ class AttachmentStore(ABC):
     async def data(self, attachment_id: str) -> bytes | None:
         """The bytes of ``attachment_id``, or None."""
 
+    @abstractmethod
+    async def delete_group(self, group_id: str) -> int:
+        """Delete every attachment of ``group_id`` (the group is being deleted); how many.
+
+        Rare and not on a message's path: both backends look through every
+        stored record rather than keep an index per group.
+        """
+
     async def aclose(self) -> None:  # noqa: B027 - optional for backends with nothing to close
         """Release connections."""
 

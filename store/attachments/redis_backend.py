@@ -2,12 +2,14 @@
 
 ``<prefix>:att:<id>`` is a hash of two fields, ``record`` (the record as
 JSON) and ``data`` (the bytes), written in one MULTI/EXEC transaction; an
-id that is already stored is refused and left as it was.
+id that is already stored is refused and left as it was. Deleting a
+group's attachments scans the attachment keys (``SCAN``) for its records.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -43,6 +45,33 @@ class RedisAttachments(AttachmentStore):
             return None
         raw = await self._redis.hget(key, "data")
         return bytes(raw) if raw is not None else None
+
+    async def delete_group(self, group_id: str) -> int:
+        deleted = 0
+        async for batch in self._batches(self._redis.scan_iter(match=self._key("*"), count=500)):
+            async with self._redis.pipeline(transaction=False) as pipe:
+                for key in batch:
+                    pipe.hget(key, "record")
+                records = await pipe.execute()
+            doomed = [
+                key
+                for key, raw in zip(batch, records, strict=True)
+                if raw is not None and json.loads(raw).get("group_id") == group_id
+            ]
+            if doomed:
+                deleted += int(await self._redis.delete(*doomed))
+        return deleted
+
+    @staticmethod
+    async def _batches(keys: AsyncIterator[bytes], size: int = 500) -> AsyncIterator[list[bytes]]:
+        batch: list[bytes] = []
+        async for key in keys:
+            batch.append(key)
+            if len(batch) >= size:
+                yield batch
+                batch = []
+        if batch:
+            yield batch
 
     async def aclose(self) -> None:
         await self._redis.aclose()
