@@ -103,7 +103,13 @@ class TurnOrigin:
     @classmethod
     def of_record(cls, record: TurnRecord) -> TurnOrigin:
         """The origin a durable turn record keeps."""
-        return cls(record.trigger_id, record.chain_id, tuple(record.caused_by), record.user_id)
+        return cls(
+            record.trigger_id,
+            record.chain_id,
+            tuple(record.caused_by),
+            record.user_id,
+            tuple(record.approvals),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +185,7 @@ class TurnRequest:
             chain_id=origin.chain_id,
             caused_by=list(origin.caused_by),
             user_id=origin.user_id,
+            approvals=list(origin.approvals),
         )
 
 

@@ -390,7 +390,7 @@ class CoordinatorWorker:
                 GroupErrorCode.CONFLICT,
                 f"@{reply.author} is still answering in this group: regenerate once it is done",
             )
-        origin = origin_of(reply, by)
+        origin = await origin_of(self.store, group.id, reply, by)
         chain = await self._resume_chain(group, origin.chain_id)
         with self.turns.admission.reserve(group.id, [reply.author]):
             verdict = self._admit(group, chain, None, reply.author, origin.depth)

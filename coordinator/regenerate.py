@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from actors.turns import TurnOrigin
 from coordinator.errors import GroupError, GroupErrorCode
+from engine.tools.approval import approval_marks
 from store.base import Group, GroupLog, GroupMessage
 
 # How far back the newest reply of a VP is looked for.
@@ -65,9 +66,21 @@ async def regenerable_reply(log: GroupLog, group: Group, message_id: str) -> Gro
     return reply
 
 
-def origin_of(reply: GroupMessage, by: str) -> TurnOrigin:
-    """The origin of the new turn: the reply's own trigger and chain, acting for ``by``."""
+async def origin_of(log: GroupLog, group_id: str, reply: GroupMessage, by: str) -> TurnOrigin:
+    """The origin of the new turn: the reply's own trigger and chain, acting for ``by``.
+
+    The ``!approve`` marks of the chain's first message hold again when the
+    person who wrote it asks; never for someone else.
+    """
     caused = [str(c) for c in reply.meta.get("causedBy") or []]
     trigger = caused[-1]
     chain = str(reply.meta.get("chainId") or caused[0])
-    return TurnOrigin(trigger_id=trigger, chain_id=chain, caused_by=tuple(caused[:-1]), user_id=by)
+    first = await log.get_message(group_id, chain)
+    approvals = approval_marks(first.text) if first is not None and first.author == by else ()
+    return TurnOrigin(
+        trigger_id=trigger,
+        chain_id=chain,
+        caused_by=tuple(caused[:-1]),
+        user_id=by,
+        approvals=approvals,
+    )

@@ -53,7 +53,8 @@ class TurnRecord(BaseModel):
 
     ``trigger_id`` is the group-log message the turn answers, ``chain_id``
     the person's message its chain started from, ``caused_by`` the ids in
-    between and ``user_id`` the person the chain acts for: together they
+    between, ``user_id`` the person the chain acts for and ``approvals`` the
+    tools that person's message allowed (``!approve``): together they
     rebuild the turn's origin when it must run again.
     """
 
@@ -64,6 +65,7 @@ class TurnRecord(BaseModel):
     chain_id: str
     caused_by: list[str] = Field(default_factory=list)
     user_id: str | None = None
+    approvals: list[str] = Field(default_factory=list)
     phase: TurnPhase = TurnPhase.REQUESTED
     end: TurnEnd | None = None
     created_at: float = Field(default_factory=time.time)

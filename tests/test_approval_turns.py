@@ -11,12 +11,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from actors.turns import TurnOrigin, TurnRequest
 from coordinator.runtime import Runtime
 from engine.mcp import parse_mcp_config
 from engine.providers.base import ModelRequest
 from engine.providers.offline import OfflineProvider, Reply
 from engine.tools.approval import ALLOW_ONCE, ALWAYS, CHOICES, DENY
 from protocol import GroupSettingsPatch
+from store.turns import TurnRecord
 from tests.fixtures.ray_cluster import MakeRuntime
 from tests.group_helpers import all_events, last_is_tool_result, wait_for_event
 
@@ -130,3 +132,36 @@ async def test_marks_auto_approve_and_deny_need_no_question(make_runtime: MakeRu
     assert "approval policy is deny" in denied
     assert auto.startswith("the tool said: echo from ")
     assert await _questions(rt, group.id) == []
+
+
+def test_a_turn_record_keeps_the_approvals_of_its_origin() -> None:
+    # A turn run again after a restart is rebuilt from its record: the marks go with it.
+    origin = TurnOrigin("m2", "m1", ("m1",), "ann", ("fx__echo",))
+    request = TurnRequest("g", "linus", TurnRequest.new_turn_id("linus"), origin)
+    stored = TurnRecord.model_validate_json(request.record().static_json())
+    assert TurnOrigin.of_record(stored) == origin
+
+
+async def test_marks_hold_again_when_their_author_regenerates_and_for_nobody_else(
+    make_runtime: MakeRuntime,
+) -> None:
+    rt = _runtime(make_runtime)
+    group = await rt.create_group("team", ["linus"])
+    chat = rt.group(group.id)
+    await chat.ingest("ann", "@linus echo something !approve fx__echo")
+    assert await chat.wait_idle()
+    store = await rt.store()
+    [first] = [m for m in await store.read_messages(group.id) if m.author == "linus"]
+    await chat.regenerate(first.id, "ann")
+    assert await chat.wait_idle()
+    assert await _questions(rt, group.id) == []
+
+    # Someone else asking again does not borrow ann's approval: the tool asks.
+    second = [m for m in await store.read_messages(group.id) if m.author == "linus"][-1]
+    await chat.regenerate(second.id, "bob")
+    question = await wait_for_event(rt, group.id, _is_question(0))
+    assert await chat.answer(question["requestId"], DENY)
+    assert await chat.wait_idle()
+    replies = await _replies(rt, group.id)
+    assert [r.startswith("the tool said: echo from ") for r in replies] == [True, True, False]
+    assert "denied" in replies[2]
