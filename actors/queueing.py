@@ -45,6 +45,10 @@ STEER_READ = 200
 OVERFLOW_LINE_CHARS = 160
 
 
+Opener = Callable[[list[Message]], Awaitable[list[Message]]]
+"""Reads the files of messages in (``actors.attachments.open_files`` with a store)."""
+
+
 @dataclasses.dataclass(slots=True)
 class _Offer:
     messages: list[Message]
@@ -65,29 +69,40 @@ class SteerInbox:
         self.open = True
         self._offered = seen
         self._pending: list[_Offer] = []
+        # Offers are prepared one at a time, so they join in log order even
+        # when reading one's files takes longer than the next one's.
+        self._lock = asyncio.Lock()
 
-    def offer(self, log: list[GroupMessage], vp_id: str, upto: str) -> asyncio.Future[bool] | None:
+    async def offer(
+        self, log: list[GroupMessage], vp_id: str, upto: str, opener: Opener | None = None
+    ) -> asyncio.Future[bool] | None:
         """Offer the group messages after those offered so far, up to ``upto``.
 
-        Returns a future that says whether the turn took them (False: the
-        turn ended first), or None when the inbox is closed or ``upto`` is
-        not in ``log``.
+        ``opener`` reads the files of the messages (``actors.attachments``)
+        before they are offered, as for a turn's own context. Returns a
+        future that says whether the turn took them (False: the turn ended
+        first), or None when the inbox is closed or ``upto`` is not in ``log``.
         """
-        if not self.open:
-            return None
-        taken: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        if upto <= self.seen:
-            taken.set_result(True)
-            return taken
-        messages: list[Message] = []
-        if upto > self._offered:
-            context, trigger = group_view(log, vp_id, self._offered, upto)
-            if trigger is None:
+        async with self._lock:
+            if not self.open:
                 return None
-            messages = [*context, trigger]
-            self._offered = upto
-        self._pending.append(_Offer(messages, upto, taken))
-        return taken
+            taken: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+            if upto <= self.seen:
+                taken.set_result(True)
+                return taken
+            messages: list[Message] = []
+            if upto > self._offered:
+                context, trigger = group_view(log, vp_id, self._offered, upto)
+                if trigger is None:
+                    return None
+                messages = [*context, trigger]
+                if opener is not None:
+                    messages = await opener(messages)
+                    if not self.open:  # the turn ended while the files were read
+                        return None
+                self._offered = upto
+            self._pending.append(_Offer(messages, upto, taken))
+            return taken
 
     def take(self, closing: bool) -> list[Message]:
         if not self._pending:
@@ -170,9 +185,11 @@ class BusyLanes:
         store: Store,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        opener: Opener | None = None,
     ) -> None:
         self.vp_id = vp_id
         self.store = store
+        self.opener = opener
         self.clock = clock
         self.sleep = sleep
         self.inboxes: dict[str, SteerInbox] = {}
@@ -205,7 +222,7 @@ class BusyLanes:
         running = self.inboxes.get(group)
         if mode is QueueMode.STEER and running is not None and running.open:
             log_ = await self.store.read_messages(group, limit=STEER_READ)
-            taken = running.offer(log_, self.vp_id, trigger)
+            taken = await running.offer(log_, self.vp_id, trigger, self.opener)
             if taken is not None and await taken:
                 return await self._fold(req, tracker, QueueOutcome.STEERED, running.turn_id)
         elif mode is QueueMode.COLLECT:

@@ -21,6 +21,7 @@ from typing import cast
 import ray
 from ray.actor import ActorHandle
 
+from actors.attachments import open_files
 from actors.config import RuntimeConfig
 from actors.dream import DreamContext, DreamHook, DreamReport, DreamScheduler
 from actors.hooks import AfterTurn, HookServices, TurnHook, TurnHooks, configured_factories
@@ -134,7 +135,10 @@ class VPActor:
         hooks += [make(extra) for make in factories]
         self.services.hooks.hooks.extend(hooks)
         self.lanes = Lanes(config.max_concurrent_turns)
-        self.queue = BusyLanes(vp_id, store)
+        # A steered message's files are read in as a turn's own are.
+        self.queue = BusyLanes(
+            vp_id, store, opener=lambda messages: open_files(messages, self.services.attachments)
+        )
         self._running: dict[str, _Running] = {}
         self._hosts: dict[str, ActorHandle[TurnHost]] = {}
         # When each group was last cancelled (newest last), for turns the

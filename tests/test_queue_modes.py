@@ -27,6 +27,7 @@ from engine.providers.offline import OfflineProvider, Reply, Step
 from engine.settings import EngineConfig
 from engine.tools.registry import Tool, ToolContext
 from protocol import GroupSettings, QueueMode, split_queue_prefix
+from store.attachments import AttachmentRecord, new_attachment_id
 from store.base import Group, GroupMessage
 from tests.fixtures.stores import StoreFactory
 
@@ -88,9 +89,12 @@ class Fixture:
         self.group = f"grp_{uuid.uuid4().hex[:10]}"
         await self.store.create_group(Group(id=self.group, name="g", roster=["steve"]))
 
-    async def say(self, text: str, policy: QueuePolicy | None) -> TurnRequest:
+    async def say(
+        self, text: str, policy: QueuePolicy | None, files: list[dict[str, Any]] | None = None
+    ) -> TurnRequest:
+        meta: dict[str, Any] = {"attachments": files} if files else {}
         msg, _ = await self.store.append_message(
-            self.group, GroupMessage(author="ann", role="user", text=text)
+            self.group, GroupMessage(author="ann", role="user", text=text, meta=meta)
         )
         origin = TurnOrigin(trigger_id=msg.id, chain_id=msg.id, user_id="ann")
         return TurnRequest(
@@ -160,8 +164,8 @@ def offered(monkeypatch: pytest.MonkeyPatch) -> asyncio.Event:
     got = asyncio.Event()
     inner = SteerInbox.offer
 
-    def spy(self: SteerInbox, *args: Any) -> Any:
-        taken = inner(self, *args)
+    async def spy(self: SteerInbox, *args: Any) -> Any:
+        taken = await inner(self, *args)
         got.set()
         return taken
 
@@ -199,6 +203,35 @@ async def test_steer_during_a_tool_call_joins_the_running_turn(
     c = await fx.worker.run_turn(await fx.say("thanks", STEER))
     assert said(fx.model.requests[-1]).count("[ann] also use metres") == 1
     assert c.text == "answering: [ann] thanks"
+
+
+async def test_a_steered_message_brings_its_files(
+    fx: Fixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plan = b"# Plan\nship on Friday"
+    record = AttachmentRecord(
+        id=new_attachment_id(),
+        group_id=fx.group,
+        owner="ann",
+        name="plan.md",
+        mime="text/markdown",
+        size=len(plan),
+        sha256="x",
+        ts=1.0,
+    )
+    await fx.worker.services.attachments.put(record, plan)
+    a = fx.run(await fx.say("please hold", STEER))
+    await fx.in_tool.wait()
+    was_offered = offered(monkeypatch)
+    b = fx.run(await fx.say("see the plan", STEER, [record.ref()]))
+    await was_offered.wait()
+    fx.release_tool.set()
+    await a
+    assert (await b).skipped
+    # The joined message reached the model with its file read in, as in a turn of its own.
+    joined = said(fx.model.requests[1])[-1]
+    assert joined.startswith("[ann] see the plan")
+    assert '<file name="plan.md" type="text/markdown">\n# Plan\nship on Friday' in joined
 
 
 async def test_steer_during_a_stream_gets_an_answer_in_the_same_turn(
