@@ -1,12 +1,14 @@
 """The layering rules of DESIGN.md, checked on the source itself.
 
 Dependencies point down only; ``engine/`` is plain asyncio (no Ray); each
-vendor SDK is imported only by its own provider module.
+vendor SDK is imported only by its own provider module, and only when used.
 """
 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -56,6 +58,22 @@ def test_each_sdk_only_in_its_provider_module() -> None:
             for sdk, home in SDK_HOME.items():
                 if sdk in imports(path):
                     assert rel == home, f"{rel} imports {sdk}; only {home} may"
+
+
+def test_a_vp_actor_without_mcp_servers_never_loads_an_sdk() -> None:
+    # Each costs a VP actor process start-up time and memory (the MCP SDK
+    # most of a second and about 25 MB): they are imported on first use.
+    code = (
+        "import sys\n"
+        "import actors.vp_actor\n"
+        "from engine.mcp import McpConfig, McpManager\n"
+        "McpManager(McpConfig())\n"
+        "print(sorted(m for m in ('mcp', 'mcp_types', 'openai', 'anthropic') if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "[]", out.stdout
 
 
 def _module_name(path: Path) -> str:

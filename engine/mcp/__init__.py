@@ -1,8 +1,10 @@
 """MCP client: servers from the ``mcpServers`` configuration as engine tools.
 
 ``config`` reads the configuration, ``connection`` keeps one server's
-connection, ``manager`` holds every server of a process and builds a turn's
-tools, ``results`` turns a tool result into what the model reads.
+connection (the only module, with ``results``, that imports the SDK: a
+process without servers never loads it), ``status`` names its states,
+``manager`` holds every server of a process and builds a turn's tools,
+``results`` turns a tool result into what the model reads.
 """
 
 from engine.mcp.config import (
@@ -13,8 +15,8 @@ from engine.mcp.config import (
     load_mcp_config,
     parse_mcp_config,
 )
-from engine.mcp.connection import ServerState, ServerStatus
 from engine.mcp.manager import ALL, McpManager, McpToolset, select_servers, tool_name
+from engine.mcp.status import ServerState, ServerStatus
 
 __all__ = [
     "ALL",

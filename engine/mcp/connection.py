@@ -21,8 +21,6 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
 import anyio
@@ -36,40 +34,12 @@ from mcp.shared._stream_protocols import ReadStream
 from mcp.shared.message import SessionMessage
 
 from engine.mcp.config import HttpServer, ServerSpec, StdioServer
+from engine.mcp.status import ServerDied, ServerState, ServerStatus, ServerUnavailable
 
 log = logging.getLogger(__name__)
 
 # Pages of a tool listing read at most (a server whose cursor never ends).
 MAX_TOOL_PAGES = 20
-
-
-class ServerState(StrEnum):
-    IDLE = "idle"
-    CONNECTING = "connecting"
-    READY = "ready"
-    FAILED = "failed"
-    CLOSED = "closed"
-
-
-class ServerUnavailable(Exception):
-    """The server cannot be used now; the message says why (shown to the model)."""
-
-
-class ServerDied(Exception):
-    """The connection ended while a call was waiting for its answer."""
-
-
-@dataclass(frozen=True, slots=True)
-class ServerStatus:
-    """What a listing shows of one server."""
-
-    name: str
-    transport: str
-    state: ServerState
-    tools: tuple[mcp_types.Tool, ...] = ()
-    error: str | None = None
-    # Seconds until the next attempt may start, while failed.
-    retry_in: float | None = None
 
 
 class _WatchedReadStream:

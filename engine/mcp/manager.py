@@ -16,21 +16,17 @@ import asyncio
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
-
-import mcp_types
-from mcp import MCPError
+from typing import TYPE_CHECKING, Any
 
 from engine.mcp.config import SEPARATOR, McpConfig, ServerSpec, StdioServer
-from engine.mcp.connection import (
-    ServerConnection,
-    ServerDied,
-    ServerState,
-    ServerStatus,
-    ServerUnavailable,
-)
-from engine.mcp.results import map_result
+from engine.mcp.status import ServerDied, ServerState, ServerStatus, ServerUnavailable
 from engine.tools.registry import JsonArguments, Tool, ToolContext, ToolOutcome
+
+if TYPE_CHECKING:
+    # The SDK is imported when a server is configured (``_connect``), not before.
+    import mcp_types
+
+    from engine.mcp.connection import ServerConnection
 
 # Providers accept function names of at most 64 of these characters.
 MAX_TOOL_NAME = 64
@@ -90,6 +86,8 @@ class McpManager:
         }
 
     def _connect(self, name: str, spec: ServerSpec) -> ServerConnection:
+        from engine.mcp.connection import ServerConnection
+
         return ServerConnection(
             name,
             spec,
@@ -206,6 +204,10 @@ def _secrets(spec: ServerSpec) -> dict[str, str]:
 
 
 def _caller(conn: ServerConnection, real: str, exposed: str, timeout: float) -> Any:
+    from mcp import MCPError
+
+    from engine.mcp.results import map_result
+
     async def call(arguments: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
         try:
             async with asyncio.timeout(timeout):
