@@ -399,11 +399,11 @@ async def _serve(settings: GatewaySettings, runtime: Runtime, *, owns_cluster: b
 
     app = create_app(settings, runtime, on_stop=drain if owns_cluster else None)
     config = uvicorn_config(app, settings)
-    # Bound here, so that with port 0 the ready line names the port the OS chose.
-    sock = config.bind_socket()
-    host = "127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host
-    server = _AnnouncingServer(config, f"http://{host}:{sock.getsockname()[1]}")
     try:
+        # Bound here, so that with port 0 the ready line names the port the OS chose.
+        sock = config.bind_socket()
+        host = "127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host
+        server = _AnnouncingServer(config, f"http://{host}:{sock.getsockname()[1]}")
         await server.serve(sockets=[sock])
     finally:
         await runtime.aclose()
