@@ -31,14 +31,16 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gateway.server import READY_LINE
+
 ROOT = Path(__file__).resolve().parents[1]
 RAY = str(Path(sys.executable).with_name("ray"))
 # Variables that would point a child at someone else's cluster or provider.
 _FOREIGN = ("RAY_ADDRESS", "RAY_AUTH_TOKEN_PATH", "OPENAI_API_KEY", "ANTHROPIC_API_KEY")
 
 
-# The line `yeaft serve` prints once it accepts connections (gateway.server.READY_LINE).
-READY = re.compile(r"Yeaft is ready on http://[^\s:]+:(\d+)")
+# The line `yeaft serve` prints once it accepts connections: its URL, then the port.
+READY = re.compile(re.escape(READY_LINE) + r" (http://\S+:(\d+))")
 
 
 def free_port() -> int:
@@ -295,7 +297,7 @@ class Gateway:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"gateway {self.name} exited:\n{self.log()}")
             if ready := READY.search(self._new_output()):
-                self.port = int(ready.group(1))
+                self.port = int(ready.group(2))
                 with urllib.request.urlopen(f"{self.url}/healthz", timeout=30) as reply:
                     body = json.loads(reply.read())
                 if body != {"status": "ok"}:

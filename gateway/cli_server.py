@@ -58,9 +58,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"yeaft: invalid engine settings: {exc}", file=sys.stderr)
         return 2
     created = asyncio.run(_ensure_first_user(settings))
-    host = "127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host
     model = engine.default_model()
-    where = f" on http://{host}:{settings.port}" if settings.port else " (port chosen by the OS)"
+    where = (
+        f" on http://{settings.call_host()}:{settings.port}"
+        if settings.port
+        else " (port chosen by the OS)"
+    )
     print(f"Yeaft is starting{where}")
     print(
         f"  data: {settings.data_dir}   store: {redact_url(settings.redis_url) or 'embedded'}"

@@ -402,8 +402,8 @@ async def _serve(settings: GatewaySettings, runtime: Runtime, *, owns_cluster: b
     try:
         # Bound here, so that with port 0 the ready line names the port the OS chose.
         sock = config.bind_socket()
-        host = "127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host
-        server = _AnnouncingServer(config, f"http://{host}:{sock.getsockname()[1]}")
+        url = f"http://{settings.call_host()}:{sock.getsockname()[1]}"
+        server = _AnnouncingServer(config, url)
         await server.serve(sockets=[sock])
     finally:
         await runtime.aclose()

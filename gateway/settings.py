@@ -247,6 +247,10 @@ class GatewaySettings(StoreSettings):
     def admin_names(self) -> frozenset[str]:
         return frozenset(n.strip() for n in self.admins.split(",") if n.strip())
 
+    def call_host(self) -> str:
+        """The address to call this server at from this machine (never 0.0.0.0 or ::)."""
+        return "127.0.0.1" if self.host in ("0.0.0.0", "::") else self.host
+
     def mcp_path(self) -> Path:
         """The MCP servers file (it may not exist yet)."""
         return (self.mcp_config or self.data_dir / "mcp.json").expanduser()

@@ -226,7 +226,7 @@ class TurnLog(Protocol):
 
 
 class TranscriptStore(Protocol):
-    """Each VP's engine transcript per group, kept as an opaque JSON document."""
+    """Each VP's engine transcript per group, kept as opaque JSON text."""
 
     @abstractmethod
     async def load_transcript(self, group_id: str, vp_id: str) -> str | None:

@@ -31,7 +31,7 @@ PNG = base64.b64decode(
 )
 
 
-def _record(group_id: str, name: str, mime: str, data: bytes) -> AttachmentRecord:
+def attachment_record(group_id: str, name: str, mime: str, data: bytes) -> AttachmentRecord:
     return AttachmentRecord(
         id=new_attachment_id(),
         group_id=group_id,
@@ -108,7 +108,7 @@ async def attachments(store_factory: StoreFactory) -> AsyncIterator[AttachmentSt
 async def test_attachments_are_durable_across_store_objects(
     store_factory: StoreFactory, attachments: AttachmentStore
 ) -> None:
-    record = _record("grp_1", "pic.png", "image/png", PNG)
+    record = attachment_record("grp_1", "pic.png", "image/png", PNG)
     await attachments.put(record, PNG)
     with pytest.raises(AttachmentExists):
         await attachments.put(record, b"other bytes")
@@ -127,8 +127,8 @@ async def test_attachments_are_durable_across_store_objects(
 async def test_deleting_a_group_deletes_its_attachments_only(
     attachments: AttachmentStore,
 ) -> None:
-    mine = [_record("grp_1", f"f{i}.txt", "text/plain", b"mine") for i in range(3)]
-    theirs = _record("grp_2", "g.txt", "text/plain", b"theirs")
+    mine = [attachment_record("grp_1", f"f{i}.txt", "text/plain", b"mine") for i in range(3)]
+    theirs = attachment_record("grp_2", "g.txt", "text/plain", b"theirs")
     for record in [*mine, theirs]:
         await attachments.put(record, b"mine" if record.group_id == "grp_1" else b"theirs")
 
@@ -149,14 +149,14 @@ async def test_files_are_opened_as_image_text_or_description(
 ) -> None:
     notes = "line one\n" + "x" * (MAX_TEXT_CHARS + 10)
     files = [
-        (_record("g", "pic.png", "image/png", PNG), PNG),
-        (_record("g", "notes.md", "text/markdown", notes.encode()), notes.encode()),
-        (_record("g", "conf.json", "application/json", b'{"a": 1}'), b'{"a": 1}'),
-        (_record("g", "blob.bin", "application/octet-stream", b"\0\1\2"), b"\0\1\2"),
+        (attachment_record("g", "pic.png", "image/png", PNG), PNG),
+        (attachment_record("g", "notes.md", "text/markdown", notes.encode()), notes.encode()),
+        (attachment_record("g", "conf.json", "application/json", b'{"a": 1}'), b'{"a": 1}'),
+        (attachment_record("g", "blob.bin", "application/octet-stream", b"\0\1\2"), b"\0\1\2"),
     ]
     for record, data in files:
         await attachments.put(record, data)
-    gone = _record("g", "gone.txt", "text/plain", b"")
+    gone = attachment_record("g", "gone.txt", "text/plain", b"")
     refs = [r.ref() for r, _ in files] + [gone.ref()]
     [msg] = await open_files([Message.user("look", meta={"attachments": refs})], attachments)
 

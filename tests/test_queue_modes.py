@@ -27,9 +27,9 @@ from engine.providers.offline import OfflineProvider, Reply, Step
 from engine.settings import EngineConfig
 from engine.tools.registry import Tool, ToolContext
 from protocol import GroupSettings, QueueMode, split_queue_prefix
-from store.attachments import AttachmentRecord, new_attachment_id
 from store.base import Group, GroupMessage
 from tests.fixtures.stores import StoreFactory
+from tests.test_attachments import attachment_record
 
 
 class Gated(OfflineProvider):
@@ -209,16 +209,7 @@ async def test_a_steered_message_brings_its_files(
     fx: Fixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     plan = b"# Plan\nship on Friday"
-    record = AttachmentRecord(
-        id=new_attachment_id(),
-        group_id=fx.group,
-        owner="ann",
-        name="plan.md",
-        mime="text/markdown",
-        size=len(plan),
-        sha256="x",
-        ts=1.0,
-    )
+    record = attachment_record(fx.group, "plan.md", "text/markdown", plan)
     await fx.worker.services.attachments.put(record, plan)
     a = fx.run(await fx.say("please hold", STEER))
     await fx.in_tool.wait()

@@ -23,7 +23,7 @@ import httpx
 import pytest
 import websockets
 
-from bench.nodes import session_pids
+from bench.nodes import READY, session_pids
 from store import Store
 from tests.fixtures.stores import StoreFactory
 from tests.test_cli import PROVIDER_VARS, ROOT
@@ -76,7 +76,7 @@ class Serve:
             while line := await asyncio.to_thread(self.proc.stdout.readline):
                 if found := re.search(r"password '([^']+)'", line):
                     self.password = found.group(1)
-                if found := re.search(r"Yeaft is ready on (\S+)", line):
+                if found := READY.search(line):
                     self.url = found.group(1)
                     return
         raise AssertionError(f"yeaft serve exited with {self.proc.wait()} before it was ready")

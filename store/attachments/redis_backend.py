@@ -9,7 +9,6 @@ group's attachments scans the attachment keys (``SCAN``) for its records.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -47,31 +46,24 @@ class RedisAttachments(AttachmentStore):
         return bytes(raw) if raw is not None else None
 
     async def delete_group(self, group_id: str) -> int:
-        deleted = 0
-        async for batch in self._batches(self._redis.scan_iter(match=self._key("*"), count=500)):
-            async with self._redis.pipeline(transaction=False) as pipe:
-                for key in batch:
-                    pipe.hget(key, "record")
-                records = await pipe.execute()
-            doomed = [
-                key
-                for key, raw in zip(batch, records, strict=True)
-                if raw is not None and json.loads(raw).get("group_id") == group_id
-            ]
-            if doomed:
-                deleted += int(await self._redis.delete(*doomed))
-        return deleted
-
-    @staticmethod
-    async def _batches(keys: AsyncIterator[bytes], size: int = 500) -> AsyncIterator[list[bytes]]:
-        batch: list[bytes] = []
-        async for key in keys:
-            batch.append(key)
-            if len(batch) >= size:
-                yield batch
-                batch = []
-        if batch:
-            yield batch
+        deleted, cursor = 0, 0
+        while True:
+            # Each SCAN step gives a batch of keys; their records are read in one round trip.
+            cursor, keys = await self._redis.scan(cursor, match=self._key("*"), count=500)
+            if keys:
+                async with self._redis.pipeline(transaction=False) as pipe:
+                    for key in keys:
+                        pipe.hget(key, "record")
+                    records = await pipe.execute()
+                doomed = [
+                    key
+                    for key, raw in zip(keys, records, strict=True)
+                    if raw is not None and json.loads(raw).get("group_id") == group_id
+                ]
+                if doomed:
+                    deleted += int(await self._redis.delete(*doomed))
+            if cursor == 0:
+                return deleted
 
     async def aclose(self) -> None:
         await self._redis.aclose()
