@@ -37,7 +37,7 @@ from actors.writer import GroupEvents, TurnWriter, error_stop
 from engine.attachments import drop_images
 from engine.engine import Engine, TurnResult
 from engine.errors import SinkFailed
-from engine.events import StopEvent, StopReason
+from engine.events import EngineEvent, StopEvent, StopReason, ToolResultEvent
 from engine.mcp import McpManager, select_servers
 from engine.messages import Conversation, Message, Usage
 from engine.tools.approval import ApprovalGate, ApprovalRules
@@ -47,6 +47,7 @@ from personas.mentions import extract_mentions
 from personas.model import Persona
 from personas.prompts import build_system_prompt
 from personas.routing import Selection, Source, select_targets
+from protocol.tasks import ToolUse
 from store.attachments import AttachmentStore
 from store.base import Group, GroupMessage, Store, StoreError
 from store.chatviews import TurnUsage
@@ -60,6 +61,8 @@ CATCH_UP_MESSAGES = 200
 QUICK_CATCH_UP = 20
 # Transcripts kept in memory between turns (least recently used go first).
 CACHED_TRANSCRIPTS = 512
+# How much of a tool's result a task's evidence keeps.
+TOOL_SUMMARY_CHARS = 300
 
 
 class TranscriptCache:
@@ -151,6 +154,8 @@ class TurnRunner:
         # How the turn ended, set just before its result is sent.
         self.ended: TurnOutcome | None = None
         self.budget = TurnBudget(services.store, req.group_id, req.turn_id)
+        # The tools the turn called and how each went (a task's evidence).
+        self.tool_uses: list[ToolUse] = []
 
     async def run(self) -> TurnOutcome:
         """Take the turn's steps; whatever fails, the turn ends with one ``result``."""
@@ -233,6 +238,12 @@ class TurnRunner:
         conv.messages.extend(await open_files(context, self.s.attachments))
         if trigger is not None:
             [trigger] = await open_files([trigger], self.s.attachments)
+        if req.delegation is not None:
+            # A task's run answers its part, not the message itself: the
+            # message is context, the part is the turn's input.
+            if trigger is not None:
+                conv.messages.append(trigger)
+            trigger = Message.user(req.delegation.user_input())
         tools = self._tool_context(group, conv)
         allowed = set(self.s.persona.tools) if self.s.persona.tools is not None else None
         if allowed is not None:
@@ -281,7 +292,7 @@ class TurnRunner:
     def prompt(self, ctx: _Context, memory: list[str]) -> str:
         library = self.s.personas.library
         roster = [p for p in (library.get(v) for v in ctx.group.roster) if p is not None]
-        return build_system_prompt(
+        system = build_system_prompt(
             persona=self.s.persona,
             mode="group" if len(roster) > 1 else "chat",
             language="zh" if ctx.group.settings.language == "zh" else "en",
@@ -289,6 +300,9 @@ class TurnRunner:
             tools=ctx.offered,
             memory=memory,
         )
+        if self.req.delegation is not None:
+            system += "\n\n" + self.req.delegation.execution_context()
+        return system
 
     async def answer(self, ctx: _Context, system: str, memory: list[str]) -> TurnResult:
         try:
@@ -299,11 +313,13 @@ class TurnRunner:
                 self.inbox.close()
 
     async def _run_engine(self, ctx: _Context, system: str, memory: list[str]) -> TurnResult:
+        delegation = self.req.delegation
+        skills = delegation.activation_texts() if delegation is not None else []
         return await self.s.engine.run_turn(
             ctx.conv,
             ctx.trigger,
             system=system,
-            emit=self.writer.feed,
+            emit=self._feed,
             ctx=ctx.tools,
             allowed_tools=ctx.allowed,
             abort=self.abort,
@@ -315,7 +331,15 @@ class TurnRunner:
             # The group's model, when its owner chose one, for every VP in it.
             model=ctx.group.settings.model or None,
             steer=self.inbox,
+            preamble=[Message.user(text) for text in skills],
         )
+
+    async def _feed(self, event: EngineEvent) -> None:
+        """Pass the engine's event to the writer, noting each tool result on the way."""
+        if isinstance(event, ToolResultEvent):
+            summary = event.content[:TOOL_SUMMARY_CHARS]
+            self.tool_uses.append(ToolUse(tool=event.name, ok=not event.is_error, summary=summary))
+        await self.writer.feed(event)
 
     async def store_reply(self, group: Group) -> tuple[GroupMessage | None, Selection]:
         """Put the reply in the group log; it is there before any client sees the result.
@@ -346,6 +370,14 @@ class TurnRunner:
             meta["model"] = stop.model
         if req.regenerates:
             meta["regenerates"] = req.regenerates
+        if req.delegation is not None:
+            d = req.delegation
+            meta["task"] = {
+                "taskId": d.task_id,
+                "attempt": d.attempt,
+                "runId": d.run_id,
+                "role": str(d.role),
+            }
         if stop.reason in (StopReason.ABORTED, StopReason.ERROR):
             meta["incomplete"] = True
         sel = select_targets(
@@ -495,4 +527,5 @@ class TurnRunner:
             skipped=skipped,
             error=result.error,
             handoff=result.end_turn,
+            tools=tuple(self.tool_uses),
         )

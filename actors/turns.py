@@ -19,7 +19,9 @@ from engine.events import StopReason
 from engine.tools.handoff import ForwardResult
 from protocol.queueing import QueueMode
 from protocol.settings import GroupSettings
+from protocol.tasks import ToolUse
 from store.turns import TurnRecord
+from team.delegation import Delegation
 
 
 class IllegalTransition(RuntimeError):
@@ -169,6 +171,8 @@ class TurnRequest:
     # How the turn queues behind a busy lane; None: after it, in order
     # (every turn not started by a person's message).
     queue: QueuePolicy | None = None
+    # The task run this turn does (``team.delegation``); None: plain chat.
+    delegation: Delegation | None = None
 
     @staticmethod
     def new_turn_id(vp_id: str) -> str:
@@ -186,6 +190,7 @@ class TurnRequest:
             caused_by=list(origin.caused_by),
             user_id=origin.user_id,
             approvals=list(origin.approvals),
+            task_id=self.delegation.task_id if self.delegation else None,
         )
 
 
@@ -209,6 +214,8 @@ class TurnOutcome:
     skipped: bool = False
     error: str | None = None
     handoff: dict[str, object] | None = field(default=None)
+    # The tools the turn called, in order, and how each went (task evidence).
+    tools: tuple[ToolUse, ...] = ()
 
 
 # Questions a VP asks carry their VP in their id, so an answer goes straight to

@@ -63,6 +63,7 @@ from protocol import (
     YeaftOutput,
 )
 from protocol.attachments import message_attachments
+from protocol.tasks import Task, TaskChanged
 from store.base import GroupMessage, Store, StoreError
 from store.retry import until_stored
 from store.turns import TurnEnd, TurnRecord
@@ -162,6 +163,13 @@ class GroupEvents:
         """Tell every member a stored message changed (deleted, superseded); returns its seq."""
         return await until_stored(
             lambda: self.store.append_event(self.group_id, frame), f"change of {frame.message_id}"
+        )
+
+    async def task_changed(self, task: Task) -> int:
+        """Tell every member a task changed (its whole card); returns its seq."""
+        frame = TaskChanged(group_id=self.group_id, task=task)
+        return await until_stored(
+            lambda: self.store.append_event(self.group_id, frame), f"change of task {task.id}"
         )
 
     async def question(

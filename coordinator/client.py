@@ -16,6 +16,7 @@ from coordinator.membership import GroupEdit, MemberOp
 from coordinator.regenerate import RegenerateResult
 from coordinator.results import CancelResult, IngestResult
 from protocol.settings import GroupSettingsPatch
+from protocol.tasks import Task
 from store.base import Group
 from store.conversation import ConversationInfo
 
@@ -120,6 +121,25 @@ class CoordinatorClient:
     async def wait_idle(self, timeout_s: float = 60.0) -> bool:
         idle: bool = await self._handle.wait_idle.remote(self.group_id, timeout_s)
         return idle
+
+    # -- tasks (team mode) ----------------------------------------------------
+    async def accept_task(self, task_id: str, by: str) -> Task:
+        """``by`` accepts the task's answer: it is done, and a skill draft is learned from it."""
+        task: Task = await self._handle.accept_task.remote(self.group_id, task_id, by)
+        return task
+
+    async def revise_task(self, task_id: str, by: str, text: str) -> Task:
+        """``by`` asks for another attempt at the task, with the changes ``text`` says."""
+        task: Task = await self._handle.revise_task.remote(self.group_id, task_id, by, text)
+        return task
+
+    async def abandon_task(self, task_id: str, by: str) -> Task:
+        task: Task = await self._handle.abandon_task.remote(self.group_id, task_id, by)
+        return task
+
+    async def team_idle(self) -> None:
+        """Wait until the coordinator's team mode has nothing running (tests)."""
+        await self._handle.team_idle.remote()
 
     async def vp_stats(self, vp_ids: list[str] | None = None) -> list[VPStats]:
         stats: list[VPStats] = await self._handle.vp_stats.remote(self.group_id, vp_ids)

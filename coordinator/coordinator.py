@@ -26,7 +26,7 @@ from actors.writer import GroupEvents
 from coordinator.chains import rebuild_chain
 from coordinator.dispatch import Dispatcher
 from coordinator.errors import GroupError, GroupErrorCode
-from coordinator.groups import GroupBook
+from coordinator.groups import GroupBook, unknown_names
 from coordinator.loop_guard import Chain, LoopGuard, Verdict
 from coordinator.membership import GroupEdit, MemberOp, Membership, require_owner
 from coordinator.regenerate import RegenerateResult, origin_of, regenerable_reply
@@ -38,6 +38,8 @@ from coordinator.results import (
     RecoveryReport,
 )
 from coordinator.shards import shard_of
+from coordinator.team import TeamDesk, takes_task_path
+from coordinator.team_run import TaskBoard, TeamServices
 from engine.events import StopReason
 from engine.mcp import McpConfig
 from engine.tools.approval import approval_marks
@@ -46,6 +48,7 @@ from personas.mentions import extract_mentions
 from personas.routing import Selection, Source, select_targets
 from protocol import MessageChange, MessageChanged, split_queue_prefix
 from protocol.settings import GroupSettingsPatch
+from protocol.tasks import Task
 from store.base import Group, GroupMessage, Store
 from store.conversation import ConversationInfo, GroupKind
 from store.turns import TurnRecord
@@ -76,6 +79,15 @@ class CoordinatorWorker:
         self.membership = Membership(self.groups, self.store)
         name = config.actor_name("coordinator", shard)
         self.turns = Dispatcher(config, self.store, name, self._after_turn)
+        services = TeamServices(
+            self.store,
+            self.turns,
+            self.personas,
+            TaskBoard(self.store),
+            self._admit_run,
+            config.store.data_dir,
+        )
+        self.team = TeamDesk(services, self._chat)
         self._guards: dict[str, LoopGuard] = {}
         # Recovery starts with the actor (Ray runs an async actor's __init__
         # on its event loop), so a coordinator Ray restarts takes its turns
@@ -209,6 +221,10 @@ class CoordinatorWorker:
             if record.group_id in groups:
                 await self._resume_chain(groups[record.group_id], record.chain_id)
         report = await self.turns.recover(records, groups, self.started_at)
+        tasks = [
+            t for t in await self.store.open_tasks() if shard_of(t.group_id, shards) == self.shard
+        ]
+        await self.team.recover(tasks)
         if records:
             log.warning(
                 "coordinator %d recovered %d unfinished turns: %d followed, %d sent again, "
@@ -253,6 +269,8 @@ class CoordinatorWorker:
         names = list(dict.fromkeys([*extract_mentions(text), *(mentions or [])]))
         if group.kind is GroupKind.CONVERSATION:
             names = []  # its one VP answers everything; an "@word" is just text
+        if takes_task_path(group, text, names):
+            return await self.team.ingest(group, sender, text, client_message_id, attachments)
         sel = self._select(group, names, Source.PERSON, None)
         with self.turns.admission.reserve(group.id, sel.targets):
             return await self._accept(group, sel, sender, text, client_message_id, attachments)
@@ -293,7 +311,7 @@ class CoordinatorWorker:
             turns = await self._resend(group, stored)
             return IngestResult(stored.id, duplicate=True, trigger=str(sel.trigger), turns=turns)
         if sel.unknown:
-            await self._unknown_names(events, group, sel.unknown, stored.id)
+            await unknown_names(events, group, sel.unknown, stored.id)
         elif not sel.targets:
             await events.notice(
                 "No VP is available to answer: add a VP to this group.", stored.id, "no_vp"
@@ -308,6 +326,46 @@ class CoordinatorWorker:
             truncated=sel.truncated,
             turns=turns,
         )
+
+    async def _chat(self, group: Group, message: GroupMessage) -> None:
+        """Answer a message the router left as plain chat: the group's usual targets."""
+        sel = self._select(group, [], Source.PERSON, None)
+        if not sel.targets:
+            await GroupEvents(self.store, group.id).notice(
+                "No VP is available to answer: add a VP to this group.", message.id, "no_vp"
+            )
+            return
+        chain = await self._resume_chain(group, message.id)
+        origin = TurnOrigin(
+            trigger_id=message.id,
+            chain_id=message.id,
+            user_id=message.author,
+            approvals=approval_marks(message.text),
+        )
+        await self._dispatch(group, chain, sel.targets, origin, source=None)
+
+    async def _admit_run(self, group: Group, root_id: str, vp: str) -> str | None:
+        """The loop guard's word on a task's run: None when admitted, else the refusal."""
+        chain = await self._resume_chain(group, root_id)
+        verdict = self._admit(group, chain, None, vp, 0)
+        if verdict.ok:
+            return None
+        await self._refused(group, chain, verdict)
+        return verdict.summary
+
+    # -- tasks (team mode) ----------------------------------------------------
+    async def accept_task(self, group_id: str, task_id: str, by: str) -> Task:
+        return await self.team.accept(await self.groups.require(group_id), task_id, by)
+
+    async def revise_task(self, group_id: str, task_id: str, by: str, text: str) -> Task:
+        return await self.team.revise(await self.groups.require(group_id), task_id, by, text)
+
+    async def abandon_task(self, group_id: str, task_id: str, by: str) -> Task:
+        return await self.team.abandon(await self.groups.require(group_id), task_id, by)
+
+    async def team_idle(self) -> None:
+        """Wait until no routing, attempt or learning of this shard is running (tests)."""
+        await self.team.idle()
 
     async def _resend(self, group: Group, stored: GroupMessage) -> dict[str, str]:
         """Dispatch a repeated message again to the VPs that never answered it."""
@@ -499,13 +557,13 @@ class CoordinatorWorker:
         this only routes it on.
         """
         group = await self.groups.get(req.group_id)
-        if group is None or outcome.message_id is None:
-            return
+        if group is None or outcome.message_id is None or req.delegation is not None:
+            return  # a task's run answers its attempt, which routes nothing on
         if outcome.reason in _NOT_ROUTED or not group.settings.vp_mentions_dispatch:
             return
         if outcome.unknown:
             events = GroupEvents(self.store, group.id)
-            await self._unknown_names(events, group, outcome.unknown, outcome.message_id)
+            await unknown_names(events, group, outcome.unknown, outcome.message_id)
         chain = self._guard(group).chain(req.origin.chain_id)
         origin = req.origin.next_hop(outcome.message_id)
         targets = [vp for vp in outcome.mentions if vp in group.roster]
@@ -520,23 +578,6 @@ class CoordinatorWorker:
             chain.root,
             str(verdict.rule),
             **verdict.detail,
-        )
-
-    @staticmethod
-    async def _unknown_names(
-        events: GroupEvents, group: Group, unknown: Sequence[str], root: str
-    ) -> None:
-        """Name the mentions that match nobody in the group, and who is in it."""
-        plural = "s" if len(unknown) > 1 else ""
-        roster = ", ".join(f"@{v}" for v in group.roster) or "(nobody)"
-        await events.notice(
-            f"Unknown name{plural}: "
-            + ", ".join(f"@{n}" for n in unknown)
-            + f". In this group: {roster}",
-            root,
-            "unknown_mentions",
-            unknown=list(unknown),
-            roster=list(group.roster),
         )
 
 

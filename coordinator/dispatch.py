@@ -61,6 +61,9 @@ OnOutcome = Callable[[TurnRequest, TurnOutcome], Awaitable[None]]
 class _Turn:
     request: TurnRequest
     tracker: TurnTracker
+    # Resolved when the turn's task ends: with its outcome, or None when it
+    # was lost or ended from outside (a task's run awaits it).
+    ended: asyncio.Future[TurnOutcome | None]
 
 
 class Dispatcher:
@@ -127,17 +130,23 @@ class Dispatcher:
 
     def launch(self, req: TurnRequest) -> str:
         """Send a recorded turn to its VP and follow it to its result."""
-        return self._track(req, self._run)
+        return self._track(req, self._run).request.turn_id
 
-    def _track(self, req: TurnRequest, body: Callable[[_Turn], Awaitable[None]]) -> str:
-        turn = _Turn(req, TurnTracker(req.turn_id))
+    async def run(self, req: TurnRequest) -> TurnOutcome | None:
+        """Send a recorded turn and wait for its outcome (None: lost or ended from outside)."""
+        return await self._track(req, self._run).ended
+
+    def _track(self, req: TurnRequest, body: Callable[[_Turn], Awaitable[None]]) -> _Turn:
+        ended: asyncio.Future[TurnOutcome | None] = asyncio.get_running_loop().create_future()
+        turn = _Turn(req, TurnTracker(req.turn_id), ended)
         self._turns.setdefault(req.group_id, {})[req.turn_id] = turn
         self.admission.hold(req.group_id, req.vp_id)
         task = asyncio.create_task(self._guarded(turn, body))
         self._tasks.setdefault(req.group_id, set()).add(task)
         task.add_done_callback(lambda t: self._done(req.group_id, req.turn_id, t))
         task.add_done_callback(lambda _: self.admission.release(req.group_id, req.vp_id))
-        return req.turn_id
+        task.add_done_callback(lambda _: _resolve(ended))
+        return turn
 
     @staticmethod
     async def _guarded(turn: _Turn, body: Callable[[_Turn], Awaitable[None]]) -> None:
@@ -173,6 +182,8 @@ class Dispatcher:
         if outcome is None:
             await self._lost(turn, RuntimeError("no outcome"))
             return
+        if not turn.ended.done():
+            turn.ended.set_result(outcome)
         try:
             await self._on_outcome(req, outcome)
         except Exception:
@@ -332,7 +343,9 @@ class Dispatcher:
             if record.turn_id in held.get(record.vp_id, ()):
                 self._track(req, self._follow_again)
                 followed += 1
-            elif record.phase is TurnPhase.REQUESTED:
+            elif record.phase is TurnPhase.REQUESTED and record.task_id is None:
+                # A task's run is not: its delegation is gone with the attempt
+                # that sent it, which the coordinator's recovery ends.
                 self.launch(req)
                 rerun += 1
             else:
@@ -400,3 +413,9 @@ class Dispatcher:
             return_exceptions=True,
         )
         return DrainResult(drained=all(idle), interrupted=len(open_turns))
+
+
+def _resolve(ended: asyncio.Future[TurnOutcome | None]) -> None:
+    """A turn's task ended without an outcome set (lost, interrupted): it resolves to None."""
+    if not ended.done():
+        ended.set_result(None)

@@ -9,7 +9,9 @@ persona ids, and the default VP kept in the roster. Refusals raise
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 
+from actors.writer import GroupEvents
 from coordinator.errors import GroupError, GroupErrorCode
 from personas.directory import PersonaDirectory
 from protocol.settings import GroupSettings, GroupSettingsPatch
@@ -209,3 +211,20 @@ def valid_name(name: str) -> str:
     if not name or len(name) > MAX_NAME:
         raise GroupError(GroupErrorCode.INVALID_NAME, "a group name needs 1 to 120 characters")
     return name
+
+
+async def unknown_names(
+    events: GroupEvents, group: Group, unknown: Sequence[str], root: str
+) -> None:
+    """Name the mentions that match nobody in the group, and who is in it."""
+    plural = "s" if len(unknown) > 1 else ""
+    roster = ", ".join(f"@{v}" for v in group.roster) or "(nobody)"
+    await events.notice(
+        f"Unknown name{plural}: "
+        + ", ".join(f"@{n}" for n in unknown)
+        + f". In this group: {roster}",
+        root,
+        "unknown_mentions",
+        unknown=list(unknown),
+        roster=list(group.roster),
+    )

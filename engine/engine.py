@@ -44,15 +44,12 @@ from engine.settings import EngineConfig
 from engine.steer import SteerSource
 from engine.tools.builtin import builtin_tools
 from engine.tools.registry import ToolContext, ToolRegistry
+from personas.prompts import final_answer_prompt
 
 log = logging.getLogger(__name__)
 
 Emit = Callable[[EngineEvent], Awaitable[None]]
 
-FINAL_ANSWER_PROMPT = (
-    "Your tool budget for this turn is spent. Do not call any tool. Answer now from the "
-    "conversation and the tool results above; say plainly what is uncertain or unfinished."
-)
 CONTINUE_PROMPT = "Continue exactly where you stopped; do not repeat what you already wrote."
 OVERFLOW_MESSAGE = (
     "The conversation no longer fits the model's context window, even after compaction. "
@@ -108,7 +105,7 @@ class Engine:
         prices: PriceTable | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         rand: Callable[[], float] = random.random,
-        final_answer_prompt: str = FINAL_ANSWER_PROMPT,
+        final_answer_prompt: str | None = None,
         provider_state: ProviderState | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -170,6 +167,15 @@ class Engine:
     def tool_result_max_chars(self) -> int:
         return self.tool_result_max_chars_for()
 
+    def final_prompt(self, language: object = None) -> str:
+        """The last, tool-less call's instruction, in the turn's language.
+
+        A configured ``final_answer_prompt`` replaces the templates.
+        """
+        if self.final_answer_prompt is not None:
+            return self.final_answer_prompt
+        return final_answer_prompt("zh" if language == "zh" else "en")
+
     async def run_turn(
         self,
         conv: Conversation,
@@ -183,11 +189,14 @@ class Engine:
         options: dict[str, Any] | None = None,
         model: str | None = None,
         steer: SteerSource | None = None,
+        preamble: list[Message] | None = None,
     ) -> TurnResult:
         """Run one turn; always ends with exactly one :class:`StopEvent`.
 
         ``steer`` gives messages that join the turn at its model-call
-        boundaries (``engine.steer``).
+        boundaries (``engine.steer``); ``preamble`` messages go to every
+        model call between the system prompt and the transcript, and are
+        not added to the transcript (a task's activated skills).
 
         Setting ``abort`` stops the turn at its next await point (or, when
         the code awaited there swallows the cancel, at its next event or
@@ -207,6 +216,7 @@ class Engine:
             self.caller(model),
         )
         turn.steer = steer
+        turn.preamble = list(preamble or ())
         if user_input is not None:
             conv.messages.append(user_input)
         task = asyncio.ensure_future(turn.run())
@@ -283,6 +293,9 @@ class _Turn:
         # Set once, when the turn's end is decided; its stop event follows.
         self.result: TurnResult | None = None
         self.steer: SteerSource | None = None
+        # Messages every call of the turn sends after the system prompt and
+        # before the transcript (activated skills); never kept in the transcript.
+        self.preamble: list[Message] = []
 
     # -- the loop ---------------------------------------------------------
     async def run(self) -> TurnResult:
@@ -357,7 +370,7 @@ class _Turn:
         if self.conv.summary:
             system += f"\n\n# Summary of the earlier conversation\n{self.conv.summary}"
         if final:
-            system += f"\n\n{self.e.final_answer_prompt}"
+            system += f"\n\n{self.e.final_prompt(self.options.get('language'))}"
             await self.emit(
                 NoticeEvent(
                     NoticeKind.BUDGET,
@@ -366,9 +379,8 @@ class _Turn:
                 )
             )
         tools = [] if final else self.e.tools.specs(self.ctx, self.allowed)
-        spec = CallSpec(
-            system, list(self.conv.messages), tools, self.e.settings.max_output_tokens, self.options
-        )
+        messages = [*self.preamble, *self.conv.messages]
+        spec = CallSpec(system, messages, tools, self.e.settings.max_output_tokens, self.options)
         self.partial = []
         try:
             return await self.caller.call(
@@ -444,7 +456,7 @@ class _Turn:
 
     def prompt_tokens(self) -> int:
         n = estimate_tokens(self.system) + estimate_tokens(self.conv.summary or "")
-        return n + sum(message_tokens(m) for m in self.conv.messages)
+        return n + sum(message_tokens(m) for m in (*self.preamble, *self.conv.messages))
 
     async def prepare_history(self) -> None:
         fixed, report = repair(self.conv.messages)

@@ -38,6 +38,7 @@ from gateway import (
     http,
     http_members,
     messages_api,
+    tasks_http,
     ws,
 )
 from gateway.attachments import AttachmentService
@@ -145,6 +146,7 @@ def create_app(
     app.include_router(messages_api.router)
     app.include_router(attachments_http.router)
     app.include_router(files_http.router)
+    app.include_router(tasks_http.router)
     app.add_api_websocket_route("/ws", ws.websocket_endpoint)
     # The UI's files are written separately and may not exist yet; the mount
     # is made anyway and answers 404 until they do.

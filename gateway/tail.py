@@ -48,7 +48,9 @@ log = logging.getLogger(__name__)
 _ALWAYS_SHOWN_DATA = frozenset({"result", "system"})
 # Frame types no vpIds filter hides: a VP's question to the people, and the
 # group's messages (a person's message, a hand-off), whoever wrote them.
-_ALWAYS_SHOWN_TYPES = frozenset({"ask_user_question", "group_message", "message_changed"})
+_ALWAYS_SHOWN_TYPES = frozenset(
+    {"ask_user_question", "group_message", "message_changed", "task_changed"}
+)
 _SYSTEM_VP = "system"
 
 

@@ -93,6 +93,7 @@ from protocol.server import (
     YeaftOutput,
 )
 from protocol.settings import GroupSettings, GroupSettingsPatch
+from protocol.tasks import TaskChanged
 
 __all__ = [
     "CLIENT_ADAPTER",
@@ -157,6 +158,7 @@ __all__ = [
     "SetDefaultVp",
     "Subscribe",
     "SystemData",
+    "TaskChanged",
     "TextBlock",
     "ThinkingBlock",
     "ToolApproval",

@@ -20,6 +20,7 @@ from protocol.mcp import McpServersListFrame
 from protocol.members import DirectoryEvent, PresenceFrame, RemovedFrame
 from protocol.message_changes import MessageChanged
 from protocol.queueing import QueueOutcome
+from protocol.tasks import TaskChanged
 
 
 class AgentState(StrEnum):
@@ -215,6 +216,7 @@ EventFrame = (
     | GroupUpdate
     | DirectoryEvent
     | MessageChanged
+    | TaskChanged
 )
 """The frames a group's event log holds; the log assigns their ``seq``.
 
@@ -269,6 +271,7 @@ ServerFrame = Annotated[
     | AskUserQuestion
     | GroupMessageFrame
     | MessageChanged
+    | TaskChanged
     | ErrorFrame
     | Ack
     | GroupUpdate

@@ -53,6 +53,15 @@ class GroupSettings(BaseModel):
     language: Literal["en", "zh"] = Field(
         default="en", description="The language VPs are asked to answer in."
     )
+    team_mode: bool = Field(
+        default=False,
+        description=(
+            "Team mode: a message without @mentions goes to an intent router, which may make "
+            "it a task that a planned team of the group's VPs works on in parallel, with one "
+            "synthesised answer the people accept. A message starting with /task is a task "
+            "whatever this says."
+        ),
+    )
     broadcast_when_unmentioned: bool = Field(
         default=True,
         description=(

@@ -61,6 +61,8 @@ from store.embedded_budgets import GROUP_TABLES as BUDGET_TABLES
 from store.embedded_budgets import EmbeddedBudgets
 from store.embedded_members import EmbeddedMembers
 from store.embedded_schema import event_counter, setup_schema
+from store.embedded_tasks import GROUP_TABLES as TASK_TABLES
+from store.embedded_tasks import EmbeddedTasks
 from store.embedded_wake import EventWaker
 from store.events import (
     EncodedEvent,
@@ -80,7 +82,9 @@ T = TypeVar("T")
 DB_FILENAME = "yeaft-store.sqlite3"
 
 
-class EmbeddedStore(EmbeddedMembers, chat_sql.EmbeddedChatViews, EmbeddedBudgets, Store):
+class EmbeddedStore(
+    EmbeddedMembers, chat_sql.EmbeddedChatViews, EmbeddedBudgets, EmbeddedTasks, Store
+):
     """A Store on one SQLite file under ``data_dir``; safe across processes."""
 
     def __init__(
@@ -158,7 +162,7 @@ class EmbeddedStore(EmbeddedMembers, chat_sql.EmbeddedChatViews, EmbeddedBudgets
                 existed = conn.execute("DELETE FROM groups WHERE id = ?", (group_id,)).rowcount
                 # Data written under the id without a group row is removed too.
                 tables = ("messages", "transcripts", "events", "event_heads", "turns")
-                for table in (*tables, *chat_sql.GROUP_TABLES, *BUDGET_TABLES):
+                for table in (*tables, *chat_sql.GROUP_TABLES, *BUDGET_TABLES, *TASK_TABLES):
                     conn.execute(f"DELETE FROM {table} WHERE group_id = ?", (group_id,))
             return existed > 0
 

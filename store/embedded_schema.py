@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from store import embedded_budgets, embedded_chat
+from store import embedded_budgets, embedded_chat, embedded_tasks
 from store.sqlite import write_txn
 
 SCHEMA = """
@@ -113,3 +113,4 @@ def setup_schema(conn: sqlite3.Connection) -> None:
     migrate(conn)
     embedded_chat.setup(conn)
     embedded_budgets.setup(conn)
+    embedded_tasks.setup(conn)

@@ -24,6 +24,7 @@ from protocol import (
     GroupUpdate,
     MessageChanged,
     ProtocolError,
+    TaskChanged,
     YeaftOutput,
     dumps,
     parse_server_frame,
@@ -47,7 +48,9 @@ class EventHeader:
 
     @classmethod
     def of(cls, frame: EventFrame) -> EventHeader:
-        if isinstance(frame, GroupMessageFrame | GroupUpdate | DirectoryEvent | MessageChanged):
+        if isinstance(
+            frame, GroupMessageFrame | GroupUpdate | DirectoryEvent | MessageChanged | TaskChanged
+        ):
             return cls(type=frame.type)
         data_type = frame.data.type if isinstance(frame, YeaftOutput) else None
         return cls(type=frame.type, vp_id=frame.vp_id, data_type=data_type)
@@ -122,7 +125,7 @@ class StoredEvent:
         """The stored JSON parsed into its protocol model; ProtocolError when it is not one."""
         frame = parse_server_frame(self.text)
         event_types = YeaftOutput | AgentStatus | AskUserQuestion | GroupMessageFrame
-        if not isinstance(frame, event_types | GroupUpdate | MessageChanged):
+        if not isinstance(frame, event_types | GroupUpdate | MessageChanged | TaskChanged):
             raise ProtocolError(
                 ErrorCode.INVALID_FRAME, f"a {frame.type} frame does not belong in an event log"
             )

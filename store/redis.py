@@ -22,7 +22,9 @@ carries ``{G}`` as a Redis Cluster hash tag, so each Lua script
 =======================  ======  ===============================================
 
 The keys of search, read marks and usage totals (``terms``, ``reads``,
-``uturns``, ``usage``) are described in ``store.redis_chat``.
+``uturns``, ``usage``) are described in ``store.redis_chat``, those of
+budgets in ``store.redis_budgets`` and those of tasks, evidence and skills
+in ``store.redis_tasks``.
 
 An event entry holds ``d``, the frame's JSON text with its seq, and the
 header fields a subscriber filter reads without decoding it: ``t`` (frame
@@ -79,6 +81,7 @@ from store.redis_budgets import BUDGET_KINDS, RedisBudgets
 from store.redis_chat import CHAT_KINDS, RedisChatViews, search_postings
 from store.redis_errors import redis_errors as _redis_errors
 from store.redis_members import RedisMembers
+from store.redis_tasks import TASK_KINDS, RedisTasks
 from store.turns import TurnEnd, TurnRecord
 
 # The longest single XREAD BLOCK, and the socket timeout of the blocking
@@ -102,6 +105,7 @@ _GROUP_KINDS = (
     "ttrig",
     *CHAT_KINDS,
     *BUDGET_KINDS,
+    *TASK_KINDS,
 )
 _TURN_KINDS = ("turns", "tphase", "topen", "ttrig")
 _FINISHED = "finished"
@@ -118,7 +122,7 @@ def _seq_of(entry_id: str) -> int:
     return int(entry_id.split("-", 1)[0])
 
 
-class RedisStore(RedisMembers, RedisChatViews, RedisBudgets, Store):
+class RedisStore(RedisMembers, RedisChatViews, RedisBudgets, RedisTasks, Store):
     """A Store on a Redis server; all keys live under ``prefix``.
 
     ``max_block_s`` is the longest single XREAD BLOCK: at most half the
@@ -219,7 +223,8 @@ class RedisStore(RedisMembers, RedisChatViews, RedisBudgets, Store):
                 pipe.delete(self._key(group_id, "group"))
                 pipe.delete(*(self._key(group_id, k) for k in _GROUP_KINDS[1:]))
                 pipe.srem(self._index, group_id)
-                existed, _, _ = await pipe.execute()
+                pipe.srem(self._task_groups, group_id)
+                existed, *_ = await pipe.execute()
         return bool(existed)
 
     async def list_groups(self, member: str | None = None) -> list[Group]:

@@ -66,6 +66,9 @@ class TurnRecord(BaseModel):
     caused_by: list[str] = Field(default_factory=list)
     user_id: str | None = None
     approvals: list[str] = Field(default_factory=list)
+    # The task this turn is a run of (team mode): such a turn is never run
+    # again on its own after a restart, its task's attempt is ended instead.
+    task_id: str | None = None
     phase: TurnPhase = TurnPhase.REQUESTED
     end: TurnEnd | None = None
     created_at: float = Field(default_factory=time.time)

@@ -41,6 +41,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
 }
 DEFAULTS: dict[str, Any] = {
     "language": "en",
+    "team_mode": False,
     "broadcast_when_unmentioned": True,
     "vp_mentions_dispatch": True,
     "fanout_cap": 16,

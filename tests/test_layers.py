@@ -13,7 +13,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 # Lowest first: a layer may import itself and anything before it.
-LAYERS = ["protocol", "personas", "store", "engine", "actors", "coordinator", "gateway"]
+LAYERS = ["protocol", "personas", "store", "engine", "team", "actors", "coordinator", "gateway"]
 SDK_HOME = {
     "openai": "engine/providers/openai.py",
     "anthropic": "engine/providers/anthropic.py",
@@ -45,8 +45,8 @@ def test_dependencies_point_down_only() -> None:
     assert problems == []
 
 
-def test_engine_and_below_do_not_import_ray() -> None:
-    for layer in LAYERS[: LAYERS.index("engine") + 1]:
+def test_team_and_below_do_not_import_ray() -> None:
+    for layer in LAYERS[: LAYERS.index("team") + 1]:
         for path in files(layer):
             assert "ray" not in imports(path), f"{path.relative_to(ROOT)} imports ray"
 

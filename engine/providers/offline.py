@@ -28,6 +28,7 @@ from engine.errors import ErrorKind, ModelError
 from engine.events import TextDelta, ThinkingDelta, ToolCallEvent
 from engine.messages import Usage, estimate_tokens, message_tokens
 from engine.providers.base import ModelRequest, ModelStop, StopItem, StreamItem, UsageItem
+from engine.providers.offline_team import TEAM_PURPOSES, team_answer
 from engine.providers.offline_voice import dream_summary, persona_reply, wants_chinese
 
 __all__ = ["Fail", "OfflineOptions", "OfflineProvider", "Reply", "default_reply", "persona_reply"]
@@ -102,9 +103,16 @@ def default_reply(request: ModelRequest) -> Reply:
 
     It answers in the persona's voice, saves a fact when asked to "remember
     that ...", mentions what it recalled, and in dream mode writes one
-    summary memory. Anything cleverer needs a real model.
+    summary memory. A team mode call (``options["purpose"]``) gets the JSON
+    of :mod:`engine.providers.offline_team`. Anything cleverer needs a real model.
     """
     last = request.messages[-1] if request.messages else None
+    purpose = request.options.get("purpose")
+    if isinstance(purpose, str) and purpose in TEAM_PURPOSES:
+        prompt = last.content if last is not None and isinstance(last.content, str) else ""
+        answer = team_answer(purpose, request.system, prompt)
+        if answer is not None:
+            return Reply(answer)
     tools = {t.name for t in request.tools}
     if last is not None and last.role == "tool":
         if last.tool_name == "remember":
@@ -213,12 +221,17 @@ class OfflineProvider:
                 yield TextDelta(tok)
             await asyncio.Event().wait()  # nothing will set it: only a cancel ends this
         text = step.text
-        if opts.tokens is not None and not step.tool_calls:
+        # A team call's answer is JSON a program reads, not a reply anyone
+        # watches: a fixed length would break it and a visible pace only
+        # delays the task.
+        purpose = request.options.get("purpose")
+        team_call = isinstance(purpose, str) and purpose in TEAM_PURPOSES
+        if opts.tokens is not None and not step.tool_calls and not team_call:
             text = _fixed_length(text, opts.tokens)
         if step.thinking:
             yield ThinkingDelta(step.thinking)
         out_tokens = 0
-        interval = 1.0 / opts.tps if opts.tps > 0 else 0.0
+        interval = 1.0 / opts.tps if opts.tps > 0 and not team_call else 0.0
         for i, tok in enumerate(_tokens(text)):
             if interval and i:
                 await asyncio.sleep(interval)

@@ -1,0 +1,368 @@
+"""One attempt at a task, from its plan to its answer.
+
+An :class:`AttemptRun` asks the planner whether one VP does the attempt
+(``single``) or a team does (``team``), then runs it as ordinary VP turns,
+each with a :class:`~team.delegation.Delegation` attached:
+
+* **team**: every node whose dependencies are done starts at once, on its
+  own VP actor, so independent nodes run in parallel; a node whose
+  dependency failed is skipped. Each node gets the skills the resolver picks
+  for it, or an ephemeral guidance when none fits. Then the synthesiser
+  writes the one answer from every node's output.
+* **single**: one run of the chosen VP, with the skills the assembler picks.
+
+Every turn is admitted by the group's loop guard and charged to its budget
+like any other; its reply streams in its own bubble and is stored in the
+group log with the run it belongs to (``meta.task``). Each change of a run
+is published (stored and announced as ``task_changed``). When the attempt
+ends the task waits for the person's review, and the attempt's evidence is
+stored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from actors.turns import TurnOrigin, TurnOutcome
+from actors.writer import GroupEvents
+from coordinator.dispatch import Dispatcher
+from engine.events import StopReason
+from personas.directory import PersonaDirectory
+from protocol.tasks import (
+    NODE_OUTPUT_CHARS,
+    ActivatedSkill,
+    Attempt,
+    Plan,
+    PlanMode,
+    PlanNode,
+    Run,
+    RunRole,
+    RunStatus,
+    Skill,
+    Task,
+    TaskStatus,
+)
+from store.base import Group, Store
+from team.calls import Complete
+from team.delegation import Delegation, DependencyOutput, SkillText
+from team.evidence import build_evidence
+from team.planner import RosterEntry, plan
+from team.skills import (
+    BM25Retriever,
+    SkillLibrary,
+    activation_message,
+    assemble_skills,
+    ephemeral_guidance,
+    resolve_node_skills,
+)
+
+log = logging.getLogger(__name__)
+
+# Why a turn's end counts as a failed run.
+_FAILED = frozenset({StopReason.ABORTED, StopReason.ERROR, StopReason.ERROR_MAX_TURNS})
+# Admit a run's turn: None when the loop guard lets it through, else why not.
+Admit = Callable[[Group, str, str], Awaitable[str | None]]
+
+
+class TaskBoard:
+    """Stores a task and announces it, one change at a time per task.
+
+    Every change is the whole task: a member who reconnects, a second tab or
+    another gateway sees the same card from the newest ``task_changed``.
+    """
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    async def publish(self, task: Task) -> None:
+        lock = self._locks.setdefault(task.id, asyncio.Lock())
+        async with lock:
+            await self.store.save_task(task)
+            await GroupEvents(self.store, task.group_id).task_changed(task)
+        if not task.open:
+            self._locks.pop(task.id, None)
+
+
+@dataclass(slots=True)
+class TeamServices:
+    """What every attempt of a coordinator works with."""
+
+    store: Store
+    turns: Dispatcher
+    personas: PersonaDirectory
+    board: TaskBoard
+    admit: Admit
+    data_dir: Path | None = None
+    clock: Callable[[], float] = field(default=time.time)
+
+
+def roster_entries(personas: PersonaDirectory, roster: Sequence[str]) -> list[RosterEntry]:
+    """The group's VPs as the planner sees them: id, name, what they do, their tools."""
+    entries = []
+    for vp in roster:
+        persona = personas.library.get(vp)
+        if persona is None:
+            continue
+        description = " ".join(x for x in (persona.role, ", ".join(persona.traits)) if x)
+        entries.append(RosterEntry(vp, persona.name, description, tuple(persona.tools or ())))
+    return entries
+
+
+def runs_of(plan: Plan, default_vp: str) -> list[Run]:
+    """The runs a plan makes: a node each and the synthesis, or the one single run."""
+    if plan.mode is PlanMode.SINGLE:
+        return [Run(id="single", role=RunRole.SINGLE, vp=plan.vp or default_vp)]
+    runs = [
+        Run(id=n.id, role=RunRole.NODE, vp=n.vp, task=n.task, depends_on=list(n.depends_on))
+        for n in plan.nodes
+    ]
+    synthesizer = plan.synthesizer or default_vp
+    runs.append(
+        Run(
+            id="synthesis",
+            role=RunRole.SYNTHESIS,
+            vp=synthesizer,
+            task=plan.final_synthesis_instruction,
+            depends_on=[n.id for n in plan.nodes],
+        )
+    )
+    return runs
+
+
+class AttemptRun:
+    """Runs the newest attempt of ``task`` to its end (see the module doc)."""
+
+    def __init__(
+        self,
+        services: TeamServices,
+        group: Group,
+        task: Task,
+        complete: Complete,
+        history: str | None = None,
+    ) -> None:
+        self.s = services
+        self.group = group
+        self.task = task
+        attempt = task.attempt
+        assert attempt is not None
+        self.attempt: Attempt = attempt
+        self.complete = complete
+        self.history = history
+        self.language = group.settings.language
+        self.default_vp = group.default_vp or group.roster[0]
+        self.library: list[Skill] = []
+        # Set when a run's turn was aborted: the group's turns were cancelled.
+        self.aborted = False
+        self.retriever = BM25Retriever()
+        self.origin = TurnOrigin(
+            trigger_id=attempt.message_id, chain_id=attempt.message_id, user_id=task.created_by
+        )
+
+    @property
+    def stopped(self) -> bool:
+        """The task was abandoned, or a run was aborted (a cancel): start nothing more."""
+        return self.aborted or self.task.status is TaskStatus.ABANDONED
+
+    async def run(self) -> None:
+        """Plan, run, and leave the task for the person's review; never raises."""
+        try:
+            await self._steps()
+        except Exception:
+            log.exception("attempt %d of task %s failed", self.attempt.index, self.task.id)
+            for run in self.attempt.runs:
+                if run.status in (RunStatus.PENDING, RunStatus.RUNNING):
+                    run.status, run.error = RunStatus.FAILED, "the attempt failed"
+        await self._finish()
+
+    async def _steps(self) -> None:
+        learned = await self.s.store.learned_skills()
+        self.library = SkillLibrary.load(self.s.data_dir, learned).all()
+        decided = await plan(
+            self.complete,
+            goal=self.task.goal,
+            request=self.attempt.request,
+            attempt=self.attempt.index,
+            roster=roster_entries(self.s.personas, self.group.roster),
+            default_vp=self.default_vp,
+            history=self.history,
+            language=self.language,
+        )
+        self.attempt.plan = decided
+        self.attempt.runs = runs_of(decided, self.default_vp)
+        if self.stopped:
+            return
+        self.task.advance(TaskStatus.RUNNING, self.s.clock())
+        await self.s.board.publish(self.task)
+        if decided.mode is PlanMode.TEAM:
+            await self._team(decided)
+        else:
+            await self._single(decided)
+
+    # -- single ---------------------------------------------------------------
+    async def _single(self, decided: Plan) -> None:
+        run = self.attempt.runs[0]
+        skills = await self._assembled(self.attempt.request)
+        delegation = self._delegation(run, RunRole.SINGLE, self.attempt.request, skills=skills)
+        await self._turn(run, delegation, skills)
+        self.attempt.final_run = run.id
+
+    # -- team -----------------------------------------------------------------
+    async def _team(self, decided: Plan) -> None:
+        finished = {node.id: asyncio.Event() for node in decided.nodes}
+        await asyncio.gather(*(self._node(node, finished) for node in decided.nodes))
+        synthesis = self.attempt.run("synthesis")
+        assert synthesis is not None
+        self.attempt.final_run = synthesis.id
+        nodes = [r for r in self.attempt.runs if r.role is RunRole.NODE]
+        if self.stopped or not any(r.status is RunStatus.DONE for r in nodes):
+            synthesis.status = RunStatus.SKIPPED
+            synthesis.error = "no node of the team finished"
+            return
+        deps = tuple(self._output_of(r) for r in nodes)
+        instruction = decided.final_synthesis_instruction
+        skills = await self._assembled(f"{self.task.goal}\n{instruction}")
+        delegation = self._delegation(
+            synthesis, RunRole.SYNTHESIS, instruction, deps=deps, skills=skills
+        )
+        await self._turn(synthesis, delegation, skills)
+
+    async def _node(self, node: PlanNode, finished: dict[str, asyncio.Event]) -> None:
+        run = self.attempt.run(node.id)
+        assert run is not None
+        try:
+            for dep in node.depends_on:
+                await finished[dep].wait()
+            deps = [self.attempt.run(d) for d in node.depends_on]
+            if self.stopped or any(d is None or d.status is not RunStatus.DONE for d in deps):
+                run.status = RunStatus.SKIPPED
+                run.error = "stopped" if self.stopped else "a run it depends on did not finish"
+                await self.s.board.publish(self.task)
+                return
+            skills = await self._node_skills(node)
+            delegation = self._delegation(
+                run,
+                RunRole.NODE,
+                node.task,
+                expected=node.expected_output,
+                deps=tuple(self._output_of(d) for d in deps if d is not None),
+                skills=skills,
+            )
+            await self._turn(run, delegation, skills)
+        finally:
+            finished[node.id].set()
+
+    async def _node_skills(self, node: PlanNode) -> list[Skill]:
+        """The published skills the resolver picks for a node, else one ephemeral guidance."""
+        picked = await resolve_node_skills(
+            self.complete,
+            library=self.library,
+            retriever=self.retriever,
+            node=node,
+            goal=self.task.goal,
+            request=self.attempt.request,
+        )
+        if picked:
+            return picked
+        guidance = await ephemeral_guidance(
+            self.complete, goal=self.task.goal, request=self.attempt.request, node=node
+        )
+        return [guidance]
+
+    async def _assembled(self, description: str) -> list[Skill]:
+        return await assemble_skills(
+            self.complete,
+            library=self.library,
+            retriever=self.retriever,
+            task_description=f"{self.task.goal}\n{description}",
+        )
+
+    # -- one run ----------------------------------------------------------------
+    def _delegation(
+        self,
+        run: Run,
+        role: RunRole,
+        work: str,
+        *,
+        expected: str = "",
+        deps: tuple[DependencyOutput, ...] = (),
+        skills: Sequence[Skill] = (),
+    ) -> Delegation:
+        decided = self.attempt.plan
+        return Delegation(
+            task_id=self.task.id,
+            attempt=self.attempt.index,
+            run_id=run.id,
+            role=role,
+            goal=self.task.goal,
+            request=self.attempt.request,
+            work=work,
+            expected_output=expected,
+            strategy=decided.strategy if decided else "",
+            dependencies=deps,
+            skills=tuple(
+                SkillText(s.name, s.version, str(s.source), activation_message(s, self.language))
+                for s in skills
+            ),
+            language=self.language,
+        )
+
+    @staticmethod
+    def _output_of(run: Run) -> DependencyOutput:
+        return DependencyOutput(run.id, run.vp, run.task, run.output, run.status is RunStatus.DONE)
+
+    async def _turn(self, run: Run, delegation: Delegation, skills: Sequence[Skill]) -> None:
+        """Run one VP turn for ``run`` and record how it went."""
+        run.skills = [
+            ActivatedSkill(name=s.name, version=s.version, source=str(s.source)) for s in skills
+        ]
+        refusal = await self.s.admit(self.group, self.attempt.message_id, run.vp)
+        if refusal is not None:
+            run.status, run.error = RunStatus.FAILED, refusal
+            await self.s.board.publish(self.task)
+            return
+        turns = self.s.turns
+        req = replace(turns.plan(self.group, run.vp, self.origin), delegation=delegation)
+        await turns.record(self.group.id, [req])
+        run.status, run.turn_id, run.started_at = RunStatus.RUNNING, req.turn_id, self.s.clock()
+        await self.s.board.publish(self.task)
+        outcome = await turns.run(req)
+        self._ended(run, outcome)
+        await self.s.board.publish(self.task)
+
+    def _ended(self, run: Run, outcome: TurnOutcome | None) -> None:
+        run.finished_at = self.s.clock()
+        if outcome is None:
+            run.status, run.error = RunStatus.FAILED, "the turn was lost"
+            return
+        run.message_id = outcome.message_id
+        run.output = outcome.text[:NODE_OUTPUT_CHARS]
+        run.tools = list(outcome.tools)
+        if outcome.reason is StopReason.ABORTED:
+            run.status, run.error = RunStatus.FAILED, "aborted"
+            self.aborted = True
+        elif outcome.reason in _FAILED or not outcome.text.strip():
+            run.status = RunStatus.FAILED
+            run.error = outcome.error or f"the turn ended without an answer ({outcome.reason})"
+        else:
+            run.status = RunStatus.DONE
+
+    # -- the end ----------------------------------------------------------------
+    async def _finish(self) -> None:
+        attempt, task = self.attempt, self.task
+        now = self.s.clock()
+        attempt.finished_at = now
+        final = attempt.run(attempt.final_run) if attempt.final_run else None
+        attempt.failed = final is None or final.status is not RunStatus.DONE
+        if task.status is not TaskStatus.ABANDONED:
+            task.advance(TaskStatus.REVIEW, now)
+        try:
+            await self.s.store.save_evidence(build_evidence(task, attempt, now))
+        except Exception:
+            log.warning("evidence of task %s not stored", task.id, exc_info=True)
+        await self.s.board.publish(task)

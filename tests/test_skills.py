@@ -1,0 +1,503 @@
+"""Skills: files and the library, retrieval, the two model selectors, ephemeral guidance.
+
+Every model call is answered by :class:`Scripted`, an async function that
+returns (or raises) what each test scripts per purpose and records the calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from protocol.tasks import PlanNode, Skill, SkillSource
+from team.calls import CallFailed, ModelCall, Purpose
+from team.skills import (
+    BM25Retriever,
+    EmbeddingRetriever,
+    SkillFileError,
+    SkillLibrary,
+    activation_message,
+    assemble_skills,
+    ephemeral_guidance,
+    node_skill_query,
+    parse_skill,
+    render_skill,
+    resolve_node_skills,
+    slugify,
+    strip_front_matter,
+    tokenize,
+)
+
+Answer = str | BaseException
+
+
+class Scripted:
+    """A :class:`team.calls.Complete` that answers from a script, per purpose, in order."""
+
+    def __init__(self, script: dict[Purpose, list[Answer]]) -> None:
+        self.script = {purpose: list(answers) for purpose, answers in script.items()}
+        self.calls: list[ModelCall] = []
+
+    async def __call__(self, call: ModelCall) -> str:
+        self.calls.append(call)
+        answer = self.script[call.purpose].pop(0)
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
+
+    def purposes(self) -> list[Purpose]:
+        return [call.purpose for call in self.calls]
+
+
+def skill(name: str, description: str, content: str = "Do the work.", **kw: object) -> Skill:
+    return Skill(name=name, description=description, content=content, **kw)  # type: ignore[arg-type]
+
+
+GOOD_FILE = """---
+name: weekly-report
+description: Write a weekly status report.
+tools: [read_file, web_fetch]
+---
+
+# Weekly report
+
+1. Gather what changed.
+"""
+
+
+# --- files ------------------------------------------------------------------
+
+
+def test_parse_skill_reads_front_matter_and_body() -> None:
+    parsed = parse_skill(GOOD_FILE, SkillSource.DATA, version="7")
+    assert parsed.name == "weekly-report"
+    assert parsed.description == "Write a weekly status report."
+    assert parsed.tools == ["read_file", "web_fetch"]
+    assert parsed.content == "# Weekly report\n\n1. Gather what changed."
+    assert (parsed.source, parsed.version) == (SkillSource.DATA, "7")
+
+
+def test_render_and_parse_round_trip() -> None:
+    original = skill(
+        "risk-check",
+        "Check risks: list them, rate them.",
+        "## Steps\n\n- one\n- two: with a colon\n\n---\n\nafter a rule",
+        tools=["web_fetch"],
+        source=SkillSource.LEARNED,
+        version="3",
+    )
+    text = render_skill(original)
+    assert text.startswith("---\nname: risk-check\n")
+    assert parse_skill(text, SkillSource.LEARNED, version="3") == original
+    assert strip_front_matter(text) == original.content
+
+
+def test_optional_tools_and_unknown_fields() -> None:
+    text = "---\nname: a1\ndescription: d\nlicense: MIT\n---\nbody\n"
+    parsed = parse_skill(text, SkillSource.BUILTIN)
+    assert parsed.tools == []
+    assert parsed.version == "1"
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("no front matter", "missing front matter"),
+        ("---\nname: [unclosed\n---\nbody", "not valid YAML"),
+        ("---\n- a\n- b\n---\nbody", "mapping"),
+        ("---\ndescription: d\n---\nbody", "'name' is required"),
+        ("---\nname: Bad Name\ndescription: d\n---\nbody", "lowercase"),
+        (f"---\nname: {'a' * 65}\ndescription: d\n---\nbody", "at most 64"),
+        ("---\nname: ok\n---\nbody", "'description' is required"),
+        ("---\nname: ok\ndescription: d\ntools: web_fetch\n---\nbody", "'tools' must be a list"),
+        ("---\nname: ok\ndescription: d\ntools: [1]\n---\nbody", "'tools' must be a list"),
+        ("---\nname: ok\ndescription: d\n---\n\n  \n", "no text after"),
+    ],
+)
+def test_bad_files_say_what_is_wrong(text: str, words: str) -> None:
+    with pytest.raises(SkillFileError, match=words):
+        parse_skill(text, SkillSource.DATA)
+
+
+def test_strip_front_matter_leaves_plain_text() -> None:
+    assert strip_front_matter("  just text \n") == "just text"
+
+
+def test_slugify() -> None:
+    assert slugify("  Launch Plan: Q3 (EU)! ") == "launch-plan-q3-eu"
+    assert slugify("周报") == ""
+    assert len(slugify("word " * 40)) <= 64
+
+
+# --- library ----------------------------------------------------------------
+
+
+def test_builtins_load_and_are_valid() -> None:
+    library = SkillLibrary.load(None)
+    assert library.errors == []
+    assert {"launch-plan", "risk-review", "synthesis"} <= set(library.names())
+    assert 5 <= len(library) <= 6
+    for item in library.all():
+        assert item.source == SkillSource.BUILTIN
+        assert 15 <= len(item.content.splitlines()) <= 40
+        assert len(item.version) == 8  # a hash of the file: an edit changes it
+
+
+def test_library_precedence_and_bad_files_skipped(tmp_path: Path) -> None:
+    folder = tmp_path / "skills"
+    folder.mkdir()
+    (folder / "risk-review.md").write_text(
+        "---\nname: risk-review\ndescription: Our own review.\n---\nOur steps.\n"
+    )
+    (folder / "weekly.md").write_text(GOOD_FILE)
+    (folder / "broken.md").write_text("no front matter here")
+    (folder / "notes.txt").write_text("ignored: not markdown")
+    learned = skill("weekly-report", "Learned version.", source=SkillSource.LEARNED)
+
+    library = SkillLibrary.load(tmp_path, learned=[learned])
+
+    review = library.get("risk-review")
+    assert review is not None and review.source == SkillSource.DATA
+    assert review.description == "Our own review."
+    assert library.get("weekly-report") == learned
+    assert library.get("launch-plan") is not None  # built-ins still there
+    assert len(library.errors) == 1 and "broken.md" in library.errors[0]
+    assert library.names() == sorted(library.names())
+    assert [s.name for s in library.all()] == library.names()
+    assert "synthesis" in library and "nope" not in library
+    assert library.get("nope") is None
+
+
+def test_library_without_a_skills_folder(tmp_path: Path) -> None:
+    assert SkillLibrary.load(tmp_path).names() == SkillLibrary.load(None).names()
+
+
+# --- retrieval --------------------------------------------------------------
+
+CHINESE = [
+    skill("weekly-report-zh", "撰写周报和工作总结", "汇总本周完成的工作、问题和下周计划。"),
+    skill("competitor-zh", "竞品分析与定价对比", "列出主要竞争对手的产品、价格和优劣势。"),
+]
+
+
+def test_tokenize_words_and_cjk() -> None:
+    assert tokenize("The Launch-Plan, v2!") == ["launch", "plan", "v2"]
+    assert tokenize("发布计划") == ["发", "发布", "布", "布计", "计", "计划", "划"]
+    assert "的" not in tokenize("我的计划")
+
+
+@pytest.mark.parametrize(
+    ("query", "best"),
+    [
+        ("plan the product launch timeline and channels", "launch-plan"),
+        ("what could go wrong with this proposal? rate the risks", "risk-review"),
+        ("estimate the market size and competitors", "market-analysis"),
+        ("combine the team members' outputs into one answer", "synthesis"),
+        ("write headlines and landing page copy", "messaging-copy"),
+        ("compare architecture options for the new service", "technical-design"),
+        ("帮我写一份本周的周报", "weekly-report-zh"),
+        ("做一个竞品定价分析", "competitor-zh"),
+    ],
+)
+def test_bm25_ranks_the_right_skill_first(query: str, best: str) -> None:
+    skills = [*SkillLibrary.load(None).all(), *CHINESE]
+    ranked = BM25Retriever().rank(query, skills, 3)
+    assert ranked and ranked[0].name == best
+    assert len(ranked) <= 3
+
+
+@pytest.mark.parametrize("query", ["what is the weather like tomorrow", "天气", "", "the of and"])
+def test_bm25_returns_nothing_for_unrelated_queries(query: str) -> None:
+    skills = [*SkillLibrary.load(None).all(), *CHINESE]
+    assert BM25Retriever().rank(query, skills, 8) == []
+
+
+def test_bm25_name_and_description_outweigh_body_and_ties_go_by_name() -> None:
+    in_body = skill("aaa", "Something else.", "budget budget")
+    in_name = skill("zzz-budget", "Plan a budget.", "Steps.")
+    assert [s.name for s in BM25Retriever().rank("budget", [in_body, in_name], 5)] == [
+        "zzz-budget",
+        "aaa",
+    ]
+    twins = [skill("b-twin", "Same words."), skill("a-twin", "Same words.")]
+    assert [s.name for s in BM25Retriever().rank("words", twins, 5)] == ["a-twin", "b-twin"]
+    assert BM25Retriever().rank("words", twins, 0) == []
+
+
+class ToyEmbedder:
+    """Counts three keywords: a vector per text, and how many texts it embedded."""
+
+    AXES = ("launch", "risk", "market")
+
+    def __init__(self) -> None:
+        self.embedded = 0
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        self.embedded += len(texts)
+        return [[float(text.lower().count(axis)) for axis in self.AXES] for text in texts]
+
+
+def test_embedding_retriever_ranks_by_cosine_and_caches_documents() -> None:
+    embedder = ToyEmbedder()
+    retriever = EmbeddingRetriever(embedder)
+    skills = [
+        skill("launching", "launch launch"),
+        skill("risky", "risk"),
+        skill("mixed", "launch and risk"),
+        skill("unrelated", "nothing here"),
+    ]
+    ranked = retriever.rank("launch", skills, 5)
+    assert [s.name for s in ranked] == ["launching", "mixed"]  # zero similarity is left out
+    assert [s.name for s in retriever.rank("risk", skills, 1)] == ["risky"]
+    assert embedder.embedded == 2 + len(skills)  # two queries; each document once
+    assert retriever.rank("", skills, 3) == []
+
+
+# --- selection ----------------------------------------------------------------
+
+LIBRARY = [
+    skill("launch-plan", "Plan a product launch.", "LAUNCH BODY " * 200),
+    skill("launch-comms", "Launch announcements and launch copy.", "COMMS BODY"),
+    skill("launch-risks", "Risks of a launch.", "RISK BODY"),
+    skill("launch-budget", "Budget for a launch.", "BUDGET BODY"),
+    skill("launch-metrics", "Metrics after a launch.", "METRICS BODY"),
+    skill("gardening", "Grow tomatoes.", "SOIL BODY"),
+]
+NODE = PlanNode(
+    id="n1",
+    vp="alice",
+    task="Draft the launch timeline",
+    capabilities=["planning", "scheduling"],
+    skill_query="launch plan",
+    expected_output="A dated timeline",
+)
+
+
+def test_node_skill_query_joins_the_non_empty_parts() -> None:
+    node = NODE.model_copy(update={"capabilities": [], "skill_query": ""})
+    assert node_skill_query(node, "Ship v2", "") == "Draft the launch timeline\nShip v2"
+    assert node_skill_query(NODE, "goal", "req").splitlines() == [
+        "launch plan",
+        "Draft the launch timeline",
+        "planning scheduling",
+        "goal",
+        "req",
+    ]
+
+
+async def test_resolve_node_skills_keeps_only_candidates_in_model_order() -> None:
+    answer = '["launch-risks", "invented-skill", "gardening", "launch-plan", "launch-risks", 3]'
+    model = Scripted({Purpose.SKILL_NODE: [answer]})
+    chosen = await resolve_node_skills(
+        model,
+        library=LIBRARY,
+        retriever=BM25Retriever(),
+        node=NODE,
+        goal="Ship the v2 launch",
+        request="plan it",
+    )
+    # "gardening" is in the library but was not a candidate: it is dropped too.
+    assert [s.name for s in chosen] == ["launch-risks", "launch-plan"]
+    [call] = model.calls
+    assert call.purpose == Purpose.SKILL_NODE
+    assert "JSON array" in call.system and "invent" in call.system
+    assert call.prompt.startswith("Node skill query:\nlaunch plan\nDraft the launch timeline")
+    assert "Candidate skills:\n- launch-plan: Plan a product launch." in call.prompt
+    assert "- gardening" not in call.prompt
+    assert "LAUNCH BODY" not in call.prompt
+
+
+@pytest.mark.parametrize(
+    "answer",
+    ["[]", "no idea", '["launch-plan"', '["made-up"]', CallFailed("down"), TimeoutError()],
+)
+async def test_resolve_node_skills_falls_back_to_nothing(answer: Answer) -> None:
+    model = Scripted({Purpose.SKILL_NODE: [answer]})
+    chosen = await resolve_node_skills(
+        model, library=LIBRARY, retriever=BM25Retriever(), node=NODE, goal="g", request="r"
+    )
+    assert chosen == []
+
+
+async def test_resolve_node_skills_without_candidates_makes_no_call() -> None:
+    model = Scripted({})
+    node = NODE.model_copy(update={"task": "Sing a song", "skill_query": "", "capabilities": []})
+    chosen = await resolve_node_skills(
+        model, library=LIBRARY, retriever=BM25Retriever(), node=node, goal="", request=""
+    )
+    assert chosen == [] and model.calls == []
+
+
+async def test_assemble_skills_shortlists_then_chooses_from_bodies() -> None:
+    model = Scripted(
+        {
+            Purpose.SKILL_SHORTLIST: ['["launch-plan", "launch-comms", "gardening", "x"]'],
+            Purpose.SKILL_FINAL: ['```json\n["launch-comms", "launch-risks", "launch-plan"]\n```'],
+        }
+    )
+    chosen = await assemble_skills(
+        model,
+        library=LIBRARY,
+        retriever=BM25Retriever(),
+        task_description="Plan the launch: budget, risks, comms and metrics",
+        max_detailed=2,
+        max_active=3,
+    )
+    # launch-risks was not shortlisted, so the final stage cannot bring it back.
+    assert [s.name for s in chosen] == ["launch-comms", "launch-plan"]
+    shortlist, final = model.calls
+    assert model.purposes() == [Purpose.SKILL_SHORTLIST, Purpose.SKILL_FINAL]
+    assert "Selection stage: shortlist" in shortlist.system
+    assert "at most 2" in shortlist.system and "at most 2" in shortlist.prompt
+    assert shortlist.prompt.startswith("Task description:\nPlan the launch")
+    assert "- launch-metrics: Metrics after a launch." in shortlist.prompt
+    assert "BODY" not in shortlist.prompt  # summaries only
+    assert "Selection stage: final" in final.system and "at most 3" in final.system
+    assert "COMMS BODY" in final.prompt and "LAUNCH BODY" in final.prompt
+    assert "METRICS BODY" not in final.prompt
+    assert final.prompt.count("LAUNCH BODY") < 200  # each body is cut
+    assert "\n\nReturn only JSON" in final.prompt
+
+
+async def test_assemble_skills_few_candidates_go_straight_to_final() -> None:
+    model = Scripted({Purpose.SKILL_FINAL: ['["launch-risks", "launch-plan"]']})
+    chosen = await assemble_skills(
+        model,
+        library=LIBRARY,
+        retriever=BM25Retriever(),
+        task_description="launch risks",
+        max_detailed=8,
+        max_active=1,
+    )
+    assert [s.name for s in chosen] == ["launch-risks"]
+    assert model.purposes() == [Purpose.SKILL_FINAL]
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        {Purpose.SKILL_SHORTLIST: [CallFailed("down")]},
+        {Purpose.SKILL_SHORTLIST: ["[]"]},
+        {Purpose.SKILL_SHORTLIST: ['["launch-plan"]'], Purpose.SKILL_FINAL: ["not json"]},
+        {Purpose.SKILL_SHORTLIST: ['["launch-plan"]'], Purpose.SKILL_FINAL: [TimeoutError()]},
+    ],
+)
+async def test_assemble_skills_any_failure_gives_nothing(
+    script: dict[Purpose, list[Answer]],
+) -> None:
+    chosen = await assemble_skills(
+        Scripted(script),
+        library=LIBRARY,
+        retriever=BM25Retriever(),
+        task_description="launch budget risks comms metrics",
+        max_detailed=2,
+    )
+    assert chosen == []
+
+
+async def test_assemble_skills_skips_ephemeral_and_empty_queries() -> None:
+    ephemeral = skill("ephemeral:x", "launch", source=SkillSource.EPHEMERAL)
+    model = Scripted({})
+    for description in ("", "launch"):
+        chosen = await assemble_skills(
+            model, library=[ephemeral], retriever=BM25Retriever(), task_description=description
+        )
+        assert chosen == []
+    assert model.calls == []
+
+
+def test_activation_message() -> None:
+    published = skill("launch-plan", "Plan a launch.", "---\nname: x\n---\n## Steps\n1. Go.")
+    text = activation_message(published)
+    assert text.startswith("[Activated skill: launch-plan]\nPlan a launch.")
+    assert text.endswith("## Steps\n1. Go.") and "name: x" not in text
+    guidance = skill("ephemeral:n1", "For n1.", "Do it.", source=SkillSource.EPHEMERAL)
+    assert "ephemeral guidance: ephemeral:n1" in activation_message(guidance)
+    assert activation_message(published, "zh-CN").startswith("[已激活技能:launch-plan]")
+    assert "临时指导" in activation_message(guidance, "zh")
+
+
+# --- ephemeral guidance -------------------------------------------------------
+
+
+async def test_ephemeral_guidance_from_the_model() -> None:
+    answer = json.dumps(
+        {
+            "guidance_name": "Launch Timeline Draft",
+            "description": "Draft a dated launch timeline.",
+            "content": "## Steps\n1. List milestones.\n2. Date them.",
+            "tags": ["launch"],
+        }
+    )
+    model = Scripted({Purpose.GUIDANCE: [f"Here you go:\n{answer}"]})
+    guidance = await ephemeral_guidance(model, goal="Ship v2", request="plan it", node=NODE)
+    assert guidance.name == "ephemeral:launch-timeline-draft"
+    assert guidance.source == SkillSource.EPHEMERAL
+    assert guidance.version.startswith("ephemeral:") and len(guidance.version) > 10
+    assert guidance.description == "Draft a dated launch timeline."
+    assert guidance.content.startswith("## Steps") and guidance.tools == []
+    [call] = model.calls
+    assert call.purpose == Purpose.GUIDANCE
+    assert "guidance_name, description, content, tags" in call.system
+    assert call.prompt.startswith("Create procedural guidance")
+    for heading in (
+        "Task goal:\nShip v2",
+        "Current user request:\nplan it",
+        "Node id:\nn1",
+        "Node task:\nDraft the launch timeline",
+        "Skill query:\nlaunch plan",
+        "Required capabilities:\n- planning\n- scheduling",
+    ):
+        assert heading in call.prompt
+    assert "implementation claims" in call.prompt and "publish metadata" in call.prompt
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        CallFailed("no model"),
+        TimeoutError(),
+        "plain words",
+        '{"guidance_name": "x", "content": ""}',
+    ],
+)
+async def test_ephemeral_guidance_falls_back_locally(answer: Answer) -> None:
+    model = Scripted({Purpose.GUIDANCE: [answer]})
+    guidance = await ephemeral_guidance(model, goal="Ship v2", request="r", node=NODE)
+    assert guidance.name == "ephemeral:n1"
+    assert guidance.source == SkillSource.EPHEMERAL
+    assert guidance.version.startswith("ephemeral:")
+    content = guidance.content
+    assert "## Objective\nDraft the launch timeline" in content
+    assert "## Capabilities to apply\n- planning\n- scheduling" in content
+    assert "## Output\nA dated timeline" in content
+    assert "Ship v2" in content
+
+
+async def test_ephemeral_guidance_names_fall_back_to_the_node() -> None:
+    answer = json.dumps({"guidance_name": "日程", "content": "Do it.", "tags": []})
+    model = Scripted({Purpose.GUIDANCE: [answer]})
+    guidance = await ephemeral_guidance(model, goal="", request="", node=NODE)
+    assert guidance.name == "ephemeral:n1"
+    assert guidance.description.startswith("Guidance for node n1")
+
+
+async def test_a_model_that_never_answers_is_cut_off_by_the_call_timeout() -> None:
+    async def silent(call: ModelCall) -> str:
+        await asyncio.Event().wait()
+        return "[]"
+
+    chosen = await resolve_node_skills(
+        silent,
+        library=LIBRARY,
+        retriever=BM25Retriever(),
+        node=NODE,
+        goal="g",
+        request="r",
+        timeout_s=0.01,
+    )
+    assert chosen == []
