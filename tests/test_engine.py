@@ -82,6 +82,27 @@ async def test_tool_budget_then_one_final_call_without_tools() -> None:
     assert c.messages[-1].tool_calls == []
 
 
+async def test_the_final_call_speaks_the_turns_language() -> None:
+    engine, provider, _ = scripted_engine(
+        Reply(tool_calls=[("rethink", {"reason": "a"})]), Reply("答案"), max_tool_iterations=1
+    )
+    await engine.run_turn(conv(), Message.user("x"), system="s", options={"language": "zh"})
+    final = provider.requests[1]
+    assert final.tools == [] and "工具调用次数已经用完" in final.system
+    assert "tool budget" not in final.system
+
+
+async def test_preamble_messages_reach_every_call_and_not_the_transcript() -> None:
+    engine, provider, _ = scripted_engine(
+        Reply(tool_calls=[("rethink", {"reason": "a"})]), Reply("done")
+    )
+    c = conv()
+    skill = Message.user("skill: be brief")
+    await engine.run_turn(c, Message.user("x"), system="s", preamble=[skill])
+    assert [r.messages[0].content for r in provider.requests] == ["skill: be brief"] * 2
+    assert all(m.content != "skill: be brief" for m in c.messages)
+
+
 async def test_retry_honours_retry_after() -> None:
     engine, provider, sleep = scripted_engine(
         Fail(ErrorKind.RATE_LIMIT, status=429, retry_after=7.0), Reply("ok")

@@ -15,9 +15,21 @@ from engine.errors import ErrorKind
 from engine.providers.base import ModelRequest
 from engine.providers.offline import Fail, OfflineProvider, Reply
 from protocol.settings import GroupSettingsPatch
-from protocol.tasks import DraftAction, DraftStatus, PlanMode, RunStatus, TaskStatus
+from protocol.tasks import (
+    Attempt,
+    DraftAction,
+    DraftStatus,
+    Plan,
+    PlanMode,
+    Run,
+    RunRole,
+    RunStatus,
+    Task,
+    TaskAction,
+    TaskStatus,
+)
 from tests.fixtures.ray_cluster import MakeRuntime
-from tests.group_helpers import ROSTER, all_events, persona_of, results
+from tests.group_helpers import ROSTER, all_events, notices, persona_of, results
 
 NODE_DELAY_S = 0.5
 TEAM_PLAN = {
@@ -188,3 +200,90 @@ async def test_fallbacks_plain_chat_then_a_single_run(make_runtime: MakeRuntime)
     assert task.status is TaskStatus.REVIEW
     abandoned = await client.abandon_task(task.id, "ann")
     assert abandoned.status is TaskStatus.ABANDONED
+
+
+async def test_the_loop_guard_bounds_a_team(make_runtime: MakeRuntime) -> None:
+    rt = make_runtime(provider_overrides={"offline": OfflineProvider(team_model)})
+    settings = GroupSettingsPatch(team_mode=True, max_turns_per_message=2)
+    group = await rt.create_group("launch", ROSTER, settings=settings)
+    client = rt.group(group.id)
+    await client.ingest("ann", "Plan our product launch for March")
+    await client.team_idle()
+    store = await rt.store()
+    [task] = await store.list_tasks(group.id)
+    attempt = task.attempt
+    assert attempt is not None
+    runs = {r.id: r for r in attempt.runs}
+    # Two turns per message: the two independent nodes; nothing after them.
+    assert runs["market"].status is RunStatus.DONE and runs["tech"].status is RunStatus.DONE
+    for refused in ("message", "synthesis"):
+        assert runs[refused].status is RunStatus.FAILED
+        assert (runs[refused].error or "").startswith("loop guard"), runs[refused]
+    assert attempt.failed and task.status is TaskStatus.REVIEW
+    rules = [n["detail"]["rule"] for n in notices(await all_events(rt, group.id))]
+    assert rules == ["turn_budget"]
+
+
+async def test_a_restarted_coordinator_ends_the_attempt_it_lost(make_runtime: MakeRuntime) -> None:
+    rt = make_runtime()
+    group = await rt.create_group("launch", ROSTER)
+    store = await rt.store()
+    running = Run(id="single", role=RunRole.SINGLE, vp="steve", status=RunStatus.RUNNING)
+    lost = Task(
+        id="task_lost",
+        group_id=group.id,
+        title="Lost",
+        goal="plan it",
+        status=TaskStatus.RUNNING,
+        created_by="ann",
+        created_at=1.0,
+        updated_at=1.0,
+        attempts=[
+            Attempt(
+                index=1,
+                request="plan it",
+                message_id="msg_1",
+                action=TaskAction.NEW_TASK,
+                plan=Plan(mode=PlanMode.SINGLE, vp="steve"),
+                runs=[running],
+                started_at=1.0,
+            )
+        ],
+    )
+    await store.save_task(lost)
+    # A new deployment on the same store: its coordinator recovers before any turn call.
+    again = make_runtime()
+    await again.group(group.id).cancel()
+    recovered = await store.get_task(group.id, "task_lost")
+    assert recovered is not None and recovered.status is TaskStatus.REVIEW
+    assert recovered.attempt is not None and recovered.attempt.failed
+    [run] = recovered.attempt.runs
+    assert run.status is RunStatus.FAILED and run.error == "the server restarted"
+    [notice] = notices(await all_events(rt, group.id))
+    assert notice["detail"]["rule"] == "task_interrupted"
+    assert await store.active_task(group.id) == recovered
+
+
+async def test_the_offline_model_runs_a_team_of_five(make_runtime: MakeRuntime) -> None:
+    # What a new user gets from `make run` with no API key: the offline model
+    # answers the router, the planner, the skills and the learning by itself.
+    rt = make_runtime()
+    five = ["steve", "linus", "martin", "grace", "ada"]
+    group = await rt.create_group("launch", five, settings=GroupSettingsPatch(team_mode=True))
+    client = rt.group(group.id)
+    await client.ingest("ann", "Please write a launch plan for our new app")
+    await client.team_idle()
+    store = await rt.store()
+    [task] = await store.list_tasks(group.id)
+    attempt = task.attempt
+    assert attempt is not None and attempt.plan is not None
+    assert attempt.plan.mode is PlanMode.TEAM and not attempt.plan.fallback
+    nodes = [r for r in attempt.runs if r.role is RunRole.NODE]
+    assert len(nodes) >= 2 and all(r.status is RunStatus.DONE for r in nodes)
+    assert attempt.run("synthesis") is not None and not attempt.failed
+    await client.accept_task(task.id, "ann")
+    await client.team_idle()
+    done = await store.get_task(group.id, task.id)
+    assert done is not None and done.draft_id
+    draft = await store.get_skill_draft(done.draft_id)
+    assert draft is not None and draft.safety.ok, draft
