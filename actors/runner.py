@@ -319,7 +319,9 @@ class TurnRunner:
             ctx.conv,
             ctx.trigger,
             system=system,
-            emit=self._feed,
+            # A task's run notes its tool calls for the evidence; a chat turn
+            # streams straight to the writer (no extra step per token).
+            emit=self.writer.feed if delegation is None else self._feed,
             ctx=ctx.tools,
             allowed_tools=ctx.allowed,
             abort=self.abort,

@@ -321,6 +321,11 @@ class AttemptRun:
         run.skills = [
             ActivatedSkill(name=s.name, version=s.version, source=str(s.source)) for s in skills
         ]
+        if self.stopped:
+            # Abandoned or cancelled while its skills were being chosen.
+            run.status, run.error = RunStatus.SKIPPED, "stopped"
+            await self.s.board.publish(self.task)
+            return
         refusal = await self.s.admit(self.group, self.attempt.message_id, run.vp)
         if refusal is not None:
             run.status, run.error = RunStatus.FAILED, refusal

@@ -29,7 +29,14 @@ from protocol.tasks import (
     TaskStatus,
 )
 from tests.fixtures.ray_cluster import MakeRuntime
-from tests.group_helpers import ROSTER, all_events, notices, persona_of, results
+from tests.group_helpers import (
+    ROSTER,
+    all_events,
+    last_is_tool_result,
+    notices,
+    persona_of,
+    results,
+)
 
 NODE_DELAY_S = 0.5
 TEAM_PLAN = {
@@ -82,6 +89,8 @@ def team_model(request: ModelRequest) -> Reply | Fail:
     if _prompt(request).startswith("Synthesis instruction"):
         seen = sorted(set(re.findall(r"OUT-\w+", request.system)))
         return Reply("SYNTH " + " ".join(seen))
+    if me == "linus" and not last_is_tool_result(request):
+        return Reply(tool_calls=[("rethink", {"reason": "check the risks"})])
     saw = "saw-steve" if "OUT-steve" in request.system else "alone"
     return Reply(f"OUT-{me} {saw} skills={skills}", delay=NODE_DELAY_S)
 
@@ -113,6 +122,8 @@ async def test_a_team_answers_in_parallel_and_one_vp_synthesises(
     # Skills: only names from the candidates reach a run, as activation messages.
     assert [s.name for s in market.skills] == ["launch-plan"]
     assert "skills=1" in market.output
+    # A node's tool calls are part of the evidence.
+    assert [(t.tool, t.ok) for t in tech.tools] == [("rethink", True)]
     # The synthesis read every node's output.
     assert runs["synthesis"].output == "SYNTH OUT-linus OUT-martin OUT-steve"
     assert attempt.final_run == "synthesis"
@@ -125,7 +136,7 @@ async def test_a_team_answers_in_parallel_and_one_vp_synthesises(
     assert tagged == {"market", "tech", "message", "synthesis"}
     [evidence] = await store.evidence_of(group.id, task.id)
     assert evidence.final_output == runs["synthesis"].output
-    assert evidence.mode is PlanMode.TEAM
+    assert evidence.mode is PlanMode.TEAM and evidence.tool_names == ["rethink"]
 
     accepted = await client.accept_task(task.id, "ann")
     assert accepted.status is TaskStatus.ACCEPTED and accepted.accepted_by == "ann"
