@@ -100,6 +100,7 @@ async def revise_task(
 
 @router.post("/api/groups/{group_id}/tasks/{task_id}/abandon")
 async def abandon_task(group_id: str, task_id: str, user: User, ctx: Ctx) -> dict[str, Any]:
+    """Drop the task: it will not be worked on or accepted; a running attempt is stopped."""
     group = await ctx.groups.member_group(user, group_id)
     client = ctx.runtime.group(group.id)
     task = await _coordinator_call(
@@ -133,7 +134,9 @@ async def publish_draft(draft_id: str, user: User, ctx: Ctx) -> dict[str, Any]:
     draft = await store.get_skill_draft(draft_id)
     if draft is None:
         raise not_found("draft")
-    if draft.status is DraftStatus.BLOCKED:
+    # The report is checked too, not only the status: a draft whose check failed
+    # must never become a skill, whatever status a bug or an old record gave it.
+    if draft.status is DraftStatus.BLOCKED or not draft.safety.ok:
         problems = "; ".join(draft.safety.problems) or "it failed the safety check"
         raise GatewayError(ErrorCode.CONFLICT, f"this draft cannot be published: {problems}")
     if draft.status is DraftStatus.PUBLISHED:

@@ -8,9 +8,12 @@ about success and writes no prompt for another attempt. Only a person's
 acceptance ends a task, and :func:`accept` then marks, on the evidence of
 every attempt, which run's output was accepted.
 
-:func:`render_evidence` turns one record into bounded plain text: learning
-puts it in a model prompt and the UI shows it, so it reads well and never
-grows past its ``max_chars``, however long the outputs were.
+:func:`render_evidence` turns one record into bounded plain text. It is the
+one way an attempt is written out: learning puts each attempt of a task in
+its draft prompt with it (:func:`team.skills.drafts.render_attempts` splits
+the room among them) and people read the same text, so it reads well, marks
+the accepted run and each tool call's outcome, and never grows past its
+``max_chars``, however long the outputs were.
 
 Evidence holds copies of the runs, so a record stays what it was when the
 attempt ended even if the task object changes later.
@@ -88,9 +91,10 @@ def _fair_shares(lengths: Sequence[int], budget: int) -> list[int]:
     return shares
 
 
-def _run_head(run: Run) -> list[str]:
+def _run_head(run: Run, accepted: bool) -> list[str]:
     """A run's lines without its output: who, what, status, skills, tools, error."""
-    lines = [f"- {run.role.value} {run.id}: {run.vp}, {run.status.value}"]
+    mark = " (accepted)" if accepted else ""
+    lines = [f"- {run.role.value} {run.id}: {run.vp}, {run.status.value}{mark}"]
     if run.task:
         lines.append(f"  task: {_cut(run.task, _TASK_CHARS)}")
     if run.depends_on:
@@ -113,7 +117,8 @@ def render_evidence(evidence: Evidence, max_chars: int = 6000) -> str:
     The head (goal, request, mode, each run's facts) comes first; the run
     outputs and the final output share what room is left, short ones whole
     and long ones cut evenly. The final run's output appears once, as the
-    final output.
+    final output. The run ``evidence.accepted_run`` names is marked
+    "(accepted)"; each tool call says whether it was ok or failed.
     """
     head = [
         f"Task goal: {_cut(evidence.goal, _HEAD_CHARS)}",
@@ -124,7 +129,7 @@ def render_evidence(evidence: Evidence, max_chars: int = 6000) -> str:
         head.append(f"Tools used: {', '.join(evidence.tool_names)}")
     if evidence.accepted_run:
         head.append(f"Accepted run: {evidence.accepted_run}")
-    blocks = [_run_head(run) for run in evidence.runs]
+    blocks = [_run_head(run, run.id == evidence.accepted_run) for run in evidence.runs]
     # The outputs to fit: each run's but the final run's, then the final output.
     outputs: list[str] = []
     for run, block in zip(evidence.runs, blocks, strict=True):

@@ -30,7 +30,7 @@ from protocol.tasks import (
     ToolUse,
 )
 from team.calls import CallFailed, ModelCall, Purpose
-from team.skills import check_draft, render_evidence, synthesize_draft
+from team.skills import check_draft, render_attempts, synthesize_draft
 from team.skills.safety import CONTENT_MAX, DESCRIPTION_MAX
 
 
@@ -157,7 +157,7 @@ async def test_new_draft_from_the_model_with_every_prompt_section() -> None:
         "Run-selected tool names:\nweb_fetch",
         "Task summaries:\n- Title: Plan the Q3 launch\n  Goal: A launch plan for v2 in Q3\n"
         "  Attempts: 1",
-        "Evidence:\nAttempt 1 (team) request: plan it",
+        "Evidence:\nAttempt 1 of 1 (accepted):\nTask goal: A launch plan for v2 in Q3",
         "final_accepted_run_id:\nsynthesis (attempt 1)",
     ]
     positions = [call.prompt.index(section) for section in sections]
@@ -266,21 +266,38 @@ async def test_unknown_tools_block_a_draft_when_the_known_tools_are_given() -> N
     assert draft.safety.problems == ["the tool 'launch_rocket' is not a tool this server knows"]
 
 
-def test_render_evidence_stays_short_and_marks_the_accepted_run() -> None:
+def test_render_attempts_stays_short_and_marks_the_accepted_run() -> None:
     long_output = "word " * 5_000
     evidence = [
         make_evidence(output=long_output, attempt=1),
         make_evidence(output=long_output, attempt=2),
         make_evidence(output=long_output, attempt=3),
     ]
-    text = render_evidence(evidence)
+    text = render_attempts(evidence)
     assert len(text) <= 6_000
-    assert text.startswith("Attempt 1 (team) request: plan it")
-    assert "Attempt 3 (team)" in text
-    assert "Run synthesis [synthesis] vp=bob status=done (accepted)" in text
-    assert "tools=web_fetch(ok), read_file(failed)" in text
-    assert "Final output (run synthesis):\n    # Q3 launch plan" in text
-    assert render_evidence([]) == "(none)"
+    assert text.startswith("Attempt 1 of 3:\nTask goal: A launch plan for v2 in Q3")
+    assert "Request (attempt 1): plan it\nMode: team" in text
+    blocks = text.split("\n\nAttempt ")
+    assert [b.split(":")[0] for b in blocks] == ["Attempt 1 of 3", "2 of 3", "3 of 3 (accepted)"]
+    # accept() names "synthesis" on every attempt; only the accepted attempt's run is marked.
+    assert text.count("(accepted)") == 2
+    assert "- synthesis synthesis: bob, done (accepted)" in blocks[2]
+    assert "  tool web_fetch ok\n  tool read_file failed" in text
+    assert "Final output (synthesis):\n# Q3 launch plan" in text
+    # The accepted attempt has half of the room; the others share the rest.
+    assert len(blocks[2]) > len(blocks[0]) + 1_000
+    assert len(blocks[2]) > len(blocks[1]) + 1_000
+    assert render_attempts([]) == "(none)"
+
+
+async def test_the_draft_prompt_shows_the_evidence_of_every_attempt() -> None:
+    model = Scripted(answer(name="q3-plan"))
+    evidence = [make_evidence(attempt=1), make_evidence(attempt=2)]
+    await draft_from(model, evidence)
+    prompt = model.calls[0].prompt
+    assert "Evidence:\nAttempt 1 of 2:\nTask goal:" in prompt
+    assert "Attempt 2 of 2 (accepted):" in prompt
+    assert "- node n1: alice, done\n  task: Draft the timeline" in prompt
 
 
 # --- safety -------------------------------------------------------------------

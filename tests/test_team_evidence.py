@@ -136,13 +136,22 @@ def test_rendering_shows_every_fact() -> None:
         "  output: market is large",
         "- node tech: linus, failed",
         "  error: the turn was lost",
-        "- synthesis synthesis: ada, done",
+        "- synthesis synthesis: ada, done (accepted)",
         "  depends on: market, tech",
         "Final output (synthesis):\nLaunch in April.",
     ]:
         assert expected in text, expected
     # The final run's output is shown once, as the final output.
     assert text.count("Launch in April.") == 1
+    # Only the accepted run is marked.
+    assert text.count("(accepted)") == 1
+
+
+def test_rendering_before_acceptance_marks_no_run() -> None:
+    a = attempt(plan=Plan(mode=PlanMode.TEAM), runs=team_runs())
+    text = render_evidence(build_evidence(task(a), a, 1.0))
+    assert "(accepted)" not in text and "Accepted run:" not in text
+    assert "- synthesis synthesis: ada, done\n" in text
 
 
 def test_rendering_stays_within_its_bound_and_keeps_every_run() -> None:

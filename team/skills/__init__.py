@@ -19,7 +19,7 @@ from team.skills.drafts import (
     choose_action,
     evidence_tool_names,
     related_skills,
-    render_evidence,
+    render_attempts,
     synthesize_draft,
 )
 from team.skills.guidance import EPHEMERAL_PREFIX, ephemeral_guidance, fallback_guidance
@@ -62,7 +62,7 @@ __all__ = [
     "parse_skill",
     "pick_names",
     "related_skills",
-    "render_evidence",
+    "render_attempts",
     "render_skill",
     "resolve_node_skills",
     "slugify",

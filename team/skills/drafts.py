@@ -10,13 +10,15 @@ model:
 - none → ``new``; exactly one → ``revise`` that skill (the draft keeps its
   name, so publishing replaces it); two or more → ``merge`` them.
 
-The model (``Purpose.DRAFT``) writes the front matter, the body and the
-reason for the change. Its answer is normalised: the name becomes a slug, an
-empty tools list is filled from the tools the runs used, and a missing
-description or body, or an answer that is not JSON, gives a local draft built
-from the evidence instead. Every draft then passes the deterministic safety
-check (:mod:`team.skills.safety`); a draft that fails is ``blocked`` and can
-never be published.
+The model (``Purpose.DRAFT``) is shown every attempt's evidence, each written
+by :func:`team.evidence.render_evidence` (:func:`render_attempts` gives the
+accepted attempt the larger share of the room), and writes the front matter,
+the body and the reason for the change. Its answer is normalised: the name
+becomes a slug, an empty tools list is filled from the tools the runs used,
+and a missing description or body, or an answer that is not JSON, gives a
+local draft built from the evidence instead. Every draft then passes the
+deterministic safety check (:mod:`team.skills.safety`); a draft that fails is
+``blocked`` and can never be published.
 """
 
 from __future__ import annotations
@@ -31,7 +33,6 @@ from protocol.tasks import (
     DraftStatus,
     Evidence,
     PlanMode,
-    Run,
     SafetyReport,
     Skill,
     SkillDraft,
@@ -39,6 +40,7 @@ from protocol.tasks import (
     Task,
 )
 from team.calls import Complete, ModelCall, Purpose, parse_json_object
+from team.evidence import render_evidence
 from team.skills.common import ask, describe_error, excerpt, one_line
 from team.skills.guidance import EPHEMERAL_PREFIX
 from team.skills.loader import slugify, strip_front_matter
@@ -50,7 +52,7 @@ __all__ = [
     "evidence_tool_names",
     "fallback_body",
     "related_skills",
-    "render_evidence",
+    "render_attempts",
     "synthesize_draft",
 ]
 
@@ -128,50 +130,32 @@ def _accepted(evidence: Sequence[Evidence]) -> Evidence | None:
     return evidence[-1] if evidence else None
 
 
-def _run_line(run: Run, accepted: bool) -> str:
-    tools = ", ".join(f"{use.tool}({'ok' if use.ok else 'failed'})" for use in run.tools)
-    line = f"  Run {run.id} [{run.role.value}] vp={run.vp} status={run.status.value}"
-    if tools:
-        line += f" tools={tools}"
-    return line + (" (accepted)" if accepted else "")
+def render_attempts(evidence: Sequence[Evidence], limit: int = EVIDENCE_CHARS) -> str:
+    """Every attempt's evidence as prompt text of at most ``limit`` characters, oldest first.
 
-
-def _render_attempt(item: Evidence, budget: int) -> str:
-    """One attempt: its request, each run (task, output excerpt, tools), the final output."""
-    per_run = max(120, budget // (len(item.runs) + 3))
-    lines = [f"Attempt {item.attempt} ({item.mode.value}) request: {one_line(item.request, 400)}"]
-    for run in item.runs:
-        lines.append(_run_line(run, run.id == item.accepted_run))
-        if run.task:
-            lines.append(f"    Task: {one_line(run.task, 300)}")
-        if run.error:
-            lines.append(f"    Error: {one_line(run.error, 200)}")
-        if run.output:
-            lines.append(f"    Output: {one_line(run.output, per_run)}")
-    if item.final_output:
-        final = excerpt(item.final_output, per_run * 2)
-        lines.append(f"  Final output (run {item.final_run or '?'}):")
-        lines.extend(f"    {line}" for line in final.splitlines() if line.strip())
-    return excerpt("\n".join(lines), budget)
-
-
-def render_evidence(evidence: Sequence[Evidence], limit: int = EVIDENCE_CHARS) -> str:
-    """The evidence as prompt text of at most ``limit`` characters, oldest attempt first.
-
-    The accepted attempt gets at least half of the room: it is what the
-    skill should teach; earlier attempts share the rest.
+    Each attempt is written by :func:`team.evidence.render_evidence` under a
+    heading that names it. The accepted attempt gets at least half of the
+    room: it is what the skill should teach; earlier attempts share the rest.
     """
     if not evidence:
         return "(none)"
     accepted = _accepted(evidence)
     others = len(evidence) - 1
-    main_budget = limit if others == 0 else limit // 2
-    other_budget = (limit - main_budget) // others if others else 0
-    blocks = [
-        _render_attempt(item, main_budget if item is accepted else other_budget)
-        for item in evidence
-    ]
-    return excerpt("\n\n".join(blocks), limit)
+    # The blank lines between the blocks come out of the room first.
+    room = limit - 2 * others
+    main_budget = room if others == 0 else room // 2
+    other_budget = (room - main_budget) // others if others else 0
+    label = "accepted" if accepted is not None and accepted.accepted_run else "newest"
+    blocks = []
+    for item in evidence:
+        chosen = item is accepted
+        heading = f"Attempt {item.attempt} of {len(evidence)}" + (f" ({label}):" if chosen else ":")
+        # accept() names the accepted run on every attempt's evidence, and run ids
+        # ("synthesis", "n1") repeat across attempts: only the chosen attempt's run was accepted.
+        shown = item if chosen else item.model_copy(update={"accepted_run": None})
+        budget = (main_budget if chosen else other_budget) - len(heading) - 1
+        blocks.append(f"{heading}\n{render_evidence(shown, max(budget, 0))}")
+    return "\n\n".join(blocks)[:limit]
 
 
 def _candidate_kind(evidence: Sequence[Evidence]) -> str:
@@ -246,7 +230,7 @@ def _prompt(
         f"Called tool names:\n{_listed(_called_tools(evidence))}",
         f"Run-selected tool names:\n{_listed(_selected_tools(evidence))}",
         f"Task summaries:\n{_task_summary(task, accepted)}",
-        f"Evidence:\n{render_evidence(evidence)}",
+        f"Evidence:\n{render_attempts(evidence)}",
         f"final_accepted_run_id:\n{_accepted_run_id(accepted)}",
         _rules(action, related),
         "Return JSON only with keys: frontmatter, content, change_reason.",
