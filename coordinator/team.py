@@ -106,6 +106,7 @@ class TeamDesk:
         # attempt and the person's accept/abandon change the same object.
         self._live: dict[str, Task] = {}
         self._jobs: set[asyncio.Task[None]] = set()
+        self._verdicts: dict[str, asyncio.Lock] = {}
 
     def complete_for(self, group: Group) -> VPComplete:
         vp = group.default_vp or group.roster[0]
@@ -272,10 +273,7 @@ class TeamDesk:
     async def revise(self, group: Group, task_id: str, by: str, text: str) -> Task:
         """A person asks for another attempt with changes (the task card's Revise)."""
         task = await self._task(group.id, task_id)
-        if task.status is not TaskStatus.REVIEW:
-            raise GroupError(
-                GroupErrorCode.CONFLICT, f"the task is {task.status.value}: only one in review"
-            )
+        _require_review(task, "revised")
         message = GroupMessage(
             author=by, role="user", text=text, meta={"trigger": "task", "taskId": task.id}
         )
@@ -286,32 +284,42 @@ class TeamDesk:
         return task
 
     # -- the person's verdict ----------------------------------------------------
+    def _verdict_lock(self, task_id: str) -> asyncio.Lock:
+        """One verdict at a time per task: two people accepting at once accept it once."""
+        return self._verdicts.setdefault(task_id, asyncio.Lock())
+
     async def accept(self, group: Group, task_id: str, by: str) -> Task:
         """The person accepts the newest attempt's answer: the task is done."""
-        task = await self._task(group.id, task_id)
-        if task.status is not TaskStatus.REVIEW:
-            raise GroupError(
-                GroupErrorCode.CONFLICT,
-                f"the task is {task.status.value}: only a task in review can be accepted",
-            )
-        task.accepted_by = by
-        task.advance(TaskStatus.ACCEPTED, self.s.clock())
-        attempt = task.attempt
-        evidence = await self.s.store.evidence_of(group.id, task.id)
-        if attempt is not None and attempt.final_run:
-            for item in accept_evidence(evidence, attempt.final_run):
-                await self.s.store.save_evidence(item)
-        await self.s.board.publish(task)
+        async with self._verdict_lock(task_id):
+            task = await self._task(group.id, task_id)
+            _require_review(task, "accepted")
+            attempt = task.attempt
+            if attempt is None or attempt.failed or not attempt.final_run:
+                raise GroupError(
+                    GroupErrorCode.CONFLICT,
+                    "the last attempt gave no answer to accept: revise the task or abandon it",
+                )
+            task.accepted_by = by
+            task.advance(TaskStatus.ACCEPTED, self.s.clock())
+            # The final attempt's answer is the accepted one (run ids repeat per attempt).
+            for item in await self.s.store.evidence_of(group.id, task.id):
+                if item.attempt == attempt.index:
+                    [marked] = accept_evidence([item], attempt.final_run)
+                    await self.s.store.save_evidence(marked)
+            await self.s.board.publish(task)
         self._spawn(self._learn(group, task), f"learning from {task.id}")
         return task
 
     async def abandon(self, group: Group, task_id: str, by: str) -> Task:
         """The person drops the task; a running attempt's turns are stopped."""
-        task = await self._task(group.id, task_id)
-        if not task.open:
-            raise GroupError(GroupErrorCode.CONFLICT, f"the task is {task.status.value} already")
-        task.advance(TaskStatus.ABANDONED, self.s.clock())
-        await self.s.board.publish(task)
+        async with self._verdict_lock(task_id):
+            task = await self._task(group.id, task_id)
+            if not task.open:
+                raise GroupError(
+                    GroupErrorCode.CONFLICT, f"the task is {task.status.value} already"
+                )
+            task.advance(TaskStatus.ABANDONED, self.s.clock())
+            await self.s.board.publish(task)
         attempt = task.attempt
         running = [r for r in attempt.runs if r.status is RunStatus.RUNNING] if attempt else []
         for run in running:
@@ -363,6 +371,14 @@ class TeamDesk:
             )
             ended += 1
         return ended
+
+
+def _require_review(task: Task, verdict: str) -> None:
+    if task.status is not TaskStatus.REVIEW:
+        raise GroupError(
+            GroupErrorCode.CONFLICT,
+            f"the task is {task.status.value}: only a task in review can be {verdict}",
+        )
 
 
 def _history(task: Task) -> str:

@@ -4,8 +4,10 @@ Reading goes to the store; every change of a task goes through the group's
 coordinator (``coordinator.team``), which owns the group's tasks and
 announces each change as a ``task_changed`` event. Every route needs a
 session and, for a group's task, membership (a group the user is not in is
-a 404). Skills and drafts are the deployment's: any signed-in user reads
-them and may publish a draft that passed the safety check.
+a 404). Published skills are the deployment's: any signed-in user reads
+them. A draft quotes the conversation of the group it was learned in, so
+only that group's members see it, and publish it once it passed the safety
+check.
 """
 
 from __future__ import annotations
@@ -117,13 +119,21 @@ async def list_skills(user: User, ctx: Ctx) -> dict[str, Any]:
     return {"skills": [s.model_dump(mode="json", by_alias=True) for s in library.all()]}
 
 
+async def _member_of(ctx: Ctx, user: str) -> set[str]:
+    return {g.id for g in await ctx.groups.list_for(user)}
+
+
 @router.get("/api/skills/drafts")
 async def list_drafts(
     user: User, ctx: Ctx, status: Annotated[DraftStatus | None, Query()] = None
 ) -> dict[str, Any]:
-    """Skill drafts learned from accepted tasks, newest first."""
+    """Skill drafts learned from the user's groups' accepted tasks, newest first.
+
+    A draft quotes its group's conversation, so only that group's members see it.
+    """
     store = await ctx.runtime.store()
-    drafts = await store.list_skill_drafts(status)
+    groups = await _member_of(ctx, user)
+    drafts = [d for d in await store.list_skill_drafts(status) if d.group_id in groups]
     return {"drafts": [d.model_dump(mode="json", by_alias=True) for d in drafts]}
 
 
@@ -132,7 +142,7 @@ async def publish_draft(draft_id: str, user: User, ctx: Ctx) -> dict[str, Any]:
     """Publish a draft: from now on the planner's skill selection may pick it."""
     store = await ctx.runtime.store()
     draft = await store.get_skill_draft(draft_id)
-    if draft is None:
+    if draft is None or draft.group_id not in await _member_of(ctx, user):
         raise not_found("draft")
     # The report is checked too, not only the status: a draft whose check failed
     # must never become a skill, whatever status a bug or an old record gave it.

@@ -171,8 +171,11 @@ async def test_a_learned_draft_is_published_once(
     assert reply.status_code == 200, reply.text
     await gw.runtime.group(gid).team_idle()
 
-    # Any signed-in user reads the deployment's drafts, not only the group's members.
-    [draft] = (await gw.http.get("/api/skills/drafts", headers=bob)).json()["drafts"]
+    # A draft quotes its group: only the group's members see it or publish it.
+    assert (await gw.http.get("/api/skills/drafts", headers=bob)).json() == {"drafts": []}
+    [draft] = (await gw.http.get("/api/skills/drafts", headers=ann)).json()["drafts"]
+    outsider = await gw.http.post(f"/api/skills/drafts/{draft['id']}/publish", headers=bob)
+    assert _error(outsider, 404)["message"] == "draft not found"
     assert draft["taskId"] == task["id"] and draft["groupId"] == gid
     # The runs used the built-in launch-plan skill: the draft revises it.
     assert (draft["action"], draft["name"], draft["status"]) == ("revise", "launch-plan", "draft")
@@ -183,10 +186,10 @@ async def test_a_learned_draft_is_published_once(
     none = await gw.http.get("/api/skills/drafts", params={"status": "published"}, headers=ann)
     assert none.json() == {"drafts": []}
 
-    published = await gw.http.post(f"/api/skills/drafts/{draft['id']}/publish", headers=bob)
+    published = await gw.http.post(f"/api/skills/drafts/{draft['id']}/publish", headers=ann)
     assert published.status_code == 200, published.text
     body = published.json()
-    assert body["draft"]["status"] == "published" and body["draft"]["publishedBy"] == "bob"
+    assert body["draft"]["status"] == "published" and body["draft"]["publishedBy"] == "ann"
     assert body["skill"]["name"] == "launch-plan" and body["skill"]["source"] == "learned"
     skills = (await gw.http.get("/api/skills", headers=ann)).json()["skills"]
     # The learned skill replaces the built-in of its name; the others stay.
@@ -207,11 +210,12 @@ async def test_a_blocked_or_unknown_draft_is_never_published(
 ) -> None:
     gw = await _gateway(start_gateway, make_runtime)
     ann = gw.auth("ann")
+    gid = await _group(gw, "ann")
     problem = "the content runs `rm -rf /`"
     blocked = SkillDraft(
         id="draft_blocked",
         task_id="task_1",
-        group_id="grp_1",
+        group_id=gid,
         action=DraftAction.NEW,
         name="cleanup",
         description="Clean up a machine.",

@@ -82,6 +82,16 @@ export const api = {
   regenerate: (id, messageId) =>
     request('POST', `/api/groups/${enc(id)}/messages/${enc(messageId)}/regenerate`),
   exportUrl: (id, format) => `/api/groups/${enc(id)}/export?format=${enc(format)}`,
+  // Team mode (gateway/tasks_http.py): a group's tasks, the person's verdict, skill drafts.
+  tasks: async (id) => listOf(await request('GET', `/api/groups/${enc(id)}/tasks`), 'tasks'),
+  task: (id, taskId) => request('GET', `/api/groups/${enc(id)}/tasks/${enc(taskId)}`),
+  acceptTask: (id, taskId) => request('POST', `/api/groups/${enc(id)}/tasks/${enc(taskId)}/accept`),
+  reviseTask: (id, taskId, text) =>
+    request('POST', `/api/groups/${enc(id)}/tasks/${enc(taskId)}/revise`, { text }),
+  abandonTask: (id, taskId) => request('POST', `/api/groups/${enc(id)}/tasks/${enc(taskId)}/abandon`),
+  skills: async () => listOf(await request('GET', '/api/skills'), 'skills'),
+  drafts: async () => listOf(await request('GET', '/api/skills/drafts'), 'drafts'),
+  publishDraft: (draftId) => request('POST', `/api/skills/drafts/${enc(draftId)}/publish`),
   messages: (id, { before, limit } = {}) => {
     const query = new URLSearchParams();
     if (before) query.set('before', before);

@@ -24,6 +24,7 @@ import { MessageOps } from './messageops.js';
 import { SearchBox } from './search.js';
 import { handleServerError } from './servererrors.js';
 import { closeSidebar, mountDrawer, Sidebar } from './sidebar.js';
+import { TaskCards } from './tasks.js';
 import { presenceChip, Timeline } from './timeline.js';
 
 const HISTORY_PAGE = 100;
@@ -67,13 +68,20 @@ const timeline = new Timeline({
   onChange: () => updateStopAll(),
   onTurnEnd: (bubble) => {
     if (conversations.active) return; // read marks, usage and late fetches are per group
-    if (bubble.joinedLate && state.groupId) fetchWholeReply(state.groupId, bubble);
+    if (bubble.joinedLate && state.groupId) {
+      const groupId = state.groupId;
+      ops.fetchWholeReply(groupId, bubble, () => state.groupId === groupId);
+    }
     if (bubble.messageId) inbox.read(state.groupId, bubble.messageId);
     ops.refreshUsage();
   },
   onDelete: (messageId, failed) => ops.deleteMessage(messageId, failed),
   onRegenerate: (bubble) => ops.regenerate(bubble),
+  onBubble: (bubble) => taskCards.labelBubble(bubble),
 });
+
+// Team mode: a card per task, under the message that started it (tasks.js).
+const taskCards = new TaskCards({ timeline, persona, toast: (text, kind) => toast(text, kind) });
 
 const ops = new MessageOps({
   groupId: () => (conversations.active ? null : state.groupId),
@@ -342,8 +350,12 @@ async function selectGroup(groupId) {
   if (groupFromHash() !== groupId) history.replaceState(null, '', `#g=${groupId}`);
   state.loading = true;
   let page;
+  let tasks;
   try {
-    page = await api.messages(groupId, { limit: HISTORY_PAGE });
+    [page, tasks] = await Promise.all([
+      api.messages(groupId, { limit: HISTORY_PAGE }),
+      taskCards.fetch(groupId),
+    ]);
   } catch (err) {
     if (token !== state.loadToken) return;
     state.loading = false;
@@ -356,6 +368,7 @@ async function selectGroup(groupId) {
   state.loading = false;
   const messages = page?.messages || [];
   timeline.renderHistory(messages);
+  taskCards.show(tasks);
   const ended = new Set(messages.map((m) => m.meta?.turnId).filter(Boolean));
   askDialog.restore(groupId, ended);
   state.oldestId = messages[0]?.id || null;
@@ -397,30 +410,6 @@ function openConversation(id) {
   composer.focus();
 }
 
-/**
- * A reply the page joined in the middle is stored whole once it ends (just
- * after its result frame); fetch it and show it in full.
- */
-async function fetchWholeReply(groupId, bubble) {
-  for (let attempt = 0; attempt < 6; attempt += 1) {
-    await new Promise((resolve) => setTimeout(resolve, 250 * 2 ** attempt));
-    if (state.groupId !== groupId) return;
-    try {
-      const page = await api.messages(groupId, { limit: 50 });
-      const stored = (page?.messages || []).find(
-        (m) => m.role === 'assistant' && m.meta?.turnId === bubble.turnId,
-      );
-      if (stored) {
-        timeline.mutate(() => bubble.replaceText(stored.text));
-        return;
-      }
-    } catch {
-      // Try again; the bubble keeps the part that was seen meanwhile.
-    }
-  }
-  bubble.lateFetchFailed();
-}
-
 $('load-older').addEventListener('click', () => loadOlder());
 
 async function loadOlder() {
@@ -431,6 +420,7 @@ async function loadOlder() {
     if (groupId !== state.groupId) return;
     const messages = page?.messages || [];
     timeline.renderHistory(messages, { prepend: true });
+    taskCards.reanchor();
     state.oldestId = messages[0]?.id || state.oldestId;
     $('older').hidden = !(page?.hasMore ?? messages.length >= HISTORY_PAGE);
   } catch (err) {
@@ -503,6 +493,10 @@ function handleFrame(frame) {
       if (frame.groupId !== state.groupId || state.loading) return;
       timeline.changed(frame);
       if (frame.change === 'deleted') inbox.refresh();
+      break;
+    case 'task_changed':
+      if (frame.groupId !== state.groupId || state.loading) return;
+      taskCards.changed(frame);
       break;
     case 'claude_output': {
       const output = conversations.toGroupFrame(frame, connection);

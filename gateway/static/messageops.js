@@ -1,6 +1,7 @@
 // What the page does with messages beyond showing them: delete one's own,
-// regenerate a VP's reply, keep the group's usage total in the header, and
-// drop queued messages too large to ever be sent.
+// regenerate a VP's reply, fetch a reply joined mid-way whole, keep the
+// group's usage total in the header, and drop queued messages too large to
+// ever be sent.
 
 import { api } from './api.js';
 import { frameBytes } from './composer.js';
@@ -43,6 +44,31 @@ export class MessageOps {
       bubble.showActions();
       this.toast(`Could not regenerate: ${err.message}`);
     }
+  }
+
+  /**
+   * A reply the page joined in the middle is stored whole once it ends (just
+   * after its result frame); fetch it and show it in full. `current()` says
+   * whether the group is still the one shown.
+   */
+  async fetchWholeReply(groupId, bubble, current) {
+    for (let attempt = 0; attempt < 6; attempt += 1) {
+      await new Promise((resolve) => setTimeout(resolve, 250 * 2 ** attempt));
+      if (!current()) return;
+      try {
+        const page = await api.messages(groupId, { limit: 50 });
+        const stored = (page?.messages || []).find(
+          (m) => m.role === 'assistant' && m.meta?.turnId === bubble.turnId,
+        );
+        if (stored) {
+          this.timeline.mutate(() => bubble.replaceText(stored.text));
+          return;
+        }
+      } catch {
+        // Try again; the bubble keeps the part that was seen meanwhile.
+      }
+    }
+    bubble.lateFetchFailed();
   }
 
   /** The group's token and cost total in the header, from the store (throttled). */

@@ -39,6 +39,11 @@ const SWITCHES = [
   { key: 'broadcastWhenUnmentioned', label: 'No mention means everyone answers' },
   { key: 'vpMentionsDispatch', label: 'A VP’s @mention hands the work on' },
   { key: 'autoApprove', label: 'Run every tool call without asking (tools set to deny stay refused)' },
+  {
+    key: 'teamMode',
+    testid: 'setting-team-mode',
+    label: 'Team mode: messages without @mentions may become tasks a team of VPs works on',
+  },
 ];
 
 export class SettingsPanel {
@@ -81,8 +86,8 @@ export class SettingsPanel {
       maxlength: '200',
       autocomplete: 'off',
     });
-    const switches = SWITCHES.map(({ key, label }) => {
-      const box = el('input', { type: 'checkbox', name: key, testid: `setting-${key}` });
+    const switches = SWITCHES.map(({ key, label, testid }) => {
+      const box = el('input', { type: 'checkbox', name: key, testid: testid || `setting-${key}` });
       this.inputs.set(key, box);
       return el('label', { class: 'switch', dataset: { setting: key } }, box, el('span', { text: label }));
     });

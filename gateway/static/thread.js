@@ -75,7 +75,11 @@ export class Threads {
     if (trigger.kind === 'reply') anchor = anchor.closest('.thread') || anchor;
     const sameChain = (node) =>
       node?.classList.contains('thread') && node.dataset.chain === row.dataset.chain;
-    while (sameChain(anchor.nextElementSibling)) anchor = anchor.nextElementSibling;
+    // A task's card stays right under the message that started it (tasks.js).
+    const cardOf = (node) => node?.classList.contains('task-card') && node.dataset.anchor === triggerId;
+    while (sameChain(anchor.nextElementSibling) || cardOf(anchor.nextElementSibling)) {
+      anchor = anchor.nextElementSibling;
+    }
     anchor.after(row);
     return row;
   }

@@ -23,10 +23,12 @@ export class Timeline {
    * `scroller` scrolls, `list` holds the items. `persona(id)` returns
    * {name, role}; `onCancel(vpId)` stops a VP; `me` is the user's name.
    */
-  constructor({ scroller, list, persona, onCancel, onChange, onTurnEnd, onDelete, onRegenerate }) {
+  constructor({ scroller, list, persona, onCancel, onChange, onTurnEnd, onDelete, onRegenerate, onBubble }) {
     // `onDelete(messageId)` deletes one of the user's own messages;
-    // `onRegenerate(bubble)` asks the bubble's VP to answer again.
+    // `onRegenerate(bubble)` asks the bubble's VP to answer again;
+    // `onBubble(bubble)` sees every new bubble (team mode labels a task's runs).
     this.onDelete = onDelete || null;
+    this.onBubble = onBubble || (() => {});
     this.onRegenerate = onRegenerate || null;
     this.scroller = scroller;
     this.list = list;
@@ -138,6 +140,7 @@ export class Timeline {
       const turnId = meta.turnId || message.id;
       if (this.turns.has(turnId)) return;
       const bubble = this.newBubble(message.author, turnId);
+      if (meta.task) bubble.markTask(meta.task);
       bubble.appendText(message.text);
       if (meta.stop === 'aborted' || meta.incomplete) bubble.end('cancelled');
       else if (meta.stop === 'error') bubble.end('error');
@@ -388,6 +391,7 @@ export class Timeline {
       onRegenerate: this.onRegenerate,
     });
     this.turns.set(turnId, bubble);
+    this.onBubble(bubble);
     return bubble;
   }
 

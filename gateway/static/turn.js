@@ -151,6 +151,8 @@ export class TurnBubble {
       },
     });
     this.statusEl = el('span', { class: 'bubble-status', testid: 'bubble-status' });
+    // Which run of a task this turn is (see markTask); empty for plain chat.
+    this.taskLabel = el('span', { class: 'bubble-task', testid: 'task-label', hidden: true });
     this.body = el('div', { class: 'bubble-body', testid: 'bubble-body' });
     this.footer = el('div', { class: 'bubble-footer', testid: 'bubble-footer' });
     this.actions = el('div', { class: 'msg-actions', testid: 'bubble-actions' });
@@ -164,6 +166,7 @@ export class TurnBubble {
         el('span', { class: 'bubble-name', text: persona.name }),
         el('span', { class: 'bubble-role', text: persona.role || '' }),
       ),
+      this.taskLabel,
       this.statusEl,
       this.cancelButton,
     );
@@ -188,6 +191,22 @@ export class TurnBubble {
       });
       this.body.append(this.lateNote);
     }
+  }
+
+  /**
+   * Label the bubble as one run of a task (`meta.task` of a stored reply, or
+   * a run of a `task_changed` frame): "task · market", "synthesis", "task".
+   */
+  markTask({ taskId, runId, role }) {
+    if (!taskId || !runId) return;
+    let text = 'task';
+    if (role === 'synthesis') text = 'synthesis';
+    else if (role === 'node') text = `task · ${runId}`;
+    this.taskLabel.textContent = text;
+    this.taskLabel.title =
+      role === 'synthesis' ? 'The answer written from every run of the team' : `Run ${runId} of a task`;
+    this.taskLabel.hidden = false;
+    Object.assign(this.root.dataset, { taskId, runId, taskRole: role || '' });
   }
 
   get final() {
