@@ -10,10 +10,8 @@ no limit on either account it reserves nothing and is charged at its end.
 from __future__ import annotations
 
 import logging
-import math
 import time
 
-from engine.events import StopEvent
 from engine.messages import Usage
 from protocol.settings import GroupSettings
 from store.base import Store, StoreError
@@ -66,13 +64,12 @@ class TurnBudget:
         limit = next(x for x in limits if x.account == refusal.account)
         return refusal.describe(limit)
 
-    async def settle(self, usage: Usage, stop: StopEvent | None) -> None:
-        """Charge what the turn used and release its reservation (once)."""
+    async def settle(self, usage: Usage, cost: float) -> None:
+        """Charge what the turn used (``cost`` in US dollars) and release its reservation (once)."""
         reserved, unreserved = self.reserved, self.unreserved
         self.reserved, self.unreserved = False, []
         if not reserved and not unreserved:
             return
-        cost = stop.cost_usd if stop is not None and math.isfinite(stop.cost_usd) else 0.0
         tokens = usage.input_tokens + usage.output_tokens
         try:
             if reserved:

@@ -187,7 +187,9 @@ class TurnRunner:
             return await self.end_failed()
         finally:
             # Whatever the end, the budget is charged what the turn used.
-            await self.budget.settle(self.reported_usage(), self.writer.stop)
+            stop = self.writer.stop
+            cost = stop.cost_usd if stop is not None and math.isfinite(stop.cost_usd) else 0.0
+            await self.budget.settle(self.reported_usage(), cost)
 
     async def steps(self) -> TurnOutcome:
         ctx = await self.context()

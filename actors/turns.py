@@ -16,10 +16,12 @@ from enum import StrEnum
 from typing import Protocol
 
 from engine.events import StopReason
+from engine.tools.approval import approval_marks
 from engine.tools.handoff import ForwardResult
 from protocol.queueing import QueueMode
 from protocol.settings import GroupSettings
 from protocol.tasks import ToolUse
+from store.base import GroupMessage
 from store.turns import TurnRecord
 from team.delegation import Delegation
 
@@ -101,6 +103,16 @@ class TurnOrigin:
     def depth(self) -> int:
         """Hops from the person's message (0 for a turn it triggered directly)."""
         return len(self.caused_by)
+
+    @classmethod
+    def of_message(cls, message: GroupMessage) -> TurnOrigin:
+        """The origin of a turn that answers a person's message itself."""
+        return cls(
+            trigger_id=message.id,
+            chain_id=message.id,
+            user_id=message.author,
+            approvals=approval_marks(message.text),
+        )
 
     @classmethod
     def of_record(cls, record: TurnRecord) -> TurnOrigin:

@@ -22,6 +22,7 @@ import ray
 from ray.actor import ActorHandle
 
 from actors.attachments import open_files
+from actors.completion import complete_call
 from actors.config import RuntimeConfig
 from actors.dream import DreamContext, DreamHook, DreamReport, DreamScheduler
 from actors.hooks import AfterTurn, HookServices, TurnHook, TurnHooks, configured_factories
@@ -32,11 +33,9 @@ from actors.queueing import BusyLanes, CollectBatch
 from actors.runner import TranscriptCache, TurnRunner, VPServices
 from actors.tools import route_forward_tool
 from actors.turns import TurnHost, TurnOutcome, TurnRequest, TurnTracker
-from engine.caller import CallSpec
 from engine.engine import Engine
 from engine.mcp import McpConfig, McpManager
 from engine.memory import memory_tools
-from engine.messages import Message
 from engine.providers.registry import ProviderRegistry
 from engine.tools.builtin import builtin_tools
 from engine.tools.files import file_tools
@@ -274,21 +273,14 @@ class VPActor:
         """The group an open question of this VP was asked in, or None."""
         return self.services.questions.group_of(request_id)
 
-    async def complete(self, call: ModelCall, model: str | None = None) -> str:
-        """One model call without tools, for team mode (router, planner, skills, learning).
-
-        It goes through this VP's engine (its model chain, retries and
-        credentials) beside its turns, never in a group's lane. A failure
-        raises the engine's error, which the caller's fallback handles.
-        """
-        options: dict[str, object] = {
-            "purpose": str(call.purpose),
-            "persona": self.services.persona.hint(),
-            "language": call.language,
-        }
-        spec = CallSpec(call.system, [Message.user(call.prompt)], [], call.max_tokens, options)
-        result = await self.services.engine.caller(model).call(spec, None, _ignore)
-        return result.text
+    async def complete(
+        self, call: ModelCall, model: str | None, group_id: str, chain_id: str
+    ) -> str:
+        """One model call without tools for team mode, charged to ``group_id``'s budgets."""
+        s = self.services
+        return await complete_call(
+            s.engine, s.persona, s.store, call, model=model, group_id=group_id, chain_id=chain_id
+        )
 
     async def dream(self, group_id: str) -> DreamReport:
         """Run memory maintenance for one group now."""
@@ -310,7 +302,3 @@ class VPActor:
     async def stats(self) -> VPStats:
         calls = sum(getattr(p, "calls", 0) for p in self.config.provider_overrides.values())
         return VPStats(self.vp_id, calls, len(self._running), os.getpid())
-
-
-def _ignore(_text: str) -> None:
-    """A call's streamed text is not shown anywhere: only its whole answer is used."""

@@ -38,11 +38,11 @@ from coordinator.results import (
     RecoveryReport,
 )
 from coordinator.shards import shard_of
-from coordinator.team import TeamDesk, takes_task_path
+from coordinator.team import TeamDesk
+from coordinator.team_calls import takes_task_path
 from coordinator.team_run import TaskBoard, TeamServices
 from engine.events import StopReason
 from engine.mcp import McpConfig
-from engine.tools.approval import approval_marks
 from personas.directory import PersonaDirectory
 from personas.mentions import extract_mentions
 from personas.routing import Selection, Source, select_targets
@@ -87,7 +87,7 @@ class CoordinatorWorker:
             self._admit_run,
             config.store.data_dir,
         )
-        self.team = TeamDesk(services, self._chat)
+        self.team = TeamDesk(services, self._chat, self._start_chain)
         self._guards: dict[str, LoopGuard] = {}
         # Recovery starts with the actor (Ray runs an async actor's __init__
         # on its event loop), so a coordinator Ray restarts takes its turns
@@ -150,6 +150,7 @@ class CoordinatorWorker:
             if actor is not None:
                 require_owner(group, actor, "delete the group")
             await self.cancel(group_id)
+        await self.team.forget(group_id)
         self._guards.pop(group_id, None)
         self.turns.forget(group_id)
         deleted = await self.groups.forget(group_id)
@@ -224,7 +225,8 @@ class CoordinatorWorker:
         tasks = [
             t for t in await self.store.open_tasks() if shard_of(t.group_id, shards) == self.shard
         ]
-        await self.team.recover(tasks)
+        alive = {g for g in {t.group_id for t in tasks} if await self.groups.get(g) is not None}
+        await self.team.recover(tasks, alive)
         if records:
             log.warning(
                 "coordinator %d recovered %d unfinished turns: %d followed, %d sent again, "
@@ -270,7 +272,9 @@ class CoordinatorWorker:
         if group.kind is GroupKind.CONVERSATION:
             names = []  # its one VP answers everything; an "@word" is just text
         if takes_task_path(group, text, names):
-            return await self.team.ingest(group, sender, text, client_message_id, attachments)
+            # A team may give every VP of the group a turn.
+            with self.turns.admission.reserve(group.id, list(group.roster)):
+                return await self.team.ingest(group, sender, text, client_message_id, attachments)
         sel = self._select(group, names, Source.PERSON, None)
         with self.turns.admission.reserve(group.id, sel.targets):
             return await self._accept(group, sel, sender, text, client_message_id, attachments)
@@ -295,9 +299,7 @@ class CoordinatorWorker:
             meta["attachments"] = list(attachments)
         msg = GroupMessage(author=sender, role="user", text=text, mentions=sel.targets, meta=meta)
         chain = self._guard(group).start_chain(msg.id)
-        origin = TurnOrigin(
-            trigger_id=msg.id, chain_id=msg.id, user_id=sender, approvals=approval_marks(text)
-        )
+        origin = TurnOrigin.of_message(msg)
         reqs, refused = self._admit_all(group, chain, sel.targets, origin, source=None)
         # A busy VP takes the message as the group (or the message's prefix) says.
         policy = QueuePolicy.of(group.settings, mode)
@@ -313,9 +315,7 @@ class CoordinatorWorker:
         if sel.unknown:
             await unknown_names(events, group, sel.unknown, stored.id)
         elif not sel.targets:
-            await events.notice(
-                "No VP is available to answer: add a VP to this group.", stored.id, "no_vp"
-            )
+            await _no_vp(events, stored.id)
         if refused is not None:
             await self._refused(group, chain, refused)
         turns = {req.vp_id: self.turns.launch(req) for req in reqs}
@@ -331,18 +331,14 @@ class CoordinatorWorker:
         """Answer a message the router left as plain chat: the group's usual targets."""
         sel = self._select(group, [], Source.PERSON, None)
         if not sel.targets:
-            await GroupEvents(self.store, group.id).notice(
-                "No VP is available to answer: add a VP to this group.", message.id, "no_vp"
-            )
+            await _no_vp(GroupEvents(self.store, group.id), message.id)
             return
         chain = await self._resume_chain(group, message.id)
-        origin = TurnOrigin(
-            trigger_id=message.id,
-            chain_id=message.id,
-            user_id=message.author,
-            approvals=approval_marks(message.text),
-        )
-        await self._dispatch(group, chain, sel.targets, origin, source=None)
+        origin, policy = TurnOrigin.of_message(message), QueuePolicy.of(group.settings)
+        await self._dispatch(group, chain, sel.targets, origin, source=None, queue=policy)
+
+    def _start_chain(self, group: Group, root_id: str) -> None:
+        self._guard(group).start_chain(root_id)
 
     async def _admit_run(self, group: Group, root_id: str, vp: str) -> str | None:
         """The loop guard's word on a task's run: None when admitted, else the refusal."""
@@ -380,13 +376,7 @@ class CoordinatorWorker:
         if not again:
             return {}
         chain = await self._resume_chain(group, stored.id)
-        origin = TurnOrigin(
-            trigger_id=stored.id,
-            chain_id=stored.id,
-            user_id=stored.author,
-            approvals=approval_marks(stored.text),
-        )
-        return await self._dispatch(group, chain, again, origin, source=None)
+        return await self._dispatch(group, chain, again, TurnOrigin.of_message(stored), None)
 
     async def forward(self, request: ForwardRequest) -> ForwardResult:
         """The ``route_forward`` tool's way in. Never raises: refusals are data."""
@@ -483,6 +473,7 @@ class CoordinatorWorker:
         await self.recover()
         if vp_id is None:
             self._guard(group).stop_all()
+            await self.team.stop(group_id)
         return await self.turns.cancel(group_id, vp_id)
 
     async def answer(self, group_id: str, request_id: str, answer: str) -> bool:
@@ -523,7 +514,13 @@ class CoordinatorWorker:
         return self._guard(group).admit(chain, source=source, target=target, depth=depth)
 
     async def _dispatch(
-        self, group: Group, chain: Chain, vps: Sequence[str], origin: TurnOrigin, source: str | None
+        self,
+        group: Group,
+        chain: Chain,
+        vps: Sequence[str],
+        origin: TurnOrigin,
+        source: str | None,
+        queue: QueuePolicy | None = None,
     ) -> dict[str, str]:
         """Start a turn of each VP the loop guard admits, in order, until it refuses one.
 
@@ -531,6 +528,7 @@ class CoordinatorWorker:
         Returns the turn id of each VP started.
         """
         reqs, refused = self._admit_all(group, chain, vps, origin, source)
+        reqs = [replace(req, queue=queue) for req in reqs]
         if refused is not None:
             await self._refused(group, chain, refused)
         if reqs:
@@ -585,3 +583,7 @@ def _log_failure(task: asyncio.Task[RecoveryReport]) -> None:
     """Report a recovery that failed with nobody awaiting it (the next call retries)."""
     if not task.cancelled() and task.exception() is not None:
         log.error("turn recovery failed", exc_info=task.exception())
+
+
+async def _no_vp(events: GroupEvents, root: str) -> None:
+    await events.notice("No VP is available to answer: add a VP to this group.", root, "no_vp")

@@ -196,6 +196,13 @@ class Dispatcher:
             turn.tracker.advance(TurnState.FINISHED)
         return outcome
 
+    async def withdraw(self, req: TurnRequest, message: str) -> None:
+        """End a recorded turn that will not be sent after all, with an aborted result."""
+        writer = GroupEvents(self.store, req.group_id).turn(
+            req.vp_id, req.turn_id, trigger_id=req.origin.trigger_id
+        )
+        await writer.finish(error_stop(StopReason.ABORTED, message, "aborted"), TurnEnd.INTERRUPTED)
+
     def busy(self, group_id: str, vp_id: str) -> bool:
         """Whether ``vp_id`` has a turn in ``group_id`` that has not ended."""
         return any(t.request.vp_id == vp_id for t in self._turns.get(group_id, {}).values())
@@ -340,9 +347,14 @@ class Dispatcher:
                 )
                 continue
             req = self.plan(group, record.vp_id, TurnOrigin.of_record(record), record.turn_id)
-            if record.turn_id in held.get(record.vp_id, ()):
+            if record.turn_id in held.get(record.vp_id, ()) and record.task_id is None:
                 self._track(req, self._follow_again)
                 followed += 1
+            elif record.turn_id in held.get(record.vp_id, ()):
+                # A task's run whose attempt is gone with the old coordinator
+                # (``coordinator.team`` ends it): stop it, route nothing on.
+                self._track(req, self._stop_task_run)
+                interrupted += 1
             elif record.phase is TurnPhase.REQUESTED and record.task_id is None:
                 # A task's run is not: its delegation is gone with the attempt
                 # that sent it, which the coordinator's recovery ends.
@@ -382,6 +394,17 @@ class Dispatcher:
             turn.tracker.advance(TurnState.FINISHED)
         if outcome is not None:
             await self._on_outcome(req, outcome)
+
+    async def _stop_task_run(self, turn: _Turn) -> None:
+        req = turn.request
+        try:
+            await self.vp(req.vp_id).abort.remote(req.group_id, req.turn_id)
+            await self.vp(req.vp_id).follow.remote(req.turn_id)
+        except RayError as exc:
+            await self._lost(turn, exc)
+            return
+        if not turn.tracker.finished:
+            turn.tracker.advance(TurnState.FINISHED)
 
     async def _restarted(self, turn: _Turn) -> None:
         await self._interrupt(

@@ -52,6 +52,11 @@ async def regenerable_reply(log: GroupLog, group: Group, message_id: str) -> Gro
     reply = await log.get_message(group.id, message_id)
     if reply is None or not is_reply(reply):
         raise GroupError(GroupErrorCode.NOT_FOUND, "no VP reply with that id in this group")
+    if reply.meta.get("task"):
+        raise GroupError(
+            GroupErrorCode.CONFLICT,
+            "this reply is part of a task: use Revise on the task card to ask again",
+        )
     if reply.author not in group.roster:
         raise GroupError(
             GroupErrorCode.NOT_IN_ROSTER, f"@{reply.author} is no longer in this group"

@@ -1,11 +1,9 @@
 """Team mode in a group: the intent router's decisions, tasks, acceptance and learning.
 
-A person's message takes the task path when the group has team mode on and
-the message names no VP (``@mentions`` still win for plain chat), or when it
-starts with ``/task`` (then it is a task whatever the router says). The
-message is stored and acknowledged first, as any other; then the router
-decides, from the message, the group's active task and its last eight
-messages:
+A message that takes the task path (``coordinator.team_calls``) is stored
+and acknowledged first, as any other, and its loop-guard chain starts; then
+the router decides, from the message, the group's active task and its last
+eight messages:
 
 * ``simple_chat``: the message is answered as plain chat (the group's usual
   targets), as if team mode were off;
@@ -17,100 +15,79 @@ messages:
 * ``abandon_task``: it is abandoned.
 
 Only a person's acceptance makes a task done. Accepting stores the
-acceptance in every attempt's evidence and starts learning: a skill draft is
-synthesised from the evidence, checked, and stored for a person to publish.
+acceptance in the final attempt's evidence and starts learning: a skill
+draft is synthesised from the evidence, checked, and stored for the group's
+owner to publish.
 
-A coordinator that restarts finds the attempts it was running in the store
-(:meth:`TeamDesk.recover`): their turns are gone with the process, so the
-attempt ends as failed and the task waits for a revise or an abandon.
+One coordinator owns a group, so its tasks are changed in one place: every
+decision about a group's tasks (a routed message, a revise, an accept, an
+abandon) runs under the group's lock and reads the task again under it, and
+an open task is one object in memory (``_live``) that the running attempt
+and the decisions share. Stopping the group's turns stops its attempts too;
+a message whose routing was under way when the group was stopped starts
+nothing. A coordinator that restarts finds the attempts it was running in
+the store (:meth:`TeamDesk.recover`): their turns are gone with the
+process, so the attempt ends as failed and the task waits for a revise or
+an abandon.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
-from ray.exceptions import RayError
-
 from actors.writer import GroupEvents
 from coordinator.errors import GroupError, GroupErrorCode
 from coordinator.results import IngestResult
+from coordinator.team_calls import VPComplete, task_request
 from coordinator.team_run import AttemptRun, TeamServices
 from protocol.tasks import (
     Attempt,
     RouterDecision,
     RunStatus,
-    SkillDraft,
     Task,
     TaskAction,
     TaskStatus,
 )
 from store.base import Group, GroupMessage
-from store.conversation import GroupKind
-from team.calls import CallFailed, ModelCall
 from team.evidence import accept as accept_evidence
 from team.router import RecentMessage, route
 from team.skills import SkillLibrary, synthesize_draft
 
 log = logging.getLogger(__name__)
 
-_TASK_PREFIX = re.compile(r"^\s*/task\b[:\s]*", re.IGNORECASE)
 ROUTER_HISTORY = 8
 # How much of earlier attempts a new attempt's planner reads.
 HISTORY_CHARS = 2_000
 
 Chat = Callable[[Group, GroupMessage], Awaitable[None]]
-
-
-def task_request(text: str) -> tuple[bool, str]:
-    """Whether ``text`` forces a task (``/task``), and the text without the prefix."""
-    match = _TASK_PREFIX.match(text)
-    if match is None:
-        return False, text
-    return True, text[match.end() :].strip() or text.strip()
-
-
-def takes_task_path(group: Group, text: str, names: list[str]) -> bool:
-    """Whether a person's message goes to the router rather than straight to its VPs."""
-    if group.kind is GroupKind.CONVERSATION or not group.roster:
-        return False
-    forced, _ = task_request(text)
-    return forced or (group.settings.team_mode and not names)
-
-
-class VPComplete:
-    """Team mode's model calls, made by one VP actor of the group (its engine and model)."""
-
-    def __init__(self, services: TeamServices, vp_id: str, model: str | None) -> None:
-        self.services, self.vp_id, self.model = services, vp_id, model
-
-    async def __call__(self, call: ModelCall) -> str:
-        try:
-            text: str = await self.services.turns.vp(self.vp_id).complete.remote(call, self.model)
-        except RayError as exc:
-            raise CallFailed(f"@{self.vp_id} could not reach its model: {exc}") from exc
-        return text
+StartChain = Callable[[Group, str], None]
 
 
 class TeamDesk:
     """The tasks of one coordinator's groups (see the module doc)."""
 
-    def __init__(self, services: TeamServices, chat: Chat) -> None:
+    def __init__(self, services: TeamServices, chat: Chat, start_chain: StartChain) -> None:
         self.s = services
         self._chat = chat
-        # The tasks whose attempt runs in this process, by id: the running
-        # attempt and the person's accept/abandon change the same object.
+        self._start_chain = start_chain
+        # Open tasks this coordinator has read, by id: the one copy that
+        # attempts and decisions change.
         self._live: dict[str, Task] = {}
+        self._runs: dict[str, AttemptRun] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+        # When each group's turns were last stopped (the coordinator's clock).
+        self._stopped: dict[str, float] = {}
         self._jobs: set[asyncio.Task[None]] = set()
-        self._verdicts: dict[str, asyncio.Lock] = {}
 
-    def complete_for(self, group: Group) -> VPComplete:
-        vp = group.default_vp or group.roster[0]
-        return VPComplete(self.s, vp, group.settings.model or None)
+    def complete_for(self, group: Group, chain_id: str) -> VPComplete:
+        return VPComplete(self.s.turns, group, chain_id)
+
+    def _lock(self, group_id: str) -> asyncio.Lock:
+        return self._locks.setdefault(group_id, asyncio.Lock())
 
     def _spawn(self, job: Coroutine[Any, Any, None], what: str) -> None:
         async def guarded() -> None:
@@ -139,7 +116,8 @@ class TeamDesk:
     ) -> IngestResult:
         """Store a person's message, then route it in the background.
 
-        A repeat of a stored ``clientMessageId`` is not routed again.
+        A repeat of a stored ``clientMessageId`` is routed again only if
+        nothing answered it yet (its routing was lost with a restart, say).
         """
         meta: dict[str, object] = {"trigger": "task"}
         if client_message_id:
@@ -148,21 +126,26 @@ class TeamDesk:
             meta["attachments"] = list(attachments)
         msg = GroupMessage(author=sender, role="user", text=text, meta=meta)
         stored, created = await GroupEvents(self.s.store, group.id).store_message(msg)
-        if created:
-            self.take(group, stored)
+        if created or await self._unanswered(group.id, stored.id):
+            self._start_chain(group, stored.id)
+            self._spawn(self._take(group, stored), f"routing of {stored.id}")
         return IngestResult(stored.id, duplicate=not created, trigger="task")
 
-    def take(self, group: Group, message: GroupMessage) -> None:
-        """Route a stored message in the background (its ack does not wait for a model)."""
-        self._spawn(self._take(group, message), f"routing of {message.id}")
+    async def _unanswered(self, group_id: str, message_id: str) -> bool:
+        if await self.s.store.turns_of(group_id, message_id):
+            return False
+        tasks = await self.s.store.list_tasks(group_id)
+        return not any(a.message_id == message_id for t in tasks for a in t.attempts)
 
     async def _take(self, group: Group, message: GroupMessage) -> None:
         forced, text = task_request(message.text)
-        active = await self._active(group.id)
+        if forced and not text:
+            await self._say(group, message.id, "Say what the task is after /task.", "task_empty")
+            return
         decision = await route(
-            self.complete_for(group),
+            self.complete_for(group, message.id),
             text,
-            active=active,
+            active=await self._active(group.id),
             recent=await self._recent(group.id, message.id),
             language=group.settings.language,
         )
@@ -170,27 +153,41 @@ class TeamDesk:
             decision = RouterDecision(
                 action=TaskAction.NEW_TASK, reason="the message asked for a task (/task)"
             )
-        await self._decided(group, message, text, decision, active)
+        if self._stopped.get(group.id, float("-inf")) >= message.ts:
+            return  # the group's turns were stopped while the router decided
+        async with self._lock(group.id):
+            # Read again: a verdict may have come while the router decided.
+            active = await self._active(group.id)
+            try:
+                run = await self._decide(group, message, text, decision, active)
+            except GroupError as exc:
+                await self._say(group, message.id, exc.message, "task_refused")
+                return
+        if run is not None:
+            await self._run(run)
 
-    async def _decided(
+    async def _decide(
         self,
         group: Group,
         message: GroupMessage,
         text: str,
         decision: RouterDecision,
         active: Task | None,
-    ) -> None:
+    ) -> AttemptRun | None:
+        """Act on the router's decision (under the group's lock); the attempt to run, if any."""
         action = decision.action
         if action is TaskAction.SIMPLE_CHAT:
             await self._chat(group, message)
-        elif action is TaskAction.NEW_TASK or active is None:
-            await self._open(group, message, text, decision)
-        elif action is TaskAction.CLOSE_TASK:
-            await self.accept(group, active.id, message.author)
-        elif action is TaskAction.ABANDON_TASK:
-            await self.abandon(group, active.id, message.author)
-        else:
-            await self._again(group, active, message, text, action)
+            return None
+        if action is TaskAction.NEW_TASK or active is None:
+            return await self._open(group, message, text, decision)
+        if action is TaskAction.CLOSE_TASK:
+            await self._accept(group, active, message.author)
+            return None
+        if action is TaskAction.ABANDON_TASK:
+            await self._abandon(group, active)
+            return None
+        return await self._again(group, active, message, text, action)
 
     async def _recent(self, group_id: str, before: str) -> list[RecentMessage]:
         messages = await self.s.store.read_messages(
@@ -203,11 +200,18 @@ class TeamDesk:
         ]
         return seen[-ROUTER_HISTORY:]
 
+    def _hold(self, task: Task) -> Task:
+        """The one copy of ``task`` (the live one when this process holds it)."""
+        live = self._live.get(task.id)
+        if live is not None:
+            return live
+        if task.open:
+            self._live[task.id] = task
+        return task
+
     async def _active(self, group_id: str) -> Task | None:
         task = await self.s.store.active_task(group_id)
-        if task is not None and task.id in self._live:
-            return self._live[task.id]
-        return task
+        return self._hold(task) if task is not None else None
 
     async def _task(self, group_id: str, task_id: str) -> Task:
         live = self._live.get(task_id)
@@ -216,126 +220,133 @@ class TeamDesk:
         task = await self.s.store.get_task(group_id, task_id)
         if task is None:
             raise GroupError(GroupErrorCode.NOT_FOUND, f"no task {task_id} in this group")
-        return task
+        return self._hold(task)
+
+    async def _say(self, group: Group, root: str, message: str, rule: str) -> None:
+        await GroupEvents(self.s.store, group.id).notice(message, root, rule)
 
     # -- attempts --------------------------------------------------------------
     async def _open(
         self, group: Group, message: GroupMessage, text: str, decision: RouterDecision
-    ) -> None:
+    ) -> AttemptRun:
         now = self.s.clock()
-        title = decision.short_title or text[:60]
         task = Task(
             id=f"task_{uuid.uuid4().hex[:12]}",
             group_id=group.id,
-            title=title,
+            title=decision.short_title or text[:60],
             goal=text,
             created_by=message.author,
             created_at=now,
             updated_at=now,
         )
-        task.attempts.append(self._attempt(1, message, text, TaskAction.NEW_TASK))
-        await self._run(group, task, None)
+        task.attempts.append(_attempt(1, message, text, TaskAction.NEW_TASK, now))
+        self._live[task.id] = task
+        await self.s.board.publish(task)
+        return self._attempt_run(group, task, message, None)
 
     async def _again(
         self, group: Group, task: Task, message: GroupMessage, text: str, action: TaskAction
-    ) -> None:
+    ) -> AttemptRun | None:
         if task.status is not TaskStatus.REVIEW:
-            await GroupEvents(self.s.store, group.id).notice(
+            await self._say(
+                group,
+                message.id,
                 f"The task “{task.title}” is still running: wait for its answer, "
                 "or abandon it first.",
-                message.id,
                 "task_busy",
-                taskId=task.id,
             )
-            return
+            return None
         history = _history(task)
-        task.attempts.append(self._attempt(len(task.attempts) + 1, message, text, action))
-        task.advance(TaskStatus.PLANNING, self.s.clock())
-        await self._run(group, task, history)
+        now = self.s.clock()
+        task.attempts.append(_attempt(len(task.attempts) + 1, message, text, action, now))
+        task.advance(TaskStatus.PLANNING, now)
+        await self.s.board.publish(task)
+        return self._attempt_run(group, task, message, history)
 
-    def _attempt(self, index: int, message: GroupMessage, text: str, action: TaskAction) -> Attempt:
-        return Attempt(
-            index=index,
-            request=text,
-            message_id=message.id,
-            action=action,
-            started_at=self.s.clock(),
-        )
+    def _attempt_run(
+        self, group: Group, task: Task, message: GroupMessage, history: str | None
+    ) -> AttemptRun:
+        complete = self.complete_for(group, message.id)
+        run = AttemptRun(self.s, group, task, complete, message.author, history)
+        self._runs[task.id] = run
+        return run
 
-    async def _run(self, group: Group, task: Task, history: str | None) -> None:
-        self._live[task.id] = task
+    async def _run(self, run: AttemptRun) -> None:
+        task = run.task
         try:
-            await self.s.board.publish(task)
-            await AttemptRun(self.s, group, task, self.complete_for(group), history).run()
+            await run.run()
         finally:
-            self._live.pop(task.id, None)
+            if self._runs.get(task.id) is run:
+                del self._runs[task.id]
+            if not task.open:
+                self._live.pop(task.id, None)
 
     async def revise(self, group: Group, task_id: str, by: str, text: str) -> Task:
         """A person asks for another attempt with changes (the task card's Revise)."""
-        task = await self._task(group.id, task_id)
-        _require_review(task, "revised")
-        message = GroupMessage(
-            author=by, role="user", text=text, meta={"trigger": "task", "taskId": task.id}
-        )
-        stored, _ = await GroupEvents(self.s.store, group.id).store_message(message)
-        self._spawn(
-            self._again(group, task, stored, text, TaskAction.REVISE_TASK), f"revise {task.id}"
-        )
+        async with self._lock(group.id):
+            task = await self._task(group.id, task_id)
+            _require_review(task, "revised")
+            message = GroupMessage(
+                author=by, role="user", text=text, meta={"trigger": "task", "taskId": task.id}
+            )
+            stored, _ = await GroupEvents(self.s.store, group.id).store_message(message)
+            self._start_chain(group, stored.id)
+            run = await self._again(group, task, stored, text, TaskAction.REVISE_TASK)
+        if run is not None:
+            self._spawn(self._run(run), f"revise of {task.id}")
         return task
 
     # -- the person's verdict ----------------------------------------------------
-    def _verdict_lock(self, task_id: str) -> asyncio.Lock:
-        """One verdict at a time per task: two people accepting at once accept it once."""
-        return self._verdicts.setdefault(task_id, asyncio.Lock())
-
     async def accept(self, group: Group, task_id: str, by: str) -> Task:
         """The person accepts the newest attempt's answer: the task is done."""
-        async with self._verdict_lock(task_id):
-            task = await self._task(group.id, task_id)
-            _require_review(task, "accepted")
-            attempt = task.attempt
-            if attempt is None or attempt.failed or not attempt.final_run:
-                raise GroupError(
-                    GroupErrorCode.CONFLICT,
-                    "the last attempt gave no answer to accept: revise the task or abandon it",
-                )
-            task.accepted_by = by
-            task.advance(TaskStatus.ACCEPTED, self.s.clock())
-            # The final attempt's answer is the accepted one (run ids repeat per attempt).
-            for item in await self.s.store.evidence_of(group.id, task.id):
-                if item.attempt == attempt.index:
-                    [marked] = accept_evidence([item], attempt.final_run)
-                    await self.s.store.save_evidence(marked)
-            await self.s.board.publish(task)
-        self._spawn(self._learn(group, task), f"learning from {task.id}")
+        async with self._lock(group.id):
+            return await self._accept(group, await self._task(group.id, task_id), by)
+
+    async def _accept(self, group: Group, task: Task, by: str) -> Task:
+        _require_review(task, "accepted")
+        attempt = task.attempt
+        if attempt is None or attempt.failed or not attempt.final_run:
+            raise GroupError(
+                GroupErrorCode.CONFLICT,
+                "the last attempt gave no answer to accept: revise the task or abandon it",
+            )
+        task.accepted_by = by
+        task.advance(TaskStatus.ACCEPTED, self.s.clock())
+        self._live.pop(task.id, None)
+        # The final attempt's answer is the accepted one (run ids repeat per attempt).
+        for item in await self.s.store.evidence_of(group.id, task.id):
+            if item.attempt == attempt.index:
+                [marked] = accept_evidence([item], attempt.final_run)
+                await self.s.store.save_evidence(marked)
+        await self.s.board.publish(task)
+        self._spawn(self._learn(group, task, attempt.message_id), f"learning from {task.id}")
         return task
 
     async def abandon(self, group: Group, task_id: str, by: str) -> Task:
         """The person drops the task; a running attempt's turns are stopped."""
-        async with self._verdict_lock(task_id):
+        async with self._lock(group.id):
             task = await self._task(group.id, task_id)
-            if not task.open:
-                raise GroupError(
-                    GroupErrorCode.CONFLICT, f"the task is {task.status.value} already"
-                )
-            task.advance(TaskStatus.ABANDONED, self.s.clock())
-            await self.s.board.publish(task)
-        attempt = task.attempt
-        running = [r for r in attempt.runs if r.status is RunStatus.RUNNING] if attempt else []
-        for run in running:
-            try:
-                await self.s.turns.vp(run.vp).abort.remote(group.id, run.turn_id)
-            except RayError:
-                log.warning("run %s of task %s could not be stopped", run.id, task.id)
+            await self._abandon(group, task)
         log.info("task %s abandoned by %s", task.id, by)
         return task
 
-    async def _learn(self, group: Group, task: Task) -> None:
-        """Synthesise a skill draft from an accepted task's evidence, for a person to publish."""
+    async def _abandon(self, group: Group, task: Task) -> None:
+        if not task.open:
+            raise GroupError(GroupErrorCode.CONFLICT, f"the task is {task.status.value} already")
+        task.advance(TaskStatus.ABANDONED, self.s.clock())
+        self._live.pop(task.id, None)
+        await self.s.board.publish(task)
+        run = self._runs.get(task.id)
+        if run is not None:
+            await run.stop()
+
+    async def _learn(self, group: Group, task: Task, chain_id: str) -> None:
+        """Synthesise a skill draft from an accepted task's evidence, for the owner to publish."""
         evidence = await self.s.store.evidence_of(group.id, task.id)
-        library = SkillLibrary.load(self.s.data_dir, await self.s.store.learned_skills()).all()
-        draft: SkillDraft = await synthesize_draft(
-            self.complete_for(group),
+        learned = await self.s.store.learned_skills(group.id)
+        library = SkillLibrary.load(self.s.data_dir, learned).all()
+        draft = await synthesize_draft(
+            self.complete_for(group, chain_id),
             task=task,
             evidence=evidence,
             library=library,
@@ -346,31 +357,61 @@ class TeamDesk:
         task.draft_id = draft.id
         await self.s.board.publish(task)
 
-    # -- restarts ----------------------------------------------------------------
-    async def recover(self, tasks: list[Task]) -> int:
-        """End the attempts a previous coordinator was running; returns how many."""
+    # -- stops, deletions and restarts ---------------------------------------------
+    async def stop(self, group_id: str) -> None:
+        """The group's turns were stopped: its attempts start nothing more."""
+        self._stopped[group_id] = self.s.clock()
+        for run in [r for r in self._runs.values() if r.group.id == group_id]:
+            await run.stop()
+
+    async def forget(self, group_id: str) -> None:
+        """The group is being deleted: stop its attempts and write nothing more for it."""
+        self.s.board.forget(group_id)
+        await self.stop(group_id)
+        for task_id in [t for t, task in self._live.items() if task.group_id == group_id]:
+            del self._live[task_id]
+        self._locks.pop(group_id, None)
+
+    async def recover(self, tasks: list[Task], groups: set[str]) -> int:
+        """End the attempts a previous coordinator was running; returns how many.
+
+        ``groups`` are the ids of the groups that still exist.
+        """
         ended = 0
         for task in tasks:
-            if task.status not in (TaskStatus.PLANNING, TaskStatus.RUNNING):
+            if task.group_id not in groups or task.status is TaskStatus.REVIEW:
                 continue
-            now = self.s.clock()
-            attempt = task.attempt
-            if attempt is not None:
-                for run in attempt.runs:
-                    if run.status in (RunStatus.PENDING, RunStatus.RUNNING):
-                        run.status, run.error = RunStatus.FAILED, "the server restarted"
-                attempt.failed, attempt.finished_at = True, now
-            task.advance(TaskStatus.REVIEW, now)
-            await self.s.board.publish(task)
-            await GroupEvents(self.s.store, task.group_id).notice(
-                f"The server restarted while the task “{task.title}” was running. "
-                "Revise it to run it again, or abandon it.",
-                attempt.message_id if attempt else task.id,
-                "task_interrupted",
-                taskId=task.id,
-            )
+            try:
+                await self._interrupted(task)
+            except Exception:
+                log.exception("task %s could not be recovered", task.id)
+                continue
             ended += 1
         return ended
+
+    async def _interrupted(self, task: Task) -> None:
+        now = self.s.clock()
+        attempt = task.attempt
+        if attempt is not None:
+            for run in attempt.runs:
+                if run.status in (RunStatus.PENDING, RunStatus.RUNNING):
+                    run.status, run.error = RunStatus.FAILED, "the server restarted"
+            attempt.failed, attempt.finished_at = True, now
+        task.advance(TaskStatus.REVIEW, now)
+        await self.s.board.publish(task)
+        await GroupEvents(self.s.store, task.group_id).notice(
+            f"The server restarted while the task “{task.title}” was running. "
+            "Revise it to run it again, or abandon it.",
+            attempt.message_id if attempt else task.id,
+            "task_interrupted",
+            taskId=task.id,
+        )
+
+
+def _attempt(
+    index: int, message: GroupMessage, text: str, action: TaskAction, now: float
+) -> Attempt:
+    return Attempt(index=index, request=text, message_id=message.id, action=action, started_at=now)
 
 
 def _require_review(task: Task, verdict: str) -> None:

@@ -28,10 +28,13 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from ray.exceptions import RayError
+
 from actors.turns import TurnOrigin, TurnOutcome
 from actors.writer import GroupEvents
 from coordinator.dispatch import Dispatcher
 from engine.events import StopReason
+from engine.tools.approval import approval_marks
 from personas.directory import PersonaDirectory
 from protocol.tasks import (
     NODE_OUTPUT_CHARS,
@@ -48,6 +51,7 @@ from protocol.tasks import (
     TaskStatus,
 )
 from store.base import Group, Store
+from store.retry import until_stored
 from team.calls import Complete
 from team.delegation import Delegation, DependencyOutput, SkillText
 from team.evidence import build_evidence
@@ -73,17 +77,26 @@ class TaskBoard:
     """Stores a task and announces it, one change at a time per task.
 
     Every change is the whole task: a member who reconnects, a second tab or
-    another gateway sees the same card from the newest ``task_changed``.
+    another gateway sees the same card from the newest ``task_changed``. A
+    write is retried while the store is away (``store.retry``), so an
+    attempt never ends with its task left running in the store. Nothing is
+    written for a group that is being deleted.
     """
 
     def __init__(self, store: Store) -> None:
         self.store = store
         self._locks: dict[str, asyncio.Lock] = {}
+        self._gone: set[str] = set()
+
+    def forget(self, group_id: str) -> None:
+        self._gone.add(group_id)
 
     async def publish(self, task: Task) -> None:
+        if task.group_id in self._gone:
+            return
         lock = self._locks.setdefault(task.id, asyncio.Lock())
         async with lock:
-            await self.store.save_task(task)
+            await until_stored(lambda: self.store.save_task(task), f"task {task.id}")
             await GroupEvents(self.store, task.group_id).task_changed(task)
         if not task.open:
             self._locks.pop(task.id, None)
@@ -144,6 +157,7 @@ class AttemptRun:
         group: Group,
         task: Task,
         complete: Complete,
+        by: str,
         history: str | None = None,
     ) -> None:
         self.s = services
@@ -160,14 +174,33 @@ class AttemptRun:
         # Set when a run's turn was aborted: the group's turns were cancelled.
         self.aborted = False
         self.retriever = BM25Retriever()
+        # The runs act for the person who asked for this attempt, with the
+        # tools their message allowed (``!approve``).
         self.origin = TurnOrigin(
-            trigger_id=attempt.message_id, chain_id=attempt.message_id, user_id=task.created_by
+            trigger_id=attempt.message_id,
+            chain_id=attempt.message_id,
+            user_id=by,
+            approvals=approval_marks(attempt.request),
         )
+        self.previous = _previous_answer(task)
 
     @property
     def stopped(self) -> bool:
         """The task was abandoned, or a run was aborted (a cancel): start nothing more."""
         return self.aborted or self.task.status is TaskStatus.ABANDONED
+
+    async def stop(self) -> None:
+        """Start nothing more, and stop the runs whose turns are running."""
+        self.aborted = True
+        for run in self.attempt.runs:
+            if run.status is RunStatus.RUNNING and run.turn_id:
+                await self._abort(run)
+
+    async def _abort(self, run: Run) -> None:
+        try:
+            await self.s.turns.vp(run.vp).abort.remote(self.group.id, run.turn_id)
+        except RayError:
+            log.warning("run %s of task %s could not be stopped", run.id, self.task.id)
 
     async def run(self) -> None:
         """Plan, run, and leave the task for the person's review; never raises."""
@@ -181,7 +214,7 @@ class AttemptRun:
         await self._finish()
 
     async def _steps(self) -> None:
-        learned = await self.s.store.learned_skills()
+        learned = await self.s.store.learned_skills(self.group.id)
         self.library = SkillLibrary.load(self.s.data_dir, learned).all()
         decided = await plan(
             self.complete,
@@ -207,7 +240,7 @@ class AttemptRun:
     # -- single ---------------------------------------------------------------
     async def _single(self, decided: Plan) -> None:
         run = self.attempt.runs[0]
-        skills = await self._assembled(self.attempt.request)
+        skills = await self._assembled("single", self.attempt.request)
         delegation = self._delegation(run, RunRole.SINGLE, self.attempt.request, skills=skills)
         await self._turn(run, delegation, skills)
         self.attempt.final_run = run.id
@@ -226,7 +259,7 @@ class AttemptRun:
             return
         deps = tuple(self._output_of(r) for r in nodes)
         instruction = decided.final_synthesis_instruction
-        skills = await self._assembled(f"{self.task.goal}\n{instruction}")
+        skills = await self._assembled("synthesis", instruction)
         delegation = self._delegation(
             synthesis, RunRole.SYNTHESIS, instruction, deps=deps, skills=skills
         )
@@ -236,26 +269,44 @@ class AttemptRun:
         run = self.attempt.run(node.id)
         assert run is not None
         try:
-            for dep in node.depends_on:
-                await finished[dep].wait()
-            deps = [self.attempt.run(d) for d in node.depends_on]
-            if self.stopped or any(d is None or d.status is not RunStatus.DONE for d in deps):
-                run.status = RunStatus.SKIPPED
-                run.error = "stopped" if self.stopped else "a run it depends on did not finish"
-                await self.s.board.publish(self.task)
-                return
-            skills = await self._node_skills(node)
-            delegation = self._delegation(
-                run,
-                RunRole.NODE,
-                node.task,
-                expected=node.expected_output,
-                deps=tuple(self._output_of(d) for d in deps if d is not None),
-                skills=skills,
-            )
-            await self._turn(run, delegation, skills)
+            await self._node_steps(node, run, finished)
+        except Exception:
+            # One node's failure is that node's: the others go on.
+            log.exception("node %s of task %s failed", node.id, self.task.id)
+            run.status, run.error = RunStatus.FAILED, "the node failed"
+            await self.s.board.publish(self.task)
         finally:
             finished[node.id].set()
+
+    async def _node_steps(
+        self, node: PlanNode, run: Run, finished: dict[str, asyncio.Event]
+    ) -> None:
+        for dep in node.depends_on:
+            await finished[dep].wait()
+        deps = [self.attempt.run(d) for d in node.depends_on]
+        if self.stopped or any(d is None or d.status is not RunStatus.DONE for d in deps):
+            run.status = RunStatus.SKIPPED
+            run.error = "stopped" if self.stopped else "a run it depends on did not finish"
+            await self.s.board.publish(self.task)
+            return
+        skills = await self._node_skills(node)
+        others = [
+            f"@{r.vp} does “{r.task}”"
+            for r in self.attempt.runs
+            if r.role is RunRole.NODE and r.id != run.id
+        ]
+        delegation = self._delegation(
+            run,
+            RunRole.NODE,
+            node.task,
+            expected=node.expected_output,
+            deps=tuple(self._output_of(d) for d in deps if d is not None),
+            skills=skills,
+            constraints=("Leave the other parts to the team: " + "; ".join(others),)
+            if others
+            else (),
+        )
+        await self._turn(run, delegation, skills)
 
     async def _node_skills(self, node: PlanNode) -> list[Skill]:
         """The published skills the resolver picks for a node, else one ephemeral guidance."""
@@ -274,12 +325,28 @@ class AttemptRun:
         )
         return [guidance]
 
-    async def _assembled(self, description: str) -> list[Skill]:
+    async def _assembled(self, phase: str, work: str) -> list[Skill]:
+        """The skills the assembler picks for the single run or the synthesis."""
+        decided = self.attempt.plan
+        lines = [
+            f"Task goal: {self.task.goal}",
+            f"Current user request: {self.attempt.request}",
+            f"Execution phase: {phase}; attempt {self.attempt.index}",
+            f"Work: {work}",
+        ]
+        if decided is not None and decided.reason:
+            lines.append(f"Planner reason: {decided.reason}")
+        if decided is not None and decided.strategy:
+            lines.append(f"Team strategy: {decided.strategy}")
+        nodes = [r for r in self.attempt.runs if r.role is RunRole.NODE]
+        if nodes:
+            lines.append("Team parts: " + "; ".join(f"{r.id}: {r.task}" for r in nodes))
+        lines.append("Prefer existing published skills.")
         return await assemble_skills(
             self.complete,
             library=self.library,
             retriever=self.retriever,
-            task_description=f"{self.task.goal}\n{description}",
+            task_description="\n".join(lines),
         )
 
     # -- one run ----------------------------------------------------------------
@@ -292,6 +359,7 @@ class AttemptRun:
         expected: str = "",
         deps: tuple[DependencyOutput, ...] = (),
         skills: Sequence[Skill] = (),
+        constraints: tuple[str, ...] = (),
     ) -> Delegation:
         decided = self.attempt.plan
         return Delegation(
@@ -304,11 +372,13 @@ class AttemptRun:
             work=work,
             expected_output=expected,
             strategy=decided.strategy if decided else "",
+            constraints=constraints,
             dependencies=deps,
             skills=tuple(
                 SkillText(s.name, s.version, str(s.source), activation_message(s, self.language))
                 for s in skills
             ),
+            previous=self.previous,
             language=self.language,
         )
 
@@ -332,9 +402,17 @@ class AttemptRun:
             await self.s.board.publish(self.task)
             return
         turns = self.s.turns
-        req = replace(turns.plan(self.group, run.vp, self.origin), delegation=delegation)
+        # A run does its own part: it hands nothing on (no route_forward).
+        planned = turns.plan(self.group, run.vp, self.origin)
+        req = replace(planned, delegation=delegation, can_forward=False)
         await turns.record(self.group.id, [req])
         run.status, run.turn_id, run.started_at = RunStatus.RUNNING, req.turn_id, self.s.clock()
+        if self.stopped:
+            # Stopped while the turn was being recorded, before it was sent.
+            await turns.withdraw(req, "the task was stopped before this run started")
+            run.status, run.error = RunStatus.SKIPPED, "stopped"
+            await self.s.board.publish(self.task)
+            return
         await self.s.board.publish(self.task)
         outcome = await turns.run(req)
         self._ended(run, outcome)
@@ -371,3 +449,12 @@ class AttemptRun:
         except Exception:
             log.warning("evidence of task %s not stored", task.id, exc_info=True)
         await self.s.board.publish(task)
+
+
+def _previous_answer(task: Task) -> str:
+    """The answer of the attempt before the newest one ("" for a first attempt)."""
+    if len(task.attempts) < 2:
+        return ""
+    before = task.attempts[-2]
+    final = before.run(before.final_run) if before.final_run else None
+    return final.output if final is not None and final.status is RunStatus.DONE else ""

@@ -4,14 +4,19 @@ Reading goes to the store; every change of a task goes through the group's
 coordinator (``coordinator.team``), which owns the group's tasks and
 announces each change as a ``task_changed`` event. Every route needs a
 session and, for a group's task, membership (a group the user is not in is
-a 404). Published skills are the deployment's: any signed-in user reads
-them. A draft quotes the conversation of the group it was learned in, so
-only that group's members see it, and publish it once it passed the safety
-check.
+a 404).
+
+Skills: built-in and data-directory skills are the deployment's, read by
+any signed-in user. A draft, and the skill it becomes once published, quote
+the conversation of the group it was learned in, so both are that group's:
+only its members see them, only its owner publishes a draft (once it passed
+the safety check), and a learned skill joins that group's library alone,
+replacing a built-in of its name for that group only.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, TypeVar
@@ -23,6 +28,8 @@ from gateway.errors import GatewayError, from_group_error, not_found
 from gateway.http import Body, Ctx, User
 from protocol import MAX_TEXT_LENGTH, ErrorCode
 from protocol.tasks import DraftStatus, Skill, SkillSource, Task
+from store.base import Group
+from store.membership import owner_of
 from team.skills import SkillLibrary
 
 log = logging.getLogger(__name__)
@@ -111,16 +118,40 @@ async def abandon_task(group_id: str, task_id: str, user: User, ctx: Ctx) -> dic
     return {"task": _task_view(task)}
 
 
+def _skill_view(skill: Skill) -> dict[str, Any]:
+    return skill.model_dump(mode="json", by_alias=True)
+
+
 @router.get("/api/skills")
-async def list_skills(user: User, ctx: Ctx) -> dict[str, Any]:
-    """Every published skill: built in, from the data directory, and learned."""
+async def list_skills(
+    user: User,
+    ctx: Ctx,
+    group_id: Annotated[str | None, Query(alias="groupId")] = None,
+) -> dict[str, Any]:
+    """The published skills the user may read.
+
+    With ``groupId`` (a group the user is in): the library that group's runs
+    use, where a skill learned in the group replaces the built-in or data
+    skill of its name. Without it: the built-in and data-directory skills,
+    and beside them the skills learned in each of the user's groups (each
+    naming its ``groupId``), all by name.
+    """
     store = await ctx.runtime.store()
-    library = SkillLibrary.load(ctx.settings.data_dir, await store.learned_skills())
-    return {"skills": [s.model_dump(mode="json", by_alias=True) for s in library.all()]}
+    if group_id is not None:
+        group = await ctx.groups.member_group(user, group_id)
+        library = SkillLibrary.load(ctx.settings.data_dir, await store.learned_skills(group.id))
+        return {"skills": [_skill_view(s) for s in library.all()]}
+    shared = SkillLibrary.load(ctx.settings.data_dir).all()
+    groups = await ctx.groups.list_for(user)
+    per_group = await asyncio.gather(*(store.learned_skills(g.id) for g in groups))
+    learned = [s for skills in per_group for s in skills]
+    # A learned skill comes right after the shared one of its name, if any.
+    skills = sorted([*shared, *learned], key=lambda s: (s.name, s.group_id or ""))
+    return {"skills": [_skill_view(s) for s in skills]}
 
 
-async def _member_of(ctx: Ctx, user: str) -> set[str]:
-    return {g.id for g in await ctx.groups.list_for(user)}
+async def _groups_of(ctx: Ctx, user: str) -> dict[str, Group]:
+    return {g.id: g for g in await ctx.groups.list_for(user)}
 
 
 @router.get("/api/skills/drafts")
@@ -132,18 +163,25 @@ async def list_drafts(
     A draft quotes its group's conversation, so only that group's members see it.
     """
     store = await ctx.runtime.store()
-    groups = await _member_of(ctx, user)
-    drafts = [d for d in await store.list_skill_drafts(status) if d.group_id in groups]
+    groups = await _groups_of(ctx, user)
+    drafts = await store.list_skill_drafts(status, group_ids=groups.keys())
     return {"drafts": [d.model_dump(mode="json", by_alias=True) for d in drafts]}
 
 
 @router.post("/api/skills/drafts/{draft_id}/publish")
 async def publish_draft(draft_id: str, user: User, ctx: Ctx) -> dict[str, Any]:
-    """Publish a draft: from now on the planner's skill selection may pick it."""
+    """Publish a draft (its group's owner only): its group's runs may be given it from now on."""
     store = await ctx.runtime.store()
-    draft = await store.get_skill_draft(draft_id)
-    if draft is None or draft.group_id not in await _member_of(ctx, user):
+    groups = await _groups_of(ctx, user)
+    draft = await store.get_skill_draft(draft_id, group_ids=groups.keys())
+    if draft is None or draft.group_id not in groups:
         raise not_found("draft")
+    # Publishing changes what every run of the group is told to do, so it is
+    # the owner's call, like the group's settings (coordinator.membership).
+    owner = owner_of(groups[draft.group_id])
+    if owner != user:
+        message = f"only the owner of the group ({owner}) can publish its skill drafts"
+        raise GatewayError(ErrorCode.FORBIDDEN, message)
     # The report is checked too, not only the status: a draft whose check failed
     # must never become a skill, whatever status a bug or an old record gave it.
     if draft.status is DraftStatus.BLOCKED or not draft.safety.ok:
@@ -158,11 +196,12 @@ async def publish_draft(draft_id: str, user: User, ctx: Ctx) -> dict[str, Any]:
         content=draft.content,
         source=SkillSource.LEARNED,
         version=draft.id,
+        group_id=draft.group_id,
     )
     await store.save_learned_skill(skill)
     published = draft.model_copy(update={"status": DraftStatus.PUBLISHED, "published_by": user})
     await store.save_skill_draft(published)
     return {
         "draft": published.model_dump(mode="json", by_alias=True),
-        "skill": skill.model_dump(mode="json", by_alias=True),
+        "skill": _skill_view(skill),
     }

@@ -246,6 +246,9 @@ class Skill(ServerModel):
     content: str
     source: SkillSource = SkillSource.BUILTIN
     version: str = "1"
+    # The group a learned skill was learned in: it is that group's alone, since
+    # it quotes the group's conversation. None for built-in and data skills.
+    group_id: str | None = None
 
 
 class DraftAction(StrEnum):

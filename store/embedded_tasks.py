@@ -4,20 +4,25 @@ Each record is its JSON text in ``data``; the columns beside it are what a
 read filters or orders by. ``tasks.is_open`` (1 or 0, from the task's status
 when it was saved) backs a partial index over the open tasks only, so the
 active task of a group and the open tasks of all groups are found without
-reading the others. The tables are made by :func:`setup`, which every open
-runs (``store.embedded_schema``), so a database made before team mode gains
-them the first time it is opened.
+reading the others. Drafts and learned skills are a group's
+(``store.tasks``): each row names its group, the draft indexes lead with it
+so a member's drafts are found by their groups alone, and a learned skill's
+key is (group, name). Every table here is deleted from with its group. The
+tables are made by :func:`setup`, which every open runs
+(``store.embedded_schema``), so a database made before team mode gains them
+the first time it is opened.
 """
 
 from __future__ import annotations
 
+import json
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import TypeVar
 
 from protocol.tasks import DraftStatus, Evidence, Skill, SkillDraft, Task
 from store.sqlite import write_txn
-from store.tasks import DEFAULT_DRAFT_LIMIT, DEFAULT_TASK_LIMIT, dump
+from store.tasks import DEFAULT_DRAFT_LIMIT, DEFAULT_TASK_LIMIT, dump, learned_group
 
 T = TypeVar("T")
 
@@ -42,21 +47,29 @@ CREATE TABLE IF NOT EXISTS task_evidence (
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS skill_drafts (
     id TEXT PRIMARY KEY,
+    group_id TEXT NOT NULL,
     status TEXT NOT NULL,
     created_at REAL NOT NULL,
     data TEXT NOT NULL
 ) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS skill_drafts_by_created ON skill_drafts (created_at, id);
-CREATE INDEX IF NOT EXISTS skill_drafts_by_status ON skill_drafts (status, created_at, id);
+CREATE INDEX IF NOT EXISTS skill_drafts_by_group ON skill_drafts (group_id, created_at, id);
+CREATE INDEX IF NOT EXISTS skill_drafts_by_group_status
+    ON skill_drafts (group_id, status, created_at, id);
 CREATE TABLE IF NOT EXISTS learned_skills (
-    name TEXT PRIMARY KEY,
-    data TEXT NOT NULL
+    group_id TEXT NOT NULL,
+    name TEXT NOT NULL,
+    data TEXT NOT NULL,
+    PRIMARY KEY (group_id, name)
 ) WITHOUT ROWID;
 """
 
-# Tables (beside the store's own) that hold rows of a group, for delete_group.
-# Drafts and learned skills are not a group's: they stay.
-GROUP_TABLES = ("tasks", "task_evidence")
+# Tables (beside the store's own) that hold rows of a group, for delete_group:
+# drafts and learned skills too, since they quote the group's conversation.
+GROUP_TABLES = ("tasks", "task_evidence", "skill_drafts", "learned_skills")
+
+# The SQL of a condition ``group_id`` is one of a JSON array's values: one
+# parameter however many groups a user is in (no limit on bound variables).
+_IN_GROUPS = "group_id IN (SELECT value FROM json_each(?))"
 
 
 def setup(conn: sqlite3.Connection) -> None:
@@ -169,67 +182,85 @@ class EmbeddedTasks:
 
     # -- skill drafts ------------------------------------------------------
     async def save_skill_draft(self, draft: SkillDraft) -> None:
-        row = (draft.id, draft.status.value, draft.created_at, dump(draft))
+        row = (draft.id, draft.group_id, draft.status.value, draft.created_at, dump(draft))
 
         def op(conn: sqlite3.Connection) -> None:
             with write_txn(conn):
                 conn.execute(
-                    "INSERT INTO skill_drafts (id, status, created_at, data) VALUES (?, ?, ?, ?)"
-                    " ON CONFLICT (id) DO UPDATE SET status = excluded.status,"
-                    " created_at = excluded.created_at, data = excluded.data",
+                    "INSERT INTO skill_drafts (id, group_id, status, created_at, data)"
+                    " VALUES (?, ?, ?, ?, ?)"
+                    " ON CONFLICT (id) DO UPDATE SET group_id = excluded.group_id,"
+                    " status = excluded.status, created_at = excluded.created_at,"
+                    " data = excluded.data",
                     row,
                 )
 
         await self._run(op)
 
-    async def get_skill_draft(self, draft_id: str) -> SkillDraft | None:
+    async def get_skill_draft(
+        self, draft_id: str, group_ids: Collection[str] | None = None
+    ) -> SkillDraft | None:
+        sql, args = "SELECT data FROM skill_drafts WHERE id = ?", [draft_id]
+        if group_ids is not None:
+            sql += f" AND {_IN_GROUPS}"
+            args.append(json.dumps(sorted(group_ids)))
+
         def op(conn: sqlite3.Connection) -> str | None:
-            found = conn.execute(
-                "SELECT data FROM skill_drafts WHERE id = ?", (draft_id,)
-            ).fetchone()
+            found = conn.execute(sql, args).fetchone()
             return str(found[0]) if found else None
 
         data = await self._run(op)
         return SkillDraft.model_validate_json(data) if data else None
 
     async def list_skill_drafts(
-        self, status: DraftStatus | None = None, limit: int = DEFAULT_DRAFT_LIMIT
+        self,
+        status: DraftStatus | None = None,
+        limit: int = DEFAULT_DRAFT_LIMIT,
+        group_ids: Collection[str] | None = None,
     ) -> list[SkillDraft]:
-        if limit <= 0:
+        if limit <= 0 or (group_ids is not None and not group_ids):
             return []
+        where: list[str] = []
+        args: list[str | int] = []
+        if group_ids is not None:
+            where.append(_IN_GROUPS)
+            args.append(json.dumps(sorted(group_ids)))
+        if status is not None:
+            where.append("status = ?")
+            args.append(DraftStatus(status).value)
+        sql = "SELECT data FROM skill_drafts"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY created_at DESC, id DESC LIMIT ?"
+        args.append(limit)
 
         def op(conn: sqlite3.Connection) -> list[str]:
-            if status is None:
-                rows = conn.execute(
-                    "SELECT data FROM skill_drafts ORDER BY created_at DESC, id DESC LIMIT ?",
-                    (limit,),
-                )
-            else:
-                rows = conn.execute(
-                    "SELECT data FROM skill_drafts WHERE status = ?"
-                    " ORDER BY created_at DESC, id DESC LIMIT ?",
-                    (DraftStatus(status).value, limit),
-                )
-            return _texts(rows.fetchall())
+            return _texts(conn.execute(sql, args).fetchall())
 
         return [SkillDraft.model_validate_json(d) for d in await self._run(op)]
 
     # -- learned skills ----------------------------------------------------
     async def save_learned_skill(self, skill: Skill) -> None:
-        row = (skill.name, dump(skill))
+        row = (learned_group(skill), skill.name, dump(skill))
 
         def op(conn: sqlite3.Connection) -> None:
             with write_txn(conn):
                 conn.execute(
-                    "INSERT INTO learned_skills (name, data) VALUES (?, ?)"
-                    " ON CONFLICT (name) DO UPDATE SET data = excluded.data",
+                    "INSERT INTO learned_skills (group_id, name, data) VALUES (?, ?, ?)"
+                    " ON CONFLICT (group_id, name) DO UPDATE SET data = excluded.data",
                     row,
                 )
 
         await self._run(op)
 
-    async def learned_skills(self) -> list[Skill]:
+    async def learned_skills(self, group_id: str | None = None) -> list[Skill]:
         def op(conn: sqlite3.Connection) -> list[str]:
-            return _texts(conn.execute("SELECT data FROM learned_skills ORDER BY name").fetchall())
+            if group_id is None:
+                rows = conn.execute("SELECT data FROM learned_skills ORDER BY name, group_id")
+            else:
+                rows = conn.execute(
+                    "SELECT data FROM learned_skills WHERE group_id = ? ORDER BY name", (group_id,)
+                )
+            return _texts(rows.fetchall())
 
         return [Skill.model_validate_json(d) for d in await self._run(op)]

@@ -1,7 +1,7 @@
 """The Redis store's team-mode records (``store.tasks``).
 
 Keys (beside those in ``store.redis``; ``P`` is the prefix, ``{G}`` the
-group's hash tag):
+group's hash tag, ``S`` a draft status):
 
 ==============================  ======  ==========================================
 ``P:g:{G}:tasks``               hash    task id -> Task JSON
@@ -9,28 +9,35 @@ group's hash tag):
 ``P:g:{G}:taskopen``            zset    the open task ids, scored by ``created_at``
 ``P:g:{G}:evidence``            hash    ``task id NUL attempt`` -> Evidence JSON
 ``P:g:{G}:evindex``             zset    the same fields, all scored 0 (by task, by lex)
-``P:taskgroups``                set     ids of the groups that have had an open task
-``P:{skills}:drafts``           hash    draft id -> SkillDraft JSON
-``P:{skills}:drafts:all``       zset    every draft id, scored by ``created_at``
-``P:{skills}:drafts:status:S``  zset    the ids of the drafts in status S, likewise
-``P:{skills}:learned``          hash    skill name -> Skill JSON
+``P:g:{G}:drafts``              hash    draft id -> SkillDraft JSON
+``P:g:{G}:draftlist``           zset    every draft id, scored by ``created_at``
+``P:g:{G}:draftlist:S``         zset    the ids of the drafts in status S, likewise
+``P:g:{G}:skills``              hash    learned skill name -> Skill JSON
+``P:taskgroups``                set     ids of the groups that have had an open
+                                        task, a draft or a learned skill
 ==============================  ======  ==========================================
 
 Equal scores sort by member, so a sorted set read backwards gives newest
 first by ``created_at`` and then id, the order the embedded store's indexes
-give. A list is one Lua script (the ids and their records read in one
-step), a save one MULTI/EXEC transaction. The skill keys share the
-``{skills}`` hash tag, so those transactions stay in one Redis Cluster slot.
+give. A list of one group is one Lua script (the ids and their records read
+in one step), a save one MULTI/EXEC transaction; every key of one group
+shares its ``{G}`` hash tag, so those stay in one Redis Cluster slot. Drafts
+of several groups are each group's newest ``limit`` (one script per group,
+in one pipeline), merged here: so the filter is in the query itself, and
+another group's newer drafts never push a member's out of the page.
 
-A group enters ``P:taskgroups`` (before its task is written, so a crash in
-between leaves a group with nothing open there, never an open task unseen
-by ``open_tasks``) and leaves it when the group is deleted, with its task
-and evidence keys; drafts and learned skills are not a group's and stay.
+A group enters ``P:taskgroups`` before an open task, a draft or a learned
+skill of it is written (so a crash in between leaves a group with nothing
+there, never a record unseen by ``open_tasks`` or by a read across groups:
+every group's drafts or skills, a draft looked up by id alone), and leaves
+it when the group is deleted, with every key above (the group's
+``TASK_KINDS``).
 """
 
 from __future__ import annotations
 
 from abc import abstractmethod
+from collections.abc import Collection
 
 import redis.asyncio as aioredis
 
@@ -42,11 +49,25 @@ from store.tasks import (
     by_attempt,
     by_name,
     dump,
+    learned_group,
+    newest_first,
     oldest_open_first,
 )
 
-# The per-group keys of tasks and evidence, deleted with the group.
-TASK_KINDS = ("tasks", "tasklist", "taskopen", "evidence", "evindex")
+_DRAFT_STATUS_KINDS = tuple(f"draftlist:{status.value}" for status in DraftStatus)
+# The per-group keys of tasks, evidence, drafts and learned skills, deleted
+# with the group.
+TASK_KINDS = (
+    "tasks",
+    "tasklist",
+    "taskopen",
+    "evidence",
+    "evindex",
+    "drafts",
+    "draftlist",
+    *_DRAFT_STATUS_KINDS,
+    "skills",
+)
 
 _SEP = "\x00"
 
@@ -91,9 +112,6 @@ class RedisTasks:
     @property
     def _task_groups(self) -> str:
         return f"{self.prefix}:taskgroups"
-
-    def _skill_key(self, kind: str) -> str:
-        return f"{self.prefix}:{{skills}}:{kind}"
 
     async def _newest(self, index: str, records: str, last_rank: int) -> list[str]:
         with redis_errors():
@@ -173,44 +191,84 @@ class RedisTasks:
         return by_attempt([Evidence.model_validate_json(str(d)) for d in found])
 
     # -- skill drafts ------------------------------------------------------
+    async def _groups(self, group_ids: Collection[str] | None) -> list[str]:
+        """``group_ids``, sorted; every group with team-mode records when None."""
+        if group_ids is not None:
+            return sorted(set(group_ids))
+        with redis_errors():
+            return sorted(str(g) for g in await self._r.smembers(self._task_groups))
+
     async def save_skill_draft(self, draft: SkillDraft) -> None:
         self._check_open()
+        group_id = draft.group_id
         with redis_errors():
+            await self._r.sadd(self._task_groups, group_id)
             async with self._r.pipeline(transaction=True) as pipe:
-                pipe.hset(self._skill_key("drafts"), draft.id, dump(draft))
-                pipe.zadd(self._skill_key("drafts:all"), {draft.id: draft.created_at})
+                pipe.hset(self._key(group_id, "drafts"), draft.id, dump(draft))
+                pipe.zadd(self._key(group_id, "draftlist"), {draft.id: draft.created_at})
                 for status in DraftStatus:
-                    key = self._skill_key(f"drafts:status:{status.value}")
+                    key = self._key(group_id, f"draftlist:{status.value}")
                     if status is draft.status:
                         pipe.zadd(key, {draft.id: draft.created_at})
                     else:
                         pipe.zrem(key, draft.id)
                 await pipe.execute()
 
-    async def get_skill_draft(self, draft_id: str) -> SkillDraft | None:
+    async def get_skill_draft(
+        self, draft_id: str, group_ids: Collection[str] | None = None
+    ) -> SkillDraft | None:
         self._check_open()
+        groups = await self._groups(group_ids)
+        if not groups:
+            return None
         with redis_errors():
-            data = await self._r.hget(self._skill_key("drafts"), draft_id)
+            async with self._r.pipeline(transaction=False) as pipe:
+                for group_id in groups:
+                    pipe.hget(self._key(group_id, "drafts"), draft_id)
+                found = await pipe.execute()
+        data = next((d for d in found if d), None)
         return SkillDraft.model_validate_json(data) if data else None
 
     async def list_skill_drafts(
-        self, status: DraftStatus | None = None, limit: int = DEFAULT_DRAFT_LIMIT
+        self,
+        status: DraftStatus | None = None,
+        limit: int = DEFAULT_DRAFT_LIMIT,
+        group_ids: Collection[str] | None = None,
     ) -> list[SkillDraft]:
         self._check_open()
         if limit <= 0:
             return []
-        kind = "drafts:all" if status is None else f"drafts:status:{DraftStatus(status).value}"
-        found = await self._newest(self._skill_key(kind), self._skill_key("drafts"), limit - 1)
-        return [SkillDraft.model_validate_json(d) for d in found]
+        groups = await self._groups(group_ids)
+        if not groups:
+            return []
+        kind = "draftlist" if status is None else f"draftlist:{DraftStatus(status).value}"
+        # Each group's newest ``limit`` holds every draft of it that can be in
+        # the newest ``limit`` of all of them.
+        with redis_errors():
+            async with self._r.pipeline(transaction=False) as pipe:
+                for group_id in groups:
+                    keys = (self._key(group_id, kind), self._key(group_id, "drafts"))
+                    pipe.eval(_NEWEST, 2, *keys, limit - 1)
+                per_group = await pipe.execute()
+        drafts = [SkillDraft.model_validate_json(d) for found in per_group for d in found]
+        return newest_first(drafts)[:limit]
 
     # -- learned skills ----------------------------------------------------
     async def save_learned_skill(self, skill: Skill) -> None:
         self._check_open()
+        group_id = learned_group(skill)
         with redis_errors():
-            await self._r.hset(self._skill_key("learned"), skill.name, dump(skill))
+            await self._r.sadd(self._task_groups, group_id)
+            await self._r.hset(self._key(group_id, "skills"), skill.name, dump(skill))
 
-    async def learned_skills(self) -> list[Skill]:
+    async def learned_skills(self, group_id: str | None = None) -> list[Skill]:
         self._check_open()
+        groups = await self._groups(None if group_id is None else [group_id])
+        if not groups:
+            return []
         with redis_errors():
-            blobs = await self._r.hvals(self._skill_key("learned"))
-        return by_name([Skill.model_validate_json(b) for b in blobs])
+            async with self._r.pipeline(transaction=False) as pipe:
+                for group in groups:
+                    pipe.hvals(self._key(group, "skills"))
+                per_group = await pipe.execute()
+        return by_name([Skill.model_validate_json(b) for blobs in per_group for b in blobs])

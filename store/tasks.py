@@ -10,18 +10,24 @@ entries a read needs to find it without decoding every record:
   kept in an index, so ``active_task`` and ``open_tasks`` read only open
   tasks;
 - evidence is one record per attempt of a task, replaced when saved again;
-- skill drafts and learned skills are knowledge, not a group's chat: they
-  are not under any group and outlive the group they were learned in, while
-  a group's tasks and evidence are deleted with it.
+- skill drafts and learned skills belong to the group they were learned
+  in: a draft quotes that group's conversation, and a published one is
+  that group's skill (it may replace a built-in of its name for that group
+  only). A learned skill is kept by (group, name); drafts are listed by
+  group in the store's own query, so a member's drafts are never pushed out
+  of a page by other groups' newer ones.
 
-Order is the same on both backends: tasks and drafts newest first by
-``created_at`` and then id (descending), evidence by attempt, learned skills
-by name, and open tasks oldest first by ``created_at``, group id and task id.
+Everything of a group (tasks, evidence, drafts, learned skills) is deleted
+with it. Order is the same on both backends: tasks and drafts newest first
+by ``created_at`` and then id (descending), evidence by attempt, a group's
+learned skills by name (every group's by name, then group id), and open
+tasks oldest first by ``created_at``, group id and task id.
 """
 
 from __future__ import annotations
 
 from abc import abstractmethod
+from collections.abc import Collection
 from typing import Protocol
 
 from pydantic import BaseModel
@@ -46,7 +52,18 @@ def by_attempt(evidence: list[Evidence]) -> list[Evidence]:
 
 
 def by_name(skills: list[Skill]) -> list[Skill]:
-    return sorted(skills, key=lambda s: s.name)
+    return sorted(skills, key=lambda s: (s.name, s.group_id or ""))
+
+
+def newest_first(drafts: list[SkillDraft]) -> list[SkillDraft]:
+    return sorted(drafts, key=lambda d: (d.created_at, d.id), reverse=True)
+
+
+def learned_group(skill: Skill) -> str:
+    """The group a learned skill is saved under; ValueError if it names none."""
+    if not skill.group_id:
+        raise ValueError(f"learned skill {skill.name!r} names no group: it is a group's own")
+    return skill.group_id
 
 
 class TaskLog(Protocol):
@@ -81,21 +98,33 @@ class TaskLog(Protocol):
 
     @abstractmethod
     async def save_skill_draft(self, draft: SkillDraft) -> None:
-        """Insert or replace a skill draft (by id)."""
+        """Insert or replace a skill draft (by id, under ``draft.group_id``)."""
 
     @abstractmethod
-    async def get_skill_draft(self, draft_id: str) -> SkillDraft | None: ...
+    async def get_skill_draft(
+        self, draft_id: str, group_ids: Collection[str] | None = None
+    ) -> SkillDraft | None:
+        """The draft of that id if it belongs to one of ``group_ids`` (to any group when None)."""
 
     @abstractmethod
     async def list_skill_drafts(
-        self, status: DraftStatus | None = None, limit: int = DEFAULT_DRAFT_LIMIT
+        self,
+        status: DraftStatus | None = None,
+        limit: int = DEFAULT_DRAFT_LIMIT,
+        group_ids: Collection[str] | None = None,
     ) -> list[SkillDraft]:
-        """The newest ``limit`` drafts (of ``status`` when given), newest first."""
+        """The newest ``limit`` drafts of ``group_ids`` (every group's when None), newest first.
+
+        Only drafts in ``status`` when it is given.
+        """
 
     @abstractmethod
     async def save_learned_skill(self, skill: Skill) -> None:
-        """Insert or replace a published skill (by name)."""
+        """Insert or replace the skill of ``skill.name`` in ``skill.group_id`` only.
+
+        ValueError when ``skill.group_id`` is not set: a learned skill is a group's own.
+        """
 
     @abstractmethod
-    async def learned_skills(self) -> list[Skill]:
-        """Every learned skill, by name."""
+    async def learned_skills(self, group_id: str | None = None) -> list[Skill]:
+        """The group's learned skills by name; every group's (by name, group) when None."""

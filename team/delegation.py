@@ -21,6 +21,8 @@ from protocol.tasks import NODE_OUTPUT_CHARS, RunRole
 
 # A dependency's output as a dependent run reads it.
 DEPENDENCY_CHARS = 4_000
+# The previous attempt's answer as every run of the next attempt reads it.
+PREVIOUS_CHARS = 3_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +66,7 @@ _HEADINGS = {
         "deps": "Outputs you build on",
         "failed": "(this part failed)",
         "instruction": "Synthesis instruction",
+        "previous": "The previous attempt's answer (the person asked for another attempt)",
     },
     "zh": {
         "context": "# 执行上下文",
@@ -83,6 +86,7 @@ _HEADINGS = {
         "deps": "你所依赖的输出",
         "failed": "（此部分失败）",
         "instruction": "综合说明",
+        "previous": "上一次尝试的答案（用户要求再做一次）",
     },
 }
 
@@ -108,6 +112,8 @@ class Delegation:
     constraints: tuple[str, ...] = ()
     dependencies: tuple[DependencyOutput, ...] = ()
     skills: tuple[SkillText, ...] = ()
+    # The answer of the attempt before this one, when the person asked again.
+    previous: str = ""
     language: str = "en"
 
     def execution_context(self) -> str:
@@ -127,6 +133,8 @@ class Delegation:
             lines += ["", f"{w['constraints']}:", *(f"- {c}" for c in self.constraints)]
         if self.expected_output:
             lines += ["", f"{w['expected']}: {self.expected_output}"]
+        if self.previous:
+            lines += ["", f"{w['previous']}:", self.previous[:PREVIOUS_CHARS]]
         if self.dependencies:
             lines += ["", f"{w['deps']}:"]
             limit = NODE_OUTPUT_CHARS if self.role is RunRole.SYNTHESIS else DEPENDENCY_CHARS

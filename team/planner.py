@@ -13,17 +13,28 @@ returns a :class:`~protocol.tasks.Plan` that keeps the invariants below or
 raises :class:`PlanInvalid` saying what is wrong. :func:`plan` never
 raises: a provider failure, a timeout, an answer that is not JSON or a plan
 that does not validate all give ``Plan(mode=single, vp=default_vp,
-fallback=True)``, whose ``reason`` says why. A team is an optimisation; one
-VP doing the work is always a correct plan.
+fallback=True)``, whose ``reason`` says why in a short classified phrase
+(``FALLBACK_*`` below, or "the plan was invalid: " and the validation's
+reason), never the text of a provider's error: a plan is stored and shown
+to people, and an engine or Ray error can hold a traceback, host names and
+process ids. The error itself goes to the log. A team is an optimisation;
+one VP doing the work is always a correct plan.
 
 Invariants of a validated plan:
 
 - ``single``: ``vp`` is a roster id (or ``default_vp``), ``nodes`` empty;
 - ``team``: node ids are unique, non-empty, at most 40 characters of
-  ``[A-Za-z0-9_-]``; every node's ``vp`` is a roster id; every
+  ``[A-Za-z0-9_-]`` and none of :data:`RESERVED_NODE_IDS` in any case (the
+  executor gives those ids to its synthesis run and its single run, and a
+  run's id names it in the attempt); every node's ``vp`` is a roster id; every
   ``depends_on`` names another node of the plan; the graph has no cycle;
   ``synthesizer`` is a roster id (or ``default_vp``) and
   ``final_synthesis_instruction`` is not empty.
+
+Several nodes may go to the same VP; that is a valid plan, but a VP takes
+one turn of a group at a time, so that VP's nodes run one after another
+even where the graph would let them run in parallel. The prompt tells the
+model so.
 
 VP names resolve by roster id or display name, in any case; the plan
 always holds ids. :func:`waves` orders a team plan's nodes into layers an
@@ -42,10 +53,16 @@ from typing import Any
 
 from protocol.tasks import MAX_TEAM_NODES, Plan, PlanMode, PlanNode
 from team.calls import Complete, ModelCall, Purpose, parse_json_object
+from team.text import language_name, one_line
 
 __all__ = [
     "DEFAULT_SYNTHESIS",
+    "FALLBACK_BAD_ANSWER",
+    "FALLBACK_INVALID",
+    "FALLBACK_TIMEOUT",
+    "FALLBACK_UNREACHABLE",
     "PLANNER_TIMEOUT_S",
+    "RESERVED_NODE_IDS",
     "PlanInvalid",
     "RosterEntry",
     "build_prompt",
@@ -60,6 +77,17 @@ PLANNER_TIMEOUT_S = 45.0
 PLANNER_MAX_TOKENS = 2000
 NODE_ID_CHARS = 40
 _NODE_ID = re.compile(r"^[A-Za-z0-9_-]+$")
+# The ids the executor (coordinator.team_run.runs_of) gives its own runs: a
+# node with one of them would be confused with the synthesis or single run.
+RESERVED_NODE_IDS = frozenset({"synthesis", "single"})
+
+# A fallback plan's reason: what went wrong, classified, never the error's own text.
+FALLBACK_UNREACHABLE = "the model could not be reached"
+FALLBACK_TIMEOUT = "the model timed out"
+FALLBACK_BAD_ANSWER = "the answer was not valid JSON"
+FALLBACK_INVALID = "the plan was invalid: "
+# A validation reason quotes the model's values; this keeps a quoted essay short.
+_INVALID_REASON_CHARS = 200
 
 DEFAULT_SYNTHESIS = (
     "Combine the team's results into one answer to the person's request: keep what each "
@@ -75,7 +103,8 @@ _TEAM_RULE = (
     "Use mode=team only when the work needs several distinct areas of expertise whose "
     "parts can be done in parallel, and the roster has at least 2 VPs. Otherwise use "
     "mode=single and name the one VP best suited to the whole attempt. A team has "
-    f"2 to {MAX_TEAM_NODES} nodes; a node may depend on others' outputs, never in a cycle."
+    f"2 to {MAX_TEAM_NODES} nodes; a node may depend on others' outputs, never in a cycle. "
+    "Nodes given to the same VP run one after another, not in parallel."
 )
 
 _SCHEMA = """Answer with this JSON:
@@ -123,7 +152,11 @@ def build_prompt(
     history: str | None = None,
     language: str = "en",
 ) -> str:
-    """The planner's user prompt, headings fixed (the offline model parses them)."""
+    """The planner's user prompt, headings fixed (the offline model parses them).
+
+    It asks for the plan's prose (reason, strategy, tasks, instructions) in
+    the group's ``language``.
+    """
     people = [
         {"id": r.id, "name": r.name, "description": r.description, "tools": list(r.tools)}
         for r in roster
@@ -132,7 +165,7 @@ def build_prompt(
         "Decide execution mode for this internal Task attempt.",
         _TEAM_RULE,
         _SCHEMA,
-        f"Write reason, strategy, tasks and instructions in {_language(language)}.",
+        f"Write reason, strategy, tasks and instructions in {language_name(language)}.",
         "Roster:\n" + json.dumps(people, ensure_ascii=False),
         "Task goal:\n" + goal,
         "Current user request:\n" + request,
@@ -141,10 +174,6 @@ def build_prompt(
     if history and history.strip():
         parts.append("Relevant task history:\n" + history.strip())
     return "\n\n".join(parts)
-
-
-def _language(code: str) -> str:
-    return {"en": "English", "zh": "Chinese"}.get(code, code)
 
 
 async def plan(
@@ -159,7 +188,10 @@ async def plan(
     language: str = "en",
     timeout_s: float = PLANNER_TIMEOUT_S,
 ) -> Plan:
-    """The plan for one attempt (see the module docstring); never raises for the model's faults."""
+    """The plan for one attempt (see the module docstring); never raises for the model's faults.
+
+    A fallback's ``reason`` is a ``FALLBACK_*`` phrase, never an error's text.
+    """
     call = ModelCall(
         purpose=Purpose.PLANNER,
         system=SYSTEM,
@@ -178,18 +210,20 @@ async def plan(
     try:
         text = await asyncio.wait_for(complete(call), timeout_s)
     except TimeoutError:
-        return _fallback(default_vp, "planner timed out")
+        log.info("planner call timed out")
+        return _fallback(default_vp, FALLBACK_TIMEOUT)
     except Exception as exc:  # any provider failure: one VP does the attempt
         log.warning("planner call failed: %r", exc)
-        return _fallback(default_vp, f"planner unavailable: {exc or type(exc).__name__}")
+        return _fallback(default_vp, FALLBACK_UNREACHABLE)
     raw = parse_json_object(text)
     if raw is None:
-        return _fallback(default_vp, "planner answer was not a JSON object")
+        log.info("planner answer was not a JSON object: %.200r", text)
+        return _fallback(default_vp, FALLBACK_BAD_ANSWER)
     try:
         return validate_plan(raw, roster, default_vp)
     except PlanInvalid as exc:
         log.info("planner answer rejected: %s", exc)
-        return _fallback(default_vp, f"invalid plan: {exc}")
+        return _fallback(default_vp, FALLBACK_INVALID + one_line(str(exc), _INVALID_REASON_CHARS))
 
 
 def _fallback(default_vp: str, why: str) -> Plan:
@@ -200,7 +234,8 @@ def validate_plan(raw: dict[str, Any], roster: Sequence[RosterEntry], default_vp
     """``raw`` (a planner's JSON object) as a valid :class:`Plan`; raises :class:`PlanInvalid`.
 
     A team of exactly one node is accepted as a single plan for that node's
-    VP: the answer is clear even if the mode is not.
+    VP: the answer is clear even if the mode is not. Several nodes of one VP
+    are accepted; they run one after another (see the module docstring).
     """
     mode = _string(raw.get("mode"), "mode").lower()
     reason = _string(raw.get("reason"), "reason")
@@ -285,6 +320,10 @@ def _node(item: Any, index: int, roster: Sequence[RosterEntry]) -> PlanNode:
     if len(node_id) > NODE_ID_CHARS or not _NODE_ID.match(node_id):
         raise PlanInvalid(
             f"node id {node_id!r} must be 1 to {NODE_ID_CHARS} letters, digits, '_' or '-'"
+        )
+    if node_id.lower() in RESERVED_NODE_IDS:
+        raise PlanInvalid(
+            f"node id {node_id!r} is reserved: the executor names its own {node_id.lower()} run so"
         )
     vp = _resolve(item.get("vp"), roster)
     if vp is None:

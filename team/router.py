@@ -21,7 +21,14 @@ Invariants of the returned :class:`~protocol.tasks.RouterDecision`:
   choice: the provider failed, it timed out twice, or its answer was not a
   JSON object with a known action. The fallback action is ``continue_task``
   with an active task (an unfinished task is the likelier subject) and
-  ``simple_chat`` without one (a plain reply is the safest thing to do).
+  ``simple_chat`` without one (a plain reply is the safest thing to do);
+- a fallback's ``reason`` is one of the short phrases ``FALLBACK_*`` below,
+  never the text of the error: a decision is stored and shown to people,
+  and an engine or Ray error can hold a traceback, host names and process
+  ids. The error itself goes to the log.
+
+The prompt asks for ``reason`` and ``short_title`` in the group's language,
+so a Chinese group's task gets a Chinese title.
 
 Only a timeout is retried, once: a provider that is down stays down for the
 next second, so retrying it would only delay the reply.
@@ -38,8 +45,13 @@ from typing import Any
 
 from protocol.tasks import RouterDecision, Task, TaskAction, task_payload
 from team.calls import Complete, ModelCall, Purpose, parse_json_object
+from team.text import excerpt, language_name, one_line
 
 __all__ = [
+    "FALLBACK_BAD_ANSWER",
+    "FALLBACK_TIMEOUT",
+    "FALLBACK_UNKNOWN_ACTION",
+    "FALLBACK_UNREACHABLE",
     "RECENT_CHARS",
     "RECENT_MESSAGES",
     "ROUTER_TIMEOUT_S",
@@ -59,6 +71,12 @@ RECENT_CHARS = 500
 TITLE_CHARS = 60
 # The router answers a JSON object of three short fields; this is ample.
 ROUTER_MAX_TOKENS = 300
+
+# A fallback decision's reason: what went wrong, classified, never the error's own text.
+FALLBACK_UNREACHABLE = "the model could not be reached"
+FALLBACK_TIMEOUT = "the model timed out twice"
+FALLBACK_BAD_ANSWER = "the answer was not valid JSON"
+FALLBACK_UNKNOWN_ACTION = "the answer named no known action"
 
 # The actions that act on an existing task; each needs an open one.
 _NEEDS_ACTIVE = frozenset(
@@ -101,8 +119,6 @@ _POLICY = (
     "- When unsure, choose simple_chat."
 )
 
-_LANGUAGES = {"en": "English", "zh": "Chinese"}
-
 
 @dataclass(frozen=True, slots=True)
 class RecentMessage:
@@ -115,12 +131,6 @@ class RecentMessage:
     role: str
     author: str
     text: str
-
-
-def _cut(text: str, limit: int) -> str:
-    """``text`` with at most ``limit`` characters, an ellipsis marking a cut."""
-    text = text.strip()
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
 def _open(active: Task | None) -> Task | None:
@@ -139,7 +149,7 @@ def build_prompt(
     """The router's user prompt, in the order the design fixes (the offline model parses it)."""
     task = _open(active)
     conversation = [
-        {"role": m.role, "author": m.author, "text": _cut(m.text, RECENT_CHARS)}
+        {"role": m.role, "author": m.author, "text": excerpt(m.text, RECENT_CHARS)}
         for m in list(recent)[-RECENT_MESSAGES:]
     ]
     parts = ["Decide how to route the newest message of a person in this group chat."]
@@ -149,8 +159,8 @@ def build_prompt(
         _ACTIONS,
         _POLICY,
         "Return JSON only with keys: action, reason, short_title.",
-        f"short_title: at most {TITLE_CHARS} characters, in "
-        f"{_LANGUAGES.get(language, language)}; empty for simple_chat.",
+        f"Write reason and short_title in {language_name(language)}. short_title: at most "
+        f"{TITLE_CHARS} characters; empty for simple_chat.",
         "Active task:\n" + json.dumps(task_payload(task) if task else None, ensure_ascii=False),
         "Recent conversation:\n" + json.dumps(conversation, ensure_ascii=False),
         "Current user message:\n" + message,
@@ -171,7 +181,7 @@ async def route(
     """Decide what ``message`` is: plain chat or an action on a task (see the module docstring).
 
     Never raises for a model's failure: every failure becomes a fallback
-    decision whose ``reason`` says what went wrong.
+    decision whose ``reason`` is a ``FALLBACK_*`` phrase saying what went wrong.
     """
     task = _open(active)
     call = ModelCall(
@@ -193,9 +203,9 @@ async def route(
             log.info("router call timed out (attempt %s of 2)", attempt)
         except Exception as exc:  # any provider failure: no retry, see the module docstring
             log.warning("router call failed: %r", exc)
-            return _fallback(task, f"router unavailable: {exc or type(exc).__name__}")
+            return _fallback(task, FALLBACK_UNREACHABLE)
     if text is None:
-        return _fallback(task, "router timed out twice")
+        return _fallback(task, FALLBACK_TIMEOUT)
     return _decide(text, message, task)
 
 
@@ -203,7 +213,7 @@ def _fallback(task: Task | None, why: str) -> RouterDecision:
     action = TaskAction.CONTINUE_TASK if task is not None else TaskAction.SIMPLE_CHAT
     title = task.title if task is not None else ""
     return RouterDecision(
-        action=action, reason=why, short_title=_cut(title, TITLE_CHARS), fallback=True
+        action=action, reason=why, short_title=excerpt(title, TITLE_CHARS), fallback=True
     )
 
 
@@ -211,17 +221,19 @@ def _decide(text: str, message: str, task: Task | None) -> RouterDecision:
     """The decision in the model's answer ``text``, made to keep the invariants."""
     raw = parse_json_object(text)
     if raw is None:
-        return _fallback(task, "router answer was not a JSON object")
+        log.info("router answer was not a JSON object: %.200r", text)
+        return _fallback(task, FALLBACK_BAD_ANSWER)
     action = _action(raw.get("action"))
     if action is None:
-        return _fallback(task, f"router gave an unknown action: {raw.get('action')!r}")
+        log.info("router answer named an unknown action: %.200r", raw.get("action"))
+        return _fallback(task, FALLBACK_UNKNOWN_ACTION)
     reason = _text(raw.get("reason"))
     if action in _NEEDS_ACTIVE and task is None:
         wanted = action
         keeps_work = action in (TaskAction.CONTINUE_TASK, TaskAction.REVISE_TASK)
         action = TaskAction.NEW_TASK if keeps_work else TaskAction.SIMPLE_CHAT
         reason = f"{reason} ({wanted.value} without an active task: {action.value})".strip()
-    title = _cut(_text(raw.get("short_title")), TITLE_CHARS)
+    title = excerpt(_text(raw.get("short_title")), TITLE_CHARS)
     if not title and action is TaskAction.NEW_TASK:
         title = title_from(message)
     return RouterDecision(action=action, reason=reason, short_title=title)
@@ -242,5 +254,4 @@ def _text(value: Any) -> str:
 
 def title_from(message: str) -> str:
     """A short title for a task made from ``message``: its first words, one line."""
-    words = " ".join(message.split())
-    return _cut(words, TITLE_CHARS) or "Task"
+    return one_line(message, TITLE_CHARS) or "Task"

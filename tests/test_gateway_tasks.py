@@ -154,28 +154,39 @@ async def test_revise_then_abandon(start_gateway: StartGateway, make_runtime: Ma
     await ws.close()
 
 
-async def test_a_learned_draft_is_published_once(
+def _names(reply: httpx.Response) -> list[tuple[str, str, str | None]]:
+    """Each listed skill's name, source and group, in the order listed."""
+    assert reply.status_code == 200, reply.text
+    return [(s["name"], s["source"], s["groupId"]) for s in reply.json()["skills"]]
+
+
+BUILTIN = [(name, "builtin", None) for name in BUILTIN_SKILLS]
+
+
+async def test_a_learned_draft_is_its_groups_published_by_its_owner_once(
     start_gateway: StartGateway, make_runtime: MakeRuntime
 ) -> None:
     gw = await _gateway(start_gateway, make_runtime)
-    ann, bob = gw.auth("ann"), gw.auth("bob")
-    skills = (await gw.http.get("/api/skills", headers=bob)).json()["skills"]
-    assert [s["name"] for s in skills] == BUILTIN_SKILLS
-    assert {s["source"] for s in skills} == {"builtin"}
+    await gw.user("cat")
+    ann, bob, cat = gw.auth("ann"), gw.auth("bob"), gw.auth("cat")
+    assert _names(await gw.http.get("/api/skills", headers=bob)) == BUILTIN
     assert (await gw.http.get("/api/skills/drafts", headers=ann)).json() == {"drafts": []}
 
+    # ann owns the group and bob is a member of it; cat has a group of her own.
     gid = await _group(gw, "ann")
+    joined = await gw.http.post(f"/api/groups/{gid}/members", json={"username": "bob"}, headers=ann)
+    assert joined.status_code == 200, joined.text
+    cats = await _group(gw, "cat")
     ws = await WsClient.open(gw, "ann")
     task = await _task(gw, ws, gid, "plan the launch", "m1")
     reply = await gw.http.post(f"/api/groups/{gid}/tasks/{task['id']}/accept", headers=ann)
     assert reply.status_code == 200, reply.text
     await gw.runtime.group(gid).team_idle()
 
-    # A draft quotes its group: only the group's members see it or publish it.
-    assert (await gw.http.get("/api/skills/drafts", headers=bob)).json() == {"drafts": []}
+    # A draft quotes its group: only the group's members see it.
+    assert (await gw.http.get("/api/skills/drafts", headers=cat)).json() == {"drafts": []}
     [draft] = (await gw.http.get("/api/skills/drafts", headers=ann)).json()["drafts"]
-    outsider = await gw.http.post(f"/api/skills/drafts/{draft['id']}/publish", headers=bob)
-    assert _error(outsider, 404)["message"] == "draft not found"
+    assert (await gw.http.get("/api/skills/drafts", headers=bob)).json()["drafts"] == [draft]
     assert draft["taskId"] == task["id"] and draft["groupId"] == gid
     # The runs used the built-in launch-plan skill: the draft revises it.
     assert (draft["action"], draft["name"], draft["status"]) == ("revise", "launch-plan", "draft")
@@ -186,21 +197,49 @@ async def test_a_learned_draft_is_published_once(
     none = await gw.http.get("/api/skills/drafts", params={"status": "published"}, headers=ann)
     assert none.json() == {"drafts": []}
 
-    published = await gw.http.post(f"/api/skills/drafts/{draft['id']}/publish", headers=ann)
+    # Only the group's owner publishes; an outsider learns nothing of the draft.
+    url = f"/api/skills/drafts/{draft['id']}/publish"
+    assert _error(await gw.http.post(url, headers=cat), 404)["message"] == "draft not found"
+    refused = _error(await gw.http.post(url, headers=bob), 403)
+    assert refused["code"] == "forbidden"
+    assert refused["message"] == "only the owner of the group (ann) can publish its skill drafts"
+    assert await (await gw.store()).learned_skills() == []
+
+    published = await gw.http.post(url, headers=ann)
     assert published.status_code == 200, published.text
     body = published.json()
     assert body["draft"]["status"] == "published" and body["draft"]["publishedBy"] == "ann"
     assert body["skill"]["name"] == "launch-plan" and body["skill"]["source"] == "learned"
-    skills = (await gw.http.get("/api/skills", headers=ann)).json()["skills"]
-    # The learned skill replaces the built-in of its name; the others stay.
-    assert [s["name"] for s in skills] == BUILTIN_SKILLS
-    learned = next(s for s in skills if s["name"] == "launch-plan")
-    assert learned["source"] == "learned" and learned["version"] == draft["id"]
-    assert learned["content"] == draft["content"]
-    listed = (await gw.http.get("/api/skills/drafts", headers=ann)).json()["drafts"]
-    assert [(d["id"], d["status"]) for d in listed] == [(draft["id"], "published")]
+    assert body["skill"]["groupId"] == gid
 
-    twice = await gw.http.post(f"/api/skills/drafts/{draft['id']}/publish", headers=ann)
+    # The group's library: the learned skill replaces the built-in of its name.
+    for user in (ann, bob):
+        library = await gw.http.get("/api/skills", params={"groupId": gid}, headers=user)
+        assert _names(library) == [
+            ("launch-plan", "learned", gid) if n == "launch-plan" else (n, s, g)
+            for n, s, g in BUILTIN
+        ]
+    library = await gw.http.get("/api/skills", params={"groupId": gid}, headers=ann)
+    learned = next(s for s in library.json()["skills"] if s["name"] == "launch-plan")
+    assert learned["version"] == draft["id"] and learned["content"] == draft["content"]
+    # Without a group: the shared skills, and beside them each group's learned ones.
+    listed = _names(await gw.http.get("/api/skills", headers=bob))
+    assert listed == [BUILTIN[0], ("launch-plan", "learned", gid), *BUILTIN[1:]]
+    # Another group's library, and the list of someone outside, are untouched.
+    assert _names(await gw.http.get("/api/skills", params={"groupId": cats}, headers=cat)) == (
+        BUILTIN
+    )
+    assert _names(await gw.http.get("/api/skills", headers=cat)) == BUILTIN
+    for group in (gid, "grp_missing", "not an id"):
+        outside = await gw.http.get("/api/skills", params={"groupId": group}, headers=cat)
+        assert _error(outside, 404)["message"] == "group not found"
+    store = await gw.store()
+    assert [s.name for s in await store.learned_skills(gid)] == ["launch-plan"]
+    assert await store.learned_skills(cats) == []
+
+    listed_drafts = (await gw.http.get("/api/skills/drafts", headers=ann)).json()["drafts"]
+    assert [(d["id"], d["status"]) for d in listed_drafts] == [(draft["id"], "published")]
+    twice = await gw.http.post(url, headers=ann)
     assert _error(twice, 409)["message"] == "this draft is published already"
     await ws.close()
 

@@ -31,6 +31,8 @@ from team.skills import (
     strip_front_matter,
     tokenize,
 )
+from team.skills.select import ACTIVATION_CHARS
+from team.text import TRUNCATED, cut_at_line, excerpt, is_chinese, language_name, one_line
 
 Answer = str | BaseException
 
@@ -323,6 +325,29 @@ async def test_resolve_node_skills_falls_back_to_nothing(answer: Answer) -> None
     assert chosen == []
 
 
+async def test_resolve_node_skills_gives_a_node_at_most_max_active_skills() -> None:
+    answer = '["launch-risks", "launch-plan", "launch-comms", "launch-budget", "launch-metrics"]'
+    model = Scripted({Purpose.SKILL_NODE: [answer, answer]})
+
+    async def names(**limit: int) -> list[str]:
+        chosen = await resolve_node_skills(
+            model,
+            library=LIBRARY,
+            retriever=BM25Retriever(),
+            node=NODE,
+            goal="launch",
+            request="r",
+            **limit,
+        )
+        return [s.name for s in chosen]
+
+    assert await names() == ["launch-risks", "launch-plan", "launch-comms"]
+    assert "a JSON array of at most 3 names" in model.calls[0].prompt
+    assert await names(max_active=1) == ["launch-risks"]
+    assert "at most 1 names" in model.calls[1].prompt
+    assert await names(max_active=0) == [] and len(model.calls) == 2  # none asked: no call
+
+
 async def test_resolve_node_skills_without_candidates_makes_no_call() -> None:
     model = Scripted({})
     node = NODE.model_copy(update={"task": "Sing a song", "skill_query": "", "capabilities": []})
@@ -421,6 +446,27 @@ def test_activation_message() -> None:
     assert "临时指导" in activation_message(guidance, "zh")
 
 
+def test_activation_message_cuts_a_huge_body_after_a_whole_line() -> None:
+    lines = [f"{i}. Step number {i} of a very long learned procedure." for i in range(1, 2001)]
+    huge = skill("huge", "A huge skill.", "\n".join(lines))
+    text = activation_message(huge)
+    header, body = text.split("\n\n", 1)
+    assert header.startswith("[Activated skill: huge]")
+    assert len(body) <= ACTIVATION_CHARS
+    kept, mark = body.rsplit("\n", 1)
+    assert mark == "[…truncated]"
+    # Every line kept is a whole line of the skill, in order, from its first.
+    assert kept.splitlines() == lines[: len(kept.splitlines())]
+    assert len(kept) > ACTIVATION_CHARS - 200  # cut near the bound, not far before it
+    # One line longer than the room is cut inside it; the mark still shows.
+    body = activation_message(skill("wall", "One line.", "x" * 50_000)).split("\n\n", 1)[1]
+    assert len(body) <= ACTIVATION_CHARS and body.endswith("x\n[…truncated]")
+    # A body within the bound and a huge description: the body whole, the description cut.
+    text = activation_message(skill("long-desc", "word " * 1_000, "1. Go."), "zh")
+    assert text.endswith("\n\n1. Go.") and "truncated" not in text
+    assert len(text.splitlines()[1]) <= 500
+
+
 # --- ephemeral guidance -------------------------------------------------------
 
 
@@ -501,3 +547,38 @@ async def test_a_model_that_never_answers_is_cut_off_by_the_call_timeout() -> No
         timeout_s=0.01,
     )
     assert chosen == []
+
+
+# --- text helpers ---------------------------------------------------------------
+
+
+def test_excerpt_and_one_line() -> None:
+    assert excerpt("  short  ", 10) == "short"
+    assert excerpt("abcdefghij", 5) == "abcd…" and len(excerpt("x" * 99, 7)) == 7
+    assert one_line("a\n  b\tc  ", 10) == "a b c"
+    assert one_line("word " * 100, 12) == "word word w…"
+
+
+def test_cut_at_line() -> None:
+    text = "first line\nsecond line\nthird line"
+    assert cut_at_line(text, len(text)) == text
+    assert cut_at_line(text, 40) == text
+    cut = cut_at_line(text, 30)
+    assert cut == f"first line\n{TRUNCATED}" and len(cut) <= 30
+    assert cut_at_line("x" * 100, 20) == "x" * 7 + "\n" + TRUNCATED
+    assert cut_at_line("x" * 100, 5) == TRUNCATED[:5]
+
+
+@pytest.mark.parametrize(
+    ("code", "name", "chinese"),
+    [
+        ("en", "English", False),
+        ("zh", "Chinese", True),
+        ("zh-CN", "Chinese", True),
+        ("ZH_tw", "Chinese", True),
+        ("fr", "fr", False),
+        ("", "English", False),
+    ],
+)
+def test_language_name(code: str, name: str, chinese: bool) -> None:
+    assert language_name(code) == name and is_chinese(code) is chinese

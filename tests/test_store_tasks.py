@@ -102,11 +102,16 @@ def evidence(task_id: str, attempt: int, group_id: str = "g1", **kw: object) -> 
     return Evidence.model_validate(fields)
 
 
-def draft(draft_id: str, created_at: float, status: DraftStatus = DraftStatus.DRAFT) -> SkillDraft:
+def draft(
+    draft_id: str,
+    created_at: float,
+    status: DraftStatus = DraftStatus.DRAFT,
+    group_id: str = "g1",
+) -> SkillDraft:
     return SkillDraft(
         id=draft_id,
         task_id="task_1",
-        group_id="g1",
+        group_id=group_id,
         action=DraftAction.NEW,
         name=f"skill-{draft_id}",
         description="how to do it",
@@ -118,13 +123,14 @@ def draft(draft_id: str, created_at: float, status: DraftStatus = DraftStatus.DR
     )
 
 
-def skill(name: str, version: str = "1", content: str = "body") -> Skill:
+def skill(name: str, version: str = "1", content: str = "body", group_id: str = "g1") -> Skill:
     return Skill(
         name=name,
         description=f"about {name}",
         content=content,
         source=SkillSource.LEARNED,
         version=version,
+        group_id=group_id,
     )
 
 
@@ -264,25 +270,76 @@ async def test_skill_drafts_are_listed_newest_first_and_by_status(store: Store) 
     assert [d.id for d in await store.list_skill_drafts()] == ["d4", "d3", "d2", "d1"]
 
 
-async def test_learned_skills_are_kept_by_name(store: Store) -> None:
+async def test_drafts_are_listed_by_group_in_the_query(store: Store) -> None:
+    # g2's drafts are all newer than g1's: a page of g1's drafts still holds them.
+    for n in range(3):
+        await store.save_skill_draft(draft(f"d1{n}", 100.0 + n))
+        await store.save_skill_draft(draft(f"d2{n}", 200.0 + n, group_id="g2"))
+    await store.save_skill_draft(draft("d30", 300.0, DraftStatus.BLOCKED, group_id="g3"))
+
+    def listed(drafts: list[SkillDraft]) -> list[str]:
+        return [d.id for d in drafts]
+
+    assert listed(await store.list_skill_drafts(limit=2, group_ids=["g1"])) == ["d12", "d11"]
+    assert listed(await store.list_skill_drafts(limit=2)) == ["d30", "d22"]
+    both = await store.list_skill_drafts(limit=4, group_ids={"g1", "g2"})
+    assert listed(both) == ["d22", "d21", "d20", "d12"]
+    assert listed(await store.list_skill_drafts(group_ids=["g1", "nobody"])) == [
+        "d12",
+        "d11",
+        "d10",
+    ]
+    assert await store.list_skill_drafts(group_ids=[]) == []
+    assert await store.list_skill_drafts(DraftStatus.BLOCKED, group_ids=["g1", "g2"]) == []
+    blocked = await store.list_skill_drafts(DraftStatus.BLOCKED, group_ids=["g2", "g3"])
+    assert listed(blocked) == ["d30"]
+    drafts = await store.list_skill_drafts(DraftStatus.DRAFT, limit=1, group_ids=["g1", "g3"])
+    assert listed(drafts) == ["d12"]
+
+    # A draft is found by id only among the groups asked for.
+    assert await store.get_skill_draft("d21") == draft("d21", 201.0, group_id="g2")
+    assert await store.get_skill_draft("d21", group_ids=["g2", "g3"]) is not None
+    assert await store.get_skill_draft("d21", group_ids=["g1"]) is None
+    assert await store.get_skill_draft("d21", group_ids=[]) is None
+    assert await store.get_skill_draft("nope", group_ids=["g2"]) is None
+
+
+async def test_learned_skills_are_kept_by_group_and_name(store: Store) -> None:
     assert await store.learned_skills() == []
+    assert await store.learned_skills("g1") == []
     await store.save_learned_skill(skill("writing"))
     await store.save_learned_skill(skill("analysis"))
+    elsewhere = skill("writing", version="7", content="g2's way", group_id="g2")
+    await store.save_learned_skill(elsewhere)
     newer = skill("writing", version="2", content="better body")
     await store.save_learned_skill(newer)
-    assert await store.learned_skills() == [skill("analysis"), newer]
+    assert await store.learned_skills("g1") == [skill("analysis"), newer]
+    assert await store.learned_skills("g2") == [elsewhere], "g1's save replaced g1's only"
+    assert await store.learned_skills("g3") == []
+    assert await store.learned_skills() == [skill("analysis"), newer, elsewhere]
+
+    # A learned skill is a group's own: one that names no group is refused.
+    for group_id in (None, ""):
+        shared = skill("writing").model_copy(update={"group_id": group_id})
+        with pytest.raises(ValueError, match="names no group"):
+            await store.save_learned_skill(shared)
+    assert await store.learned_skills("g1") == [skill("analysis"), newer]
 
 
 # -- group deletion, other instances, a closed store -------------------------
-async def test_deleting_a_group_removes_its_tasks_and_evidence_only(store: Store) -> None:
+async def test_deleting_a_group_removes_its_tasks_evidence_drafts_and_skills(
+    store: Store,
+) -> None:
     gone = await store.create_group(sample_group())
     kept = await store.create_group(sample_group())
-    for group in (gone, kept):
+    for n, group in enumerate((gone, kept)):
         await store.save_task(a_task("task_1", group.id, status=TaskStatus.RUNNING))
         await store.save_task(a_task("task_2", group.id, status=TaskStatus.ACCEPTED))
         await store.save_evidence(evidence("task_1", 1, group_id=group.id))
-    await store.save_skill_draft(draft("d1", 100.0))
-    await store.save_learned_skill(skill("writing"))
+        await store.save_skill_draft(draft(f"d{n}", 100.0, group_id=group.id))
+        published = draft(f"p{n}", 50.0, DraftStatus.PUBLISHED, group_id=group.id)
+        await store.save_skill_draft(published)
+        await store.save_learned_skill(skill("writing", group_id=group.id))
 
     assert await store.delete_group(gone.id) is True
     assert await store.get_task(gone.id, "task_1") is None
@@ -292,8 +349,15 @@ async def test_deleting_a_group_removes_its_tasks_and_evidence_only(store: Store
     assert [(t.group_id, t.id) for t in await store.open_tasks()] == [(kept.id, "task_1")]
     assert ids(await store.list_tasks(kept.id)) == ["task_2", "task_1"]
     assert len(await store.evidence_of(kept.id, "task_1")) == 1
-    assert await store.get_skill_draft("d1") == draft("d1", 100.0)
-    assert await store.learned_skills() == [skill("writing")]
+    # Drafts and learned skills quote the group's conversation: they go with it.
+    for draft_id in ("d0", "p0"):
+        assert await store.get_skill_draft(draft_id) is None
+    assert await store.list_skill_drafts(group_ids=[gone.id]) == []
+    assert await store.list_skill_drafts(DraftStatus.PUBLISHED, group_ids=[gone.id]) == []
+    assert await store.learned_skills(gone.id) == []
+    assert [d.id for d in await store.list_skill_drafts()] == ["d1", "p1"]
+    assert await store.get_skill_draft("d1") == draft("d1", 100.0, group_id=kept.id)
+    assert await store.learned_skills() == [skill("writing", group_id=kept.id)]
 
     # The id is free again: a new task under it starts from nothing.
     await store.save_task(a_task("task_9", gone.id, created_at=200.0))
@@ -311,7 +375,10 @@ async def test_another_instance_reads_what_one_saved(store_factory: StoreFactory
     assert await reader.open_tasks() == [task]
     assert await reader.evidence_of("g1", "task_1") == [evidence("task_1", 1)]
     assert await reader.list_skill_drafts() == [draft("d1", 1.0)]
+    assert await reader.list_skill_drafts(group_ids=["g1"]) == [draft("d1", 1.0)]
+    assert await reader.get_skill_draft("d1", group_ids=["g1"]) == draft("d1", 1.0)
     assert await reader.learned_skills() == [skill("writing")]
+    assert await reader.learned_skills("g1") == [skill("writing")]
 
 
 async def test_a_closed_store_refuses_task_calls(store_factory: StoreFactory) -> None:
@@ -361,8 +428,8 @@ async def test_an_embedded_database_made_before_team_mode_opens_and_gains_the_ta
         task = a_task("task_1", group_id, status=TaskStatus.REVIEW)
         await store.save_task(task)
         await store.save_evidence(evidence("task_1", 1, group_id=group_id))
-        await store.save_skill_draft(draft("d1", 1.0))
-        await store.save_learned_skill(skill("writing"))
+        await store.save_skill_draft(draft("d1", 1.0, group_id=group_id))
+        await store.save_learned_skill(skill("writing", group_id=group_id))
         assert await store.active_task(group_id) == task
     finally:
         await store.close()
@@ -372,9 +439,11 @@ async def test_an_embedded_database_made_before_team_mode_opens_and_gains_the_ta
     try:
         assert await again.open_tasks() == [task]
         assert [e.attempt for e in await again.evidence_of(group_id, "task_1")] == [1]
-        assert await again.get_skill_draft("d1") == draft("d1", 1.0)
-        assert await again.learned_skills() == [skill("writing")]
+        assert await again.get_skill_draft("d1") == draft("d1", 1.0, group_id=group_id)
+        assert await again.learned_skills(group_id) == [skill("writing", group_id=group_id)]
         assert await again.delete_group(group_id) is True
         assert await again.list_tasks(group_id) == []
+        assert await again.get_skill_draft("d1") is None
+        assert await again.learned_skills() == []
     finally:
         await again.close()

@@ -12,12 +12,25 @@ from protocol.tasks import MAX_TEAM_NODES, Plan, PlanMode, PlanNode
 from team.calls import CallFailed, ModelCall, Purpose
 from team.planner import (
     DEFAULT_SYNTHESIS,
+    FALLBACK_BAD_ANSWER,
+    FALLBACK_INVALID,
+    FALLBACK_TIMEOUT,
+    FALLBACK_UNREACHABLE,
+    RESERVED_NODE_IDS,
     PlanInvalid,
     RosterEntry,
     build_prompt,
     plan,
     validate_plan,
     waves,
+)
+
+# What a provider error raised through Ray can look like: none of it may reach a plan.
+RAY_ERROR = (
+    "ray::VPActor.complete() (pid=48213, ip=10.0.3.17, actor_id=af31c0d2)\n"
+    "Traceback (most recent call last):\n"
+    '  File "/srv/app/engine/providers/openai.py", line 211, in stream\n'
+    "httpx.ConnectError: [Errno 111] Connection refused to llm-7.internal:8443"
 )
 
 ROSTER = [
@@ -114,6 +127,26 @@ def test_invalid_plans_say_why(raw: dict[str, Any], words: str) -> None:
         validate_plan(raw, ROSTER, "steve")
 
 
+@pytest.mark.parametrize("reserved", ["synthesis", "single", "Synthesis", "SINGLE"])
+def test_the_executors_run_ids_are_refused_as_node_ids(reserved: str) -> None:
+    assert reserved.lower() in RESERVED_NODE_IDS
+    raw = team(node("a"), node(reserved, "ada", ["a"]))
+    with pytest.raises(PlanInvalid, match=f"node id '{reserved}' is reserved"):
+        validate_plan(raw, ROSTER, "steve")
+    # Only the whole id is reserved.
+    ok = team(node("a"), node(f"{reserved}-draft", "ada", ["a"]))
+    assert validate_plan(ok, ROSTER, "steve").mode is PlanMode.TEAM
+
+
+def test_several_nodes_of_one_vp_are_a_valid_team() -> None:
+    raw = team(node("a", "ada"), node("b", "Ada Lovelace"), node("c", "ada", ["a"]))
+    result = validate_plan(raw, ROSTER, "steve")
+    assert result.mode is PlanMode.TEAM and [n.vp for n in result.nodes] == ["ada"] * 3
+    # The model is told what that costs: one VP's nodes run one after another.
+    prompt = build_prompt(goal="g", request="r", attempt=1, roster=ROSTER)
+    assert "Nodes given to the same VP run one after another" in prompt
+
+
 def test_too_many_nodes() -> None:
     raw = team(*(node(f"n{i}") for i in range(MAX_TEAM_NODES + 1)))
     with pytest.raises(PlanInvalid, match=f"not {MAX_TEAM_NODES + 1}"):
@@ -140,19 +173,40 @@ async def test_a_valid_answer_becomes_the_plan() -> None:
 @pytest.mark.parametrize(
     ("step", "why"),
     [
-        (CallFailed("no key"), "no key"),
-        (ValueError("odd"), "odd"),
-        (TimeoutError(), "timed out"),
-        ("not json at all", "not a JSON object"),
-        (json.dumps(team(node("a"), node("a"))), "used twice"),
+        (CallFailed("no key"), FALLBACK_UNREACHABLE),
+        (ValueError("odd"), FALLBACK_UNREACHABLE),
+        (CallFailed(RAY_ERROR), FALLBACK_UNREACHABLE),
+        (RuntimeError(RAY_ERROR), FALLBACK_UNREACHABLE),
+        (TimeoutError(), FALLBACK_TIMEOUT),
+        ("not json at all", FALLBACK_BAD_ANSWER),
+        (
+            json.dumps(team(node("a"), node("a"))),
+            FALLBACK_INVALID + "node id 'a' is used twice",
+        ),
+        (
+            json.dumps(team(node("a"), node("synthesis"))),
+            FALLBACK_INVALID + "node id 'synthesis' is reserved: the executor names its own "
+            "synthesis run so",
+        ),
     ],
 )
 async def test_any_failure_falls_back_to_single(step: str | BaseException, why: str) -> None:
     result = await plan(
         Script(step), goal="g", request="r", attempt=2, roster=ROSTER, default_vp="linus"
     )
-    assert result == Plan(mode=PlanMode.SINGLE, vp="linus", fallback=True, reason=result.reason)
-    assert why in result.reason
+    assert result == Plan(mode=PlanMode.SINGLE, vp="linus", fallback=True, reason=why)
+    shown = result.model_dump_json()
+    for secret in ("no key", "odd", "pid=", "10.0.3.17", "Traceback", "llm-7.internal"):
+        assert secret not in shown
+
+
+async def test_an_invalid_plans_reason_stays_short() -> None:
+    answer = json.dumps({"mode": "swarm " * 2_000})
+    result = await plan(
+        Script(answer), goal="g", request="r", attempt=1, roster=ROSTER, default_vp="linus"
+    )
+    assert result.fallback and result.reason.startswith(FALLBACK_INVALID + "mode must be")
+    assert len(result.reason) <= len(FALLBACK_INVALID) + 200
 
 
 async def test_a_hung_model_times_out_into_the_fallback() -> None:
@@ -165,7 +219,7 @@ async def test_a_hung_model_times_out_into_the_fallback() -> None:
         default_vp="ada",
         timeout_s=0.01,
     )
-    assert result.fallback and result.vp == "ada" and "timed out" in result.reason
+    assert result.fallback and result.vp == "ada" and result.reason == FALLBACK_TIMEOUT
 
 
 def test_the_prompt_has_the_seed_headings_in_order() -> None:
@@ -198,6 +252,26 @@ def test_the_prompt_has_the_seed_headings_in_order() -> None:
     assert "Relevant task history" not in build_prompt(
         goal="g", request="r", attempt=1, roster=ROSTER
     )
+
+
+@pytest.mark.parametrize(("language", "name"), [("en", "English"), ("zh", "Chinese")])
+async def test_the_plans_prose_is_asked_for_in_the_groups_language(
+    language: str, name: str
+) -> None:
+    complete = Script(json.dumps({"mode": "single", "vp": "ada", "reason": "一人即可"}))
+    result = await plan(
+        complete,
+        goal="制定发布方案",
+        request="做个方案",
+        attempt=1,
+        roster=ROSTER,
+        default_vp="steve",
+        language=language,
+    )
+    call = complete.calls[0]
+    assert f"Write reason, strategy, tasks and instructions in {name}." in call.prompt
+    assert call.language == language
+    assert result.reason == "一人即可" and not result.fallback
 
 
 def test_waves_put_each_node_after_its_dependencies() -> None:

@@ -9,7 +9,25 @@ import pytest
 
 from protocol.tasks import Attempt, Task, TaskAction, TaskStatus
 from team.calls import CallFailed, ModelCall, Purpose
-from team.router import RECENT_CHARS, TITLE_CHARS, RecentMessage, build_prompt, route
+from team.router import (
+    FALLBACK_BAD_ANSWER,
+    FALLBACK_TIMEOUT,
+    FALLBACK_UNKNOWN_ACTION,
+    FALLBACK_UNREACHABLE,
+    RECENT_CHARS,
+    TITLE_CHARS,
+    RecentMessage,
+    build_prompt,
+    route,
+)
+
+# What a provider error raised through Ray can look like: none of it may reach a decision.
+RAY_ERROR = (
+    "ray::VPActor.complete() (pid=48213, ip=10.0.3.17, actor_id=af31c0d2)\n"
+    "Traceback (most recent call last):\n"
+    '  File "/srv/app/engine/providers/openai.py", line 211, in stream\n'
+    "httpx.ConnectError: [Errno 111] Connection refused to llm-7.internal:8443"
+)
 
 
 class Script:
@@ -106,7 +124,7 @@ async def test_provider_error_falls_back_at_once_to_continue_with_an_active_task
     complete = Script(CallFailed("no key"), answer("new_task"))
     decision = await route(complete, "hi", active=task(), recent=[])
     assert decision.action is TaskAction.CONTINUE_TASK and decision.fallback
-    assert "no key" in decision.reason
+    assert decision.reason == FALLBACK_UNREACHABLE
     assert len(complete.calls) == 1  # an unavailable provider is not retried
 
 
@@ -115,6 +133,16 @@ async def test_provider_error_falls_back_to_simple_chat_without_a_task() -> None
     decision = await route(complete, "write a plan", active=None, recent=[])
     assert decision.action is TaskAction.SIMPLE_CHAT and decision.fallback
     assert len(complete.calls) == 1
+
+
+@pytest.mark.parametrize("error", [CallFailed(RAY_ERROR), RuntimeError(RAY_ERROR)])
+async def test_an_engine_error_never_reaches_the_decision(error: Exception) -> None:
+    for active in (None, task()):
+        decision = await route(Script(error), "write a plan", active=active, recent=[])
+        assert decision.fallback and decision.reason == FALLBACK_UNREACHABLE
+        shown = decision.model_dump_json()
+        for secret in ("pid=", "10.0.3.17", "Traceback", "llm-7.internal", "Errno"):
+            assert secret not in shown
 
 
 async def test_one_timeout_is_retried() -> None:
@@ -134,7 +162,7 @@ async def test_two_timeouts_fall_back() -> None:
     complete = Script("hang", "hang", answer("new_task"))
     decision = await route(complete, "go on", active=task(), recent=[], timeout_s=0.01)
     assert decision.action is TaskAction.CONTINUE_TASK and decision.fallback
-    assert "timed out" in decision.reason
+    assert decision.reason == FALLBACK_TIMEOUT
     assert len(complete.calls) == 2
     complete = Script(TimeoutError(), TimeoutError())
     decision = await route(complete, "go on", active=None, recent=[])
@@ -142,13 +170,23 @@ async def test_two_timeouts_fall_back() -> None:
 
 
 @pytest.mark.parametrize(
-    "text", ["I think you should chat", "{not json", "[1, 2]", '{"action": "dance"}', "{}"]
+    ("text", "why"),
+    [
+        ("I think you should chat", FALLBACK_BAD_ANSWER),
+        ("{not json", FALLBACK_BAD_ANSWER),
+        ("[1, 2]", FALLBACK_BAD_ANSWER),
+        ('{"action": "dance"}', FALLBACK_UNKNOWN_ACTION),
+        ('{"action": "' + "x" * 5_000 + '"}', FALLBACK_UNKNOWN_ACTION),
+        ("{}", FALLBACK_UNKNOWN_ACTION),
+    ],
 )
-async def test_an_unusable_answer_falls_back(text: str) -> None:
+async def test_an_unusable_answer_falls_back(text: str, why: str) -> None:
     decision = await route(Script(text), "hi", active=None, recent=[])
     assert decision.action is TaskAction.SIMPLE_CHAT and decision.fallback
+    assert decision.reason == why
     decision = await route(Script(text), "hi", active=task(), recent=[])
     assert decision.action is TaskAction.CONTINUE_TASK and decision.fallback
+    assert decision.reason == why
 
 
 async def test_a_fenced_answer_amid_prose_is_read() -> None:
@@ -192,3 +230,17 @@ def test_the_prompt_keeps_the_seed_order() -> None:
     positions = [prompt.index(heading) for heading in order]
     assert positions == sorted(positions)
     assert "Intent router guidance" not in build_prompt("hi", active=None, recent=[])
+
+
+@pytest.mark.parametrize(("language", "name"), [("en", "English"), ("zh", "Chinese")])
+async def test_the_prompt_asks_for_reason_and_title_in_the_groups_language(
+    language: str, name: str
+) -> None:
+    complete = Script(answer("new_task", "要做一份计划", "发布计划"))
+    decision = await route(
+        complete, "帮我写一份发布计划", active=None, recent=[], language=language
+    )
+    call = complete.calls[0]
+    assert f"Write reason and short_title in {name}." in call.prompt
+    assert call.language == language
+    assert decision.short_title == "发布计划" and decision.reason == "要做一份计划"

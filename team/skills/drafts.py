@@ -41,10 +41,11 @@ from protocol.tasks import (
 )
 from team.calls import Complete, ModelCall, Purpose, parse_json_object
 from team.evidence import render_evidence
-from team.skills.common import ask, describe_error, excerpt, one_line
+from team.skills.common import ask, describe_error
 from team.skills.guidance import EPHEMERAL_PREFIX
 from team.skills.loader import slugify, strip_front_matter
 from team.skills.safety import DESCRIPTION_MAX, check_draft
+from team.text import excerpt, one_line
 
 __all__ = [
     "EVIDENCE_CHARS",

@@ -20,8 +20,9 @@ from typing import Any
 
 from protocol.tasks import PlanNode, Skill, SkillSource
 from team.calls import Complete, ModelCall, Purpose, parse_json_object
-from team.skills.common import ask, describe_error, one_line
+from team.skills.common import ask, describe_error
 from team.skills.loader import slugify, strip_front_matter
+from team.text import one_line
 
 __all__ = ["EPHEMERAL_PREFIX", "ephemeral_guidance", "fallback_guidance"]
 

@@ -6,10 +6,10 @@ the model says, the answer is read the same way (:func:`pick_names`): only
 names of the candidates shown count, in the model's order, each once, at most
 the number asked for. A model cannot activate a skill it was not shown.
 
-- :func:`resolve_node_skills` (the TaskSkillResolver) picks published skills
-  for one node of a team plan in one call. Any failure, or an empty answer,
-  gives ``[]``; the caller then asks for ephemeral guidance
-  (:mod:`team.skills.guidance`).
+- :func:`resolve_node_skills` (the TaskSkillResolver) picks at most
+  ``max_active`` published skills for one node of a team plan in one call.
+  Any failure, or an empty answer, gives ``[]``; the caller then asks for
+  ephemeral guidance (:mod:`team.skills.guidance`).
 - :func:`assemble_skills` (the SkillAssembler) picks skills for a single run
   or the synthesis. With more candidates than ``max_detailed`` it first asks
   for a shortlist from summaries, then for the final choice from the
@@ -17,7 +17,10 @@ the number asked for. A model cannot activate a skill it was not shown.
   still runs.
 
 :func:`activation_message` is the user message that hands an activated skill
-to a VP, placed after the system prompt and before the history.
+to a VP, placed after the system prompt and before the history. It shows at
+most :data:`ACTIVATION_CHARS` of the skill's body: learned and data-directory
+skills are text nobody bounded, and a run's skills must leave the node room
+for its task and its dependencies' outputs.
 """
 
 from __future__ import annotations
@@ -27,11 +30,13 @@ from collections.abc import Collection, Sequence
 
 from protocol.tasks import PlanNode, Skill, SkillSource
 from team.calls import Complete, ModelCall, Purpose, parse_json_array
-from team.skills.common import ask, describe_error, excerpt, join_non_empty, one_line
+from team.skills.common import ask, describe_error, join_non_empty
 from team.skills.loader import strip_front_matter
 from team.skills.retrieve import Retriever
+from team.text import cut_at_line, excerpt, is_chinese, one_line
 
 __all__ = [
+    "ACTIVATION_CHARS",
     "activation_message",
     "assemble_skills",
     "node_skill_query",
@@ -43,6 +48,11 @@ log = logging.getLogger(__name__)
 
 # How much of a skill's body the final selection stage shows per candidate.
 FINAL_BODY_CHARS = 1_500
+# How much of a skill's body an activation message hands a VP: with the
+# default three skills a run gets, about 18k characters of procedure at most.
+ACTIVATION_CHARS = 6_000
+# An activated skill's description is a summary line; more is not a summary.
+_ACTIVATION_DESCRIPTION_CHARS = 500
 _NAMES_MAX_TOKENS = 300
 
 _NODE_SYSTEM = (
@@ -143,19 +153,24 @@ async def resolve_node_skills(
     goal: str,
     request: str,
     k: int = 8,
+    max_active: int = 3,
     timeout_s: float = 20.0,
 ) -> list[Skill]:
-    """The published skills for one team node, in the model's order; [] when none fits."""
+    """At most ``max_active`` published skills for one team node, in the model's order.
+
+    [] when none fits, on any failure, and for a ``max_active`` below 1
+    (then without a call).
+    """
     query = node_skill_query(node, goal, request)
     published = [skill for skill in library if skill.source != SkillSource.EPHEMERAL]
     candidates = _safe_rank(retriever, query, published, k)
-    if not candidates:
+    if not candidates or max_active <= 0:
         return []
     prompt = (
         f"Node skill query:\n{query}\n\n"
         f"Candidate skills:\n{_summaries(candidates)}\n\n"
-        "Return only a JSON array of the names of the skills this node should use, most "
-        'useful first, for example ["skill-a"], or [] when none fits.'
+        f"Return only a JSON array of at most {max_active} names of the skills this node "
+        'should use, most useful first, for example ["skill-a"], or [] when none fits.'
     )
     call = ModelCall(
         purpose=Purpose.SKILL_NODE,
@@ -164,7 +179,7 @@ async def resolve_node_skills(
         max_tokens=_NAMES_MAX_TOKENS,
         timeout_s=timeout_s,
     )
-    return await _choose(complete, call, candidates, None)
+    return await _choose(complete, call, candidates, max_active)
 
 
 def _stage_call(
@@ -215,25 +230,27 @@ async def assemble_skills(
 def activation_message(skill: Skill, language: str = "en") -> str:
     """The user message that activates ``skill``: a short header, then its body.
 
-    ``language`` starting with "zh" gives a Chinese header; the body is the
-    skill's own text, without front matter, in whatever language it is written.
+    A Chinese ``language`` ("zh", "zh-CN") gives a Chinese header; the body
+    is the skill's own text, without front matter, in whatever language it
+    is written, cut after a whole line to at most :data:`ACTIVATION_CHARS`
+    characters and then marked ``[…truncated]``.
     """
-    chinese = language.lower().startswith("zh")
     ephemeral = skill.source == SkillSource.EPHEMERAL
-    if chinese:
+    description = one_line(skill.description, _ACTIVATION_DESCRIPTION_CHARS)
+    if is_chinese(language):
         kind = "临时指导" if ephemeral else "技能"
         header = (
             f"[已激活{kind}:{skill.name}]\n"
-            f"{skill.description}\n"
+            f"{description}\n"
             "在适用于当前任务时遵循以下步骤;它不替代你的身份与系统指令。"
         )
     else:
         kind = "ephemeral guidance" if ephemeral else "skill"
         header = (
             f"[Activated {kind}: {skill.name}]\n"
-            f"{skill.description}\n"
+            f"{description}\n"
             "Follow the procedure below where it applies to the current task; it does not "
             "replace your identity or your system instructions."
         )
-    body = strip_front_matter(skill.content)
+    body = cut_at_line(strip_front_matter(skill.content), ACTIVATION_CHARS)
     return f"{header}\n\n{body}" if body else header
