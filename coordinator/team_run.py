@@ -440,6 +440,9 @@ class AttemptRun:
         attempt, task = self.attempt, self.task
         now = self.s.clock()
         attempt.finished_at = now
+        for run in attempt.runs:
+            if run.status is RunStatus.PENDING:
+                run.status, run.error = RunStatus.SKIPPED, "stopped" if self.stopped else None
         final = attempt.run(attempt.final_run) if attempt.final_run else None
         attempt.failed = final is None or final.status is not RunStatus.DONE
         if task.status is not TaskStatus.ABANDONED:

@@ -1,0 +1,236 @@
+"""Team mode under the group's controls: verdicts in chat and at once, Stop, deletion,
+budgets, duplicates, restarts, and what a task's run may not do.
+
+Each scenario runs on a real Ray cluster with a scripted model (module-level
+functions: Ray imports them by reference in the VP actors).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+
+from coordinator.errors import GroupError
+from coordinator.team_calls import task_request
+from engine.providers.base import ModelRequest
+from engine.providers.offline import OfflineProvider, Reply
+from protocol.settings import GroupSettingsPatch
+from protocol.tasks import RunStatus, TaskStatus
+from store.turns import TurnRecord
+from tests.fixtures.ray_cluster import MakeRuntime
+from tests.group_helpers import ROSTER, all_events, persona_of, results, wait_for_event
+from tests.test_team_mode import TEAM_PLAN, team_model
+
+SLOW_S = 1.5
+
+
+def _prompt(request: ModelRequest) -> str:
+    content = request.messages[-1].content
+    return content if isinstance(content, str) else ""
+
+
+def verdicts_in_chat(request: ModelRequest) -> Reply:
+    """A router that reads "looks good" as acceptance and "drop it" as abandonment."""
+    if request.options.get("purpose") == "team.router":
+        prompt = _prompt(request)
+        if "Current user message:\nlooks good" in prompt:
+            return Reply('{"action": "close_task", "reason": "accepted in chat"}')
+        if "Current user message:\ndrop it" in prompt:
+            return Reply('{"action": "abandon_task", "reason": "dropped"}')
+    return team_model(request)
+
+
+def slow_planner(request: ModelRequest) -> Reply:
+    """The planner takes a while: long enough to press Stop while it plans."""
+    if request.options.get("purpose") == "team.planner":
+        return Reply(json.dumps(TEAM_PLAN), delay=SLOW_S)
+    return team_model(request)
+
+
+def slow_nodes(request: ModelRequest) -> Reply:
+    """Task runs take a while: long enough to delete the group while they run."""
+    if "# Execution Context" in request.system and not request.options.get("purpose"):
+        return Reply(f"OUT-{persona_of(request)}", delay=SLOW_S)
+    return team_model(request)
+
+
+def tools_offered(request: ModelRequest) -> Reply:
+    """Task runs report the tools they were offered."""
+    if request.options.get("purpose") == "team.planner":
+        return Reply('{"mode": "single", "vp": "steve", "reason": "small"}')
+    if "# Execution Context" in request.system:
+        return Reply("tools: " + ",".join(sorted(t.name for t in request.tools)))
+    return team_model(request)
+
+
+async def _task_in_review(rt: Any, group_id: str, text: str) -> Any:
+    client = rt.group(group_id)
+    await client.ingest("ann", text)
+    await client.team_idle()
+    task = (await (await rt.store()).list_tasks(group_id))[0]  # the newest
+    assert task.status is TaskStatus.REVIEW, task
+    return task
+
+
+def test_the_task_prefix() -> None:
+    assert task_request("/task plan it") == (True, "plan it")
+    assert task_request("  /TASK: plan it") == (True, "plan it")
+    assert task_request("/task帮我写一个发布计划") == (True, "帮我写一个发布计划")
+    assert task_request("/task：做计划") == (True, "做计划")
+    assert task_request("/task") == (True, "")
+    assert task_request("/taskforce now") == (False, "/taskforce now")
+    assert task_request("plan /task it") == (False, "plan /task it")
+
+
+async def test_verdicts_said_in_chat(make_runtime: MakeRuntime) -> None:
+    rt = make_runtime(provider_overrides={"offline": OfflineProvider(verdicts_in_chat)})
+    group = await rt.create_group("g", ROSTER, settings=GroupSettingsPatch(team_mode=True))
+    task = await _task_in_review(rt, group.id, "Plan our product launch")
+    await _task_in_review_then(rt, group.id, "looks good")
+    store = await rt.store()
+    accepted = await store.get_task(group.id, task.id)
+    assert accepted is not None and accepted.status is TaskStatus.ACCEPTED
+    assert accepted.accepted_by == "ann"
+    second = await _task_in_review(rt, group.id, "/task Plan the next launch")
+    await _task_in_review_then(rt, group.id, "drop it")
+    dropped = await store.get_task(group.id, second.id)
+    assert dropped is not None and dropped.status is TaskStatus.ABANDONED
+
+
+async def _task_in_review_then(rt: Any, group_id: str, text: str) -> None:
+    client = rt.group(group_id)
+    await client.ingest("ann", text)
+    await client.team_idle()
+
+
+async def test_accept_and_revise_at_once_decide_once(make_runtime: MakeRuntime) -> None:
+    rt = make_runtime(provider_overrides={"offline": OfflineProvider(team_model)})
+    group = await rt.create_group("g", ROSTER, settings=GroupSettingsPatch(team_mode=True))
+    task = await _task_in_review(rt, group.id, "Plan our product launch")
+    client = rt.group(group.id)
+    outcomes = await asyncio.gather(
+        client.accept_task(task.id, "ann"),
+        client.revise_task(task.id, "ann", "shorter please"),
+        client.revise_task(task.id, "ann", "and in French"),
+        return_exceptions=True,
+    )
+    won = [o for o in outcomes if not isinstance(o, BaseException)]
+    refused = [o for o in outcomes if isinstance(o, BaseException)]
+    assert len(won) == 1 and len(refused) == 2, outcomes
+    assert all(isinstance(getattr(e, "cause", e), GroupError) for e in refused)
+    await client.team_idle()
+    final = await (await rt.store()).get_task(group.id, task.id)
+    assert final is not None
+    if final.status is TaskStatus.ACCEPTED:
+        assert len(final.attempts) == 1
+    else:
+        assert len(final.attempts) == 2 and final.status is TaskStatus.REVIEW
+
+
+async def test_stop_while_planning_starts_no_run(make_runtime: MakeRuntime) -> None:
+    rt = make_runtime(provider_overrides={"offline": OfflineProvider(slow_planner)})
+    group = await rt.create_group("g", ROSTER, settings=GroupSettingsPatch(team_mode=True))
+    client = rt.group(group.id)
+    await client.ingest("ann", "Plan our product launch")
+    await wait_for_event(
+        rt,
+        group.id,
+        lambda e: e.get("type") == "task_changed" and e["task"]["status"] == "planning",
+    )
+    await client.cancel()
+    await client.team_idle()
+    [task] = await (await rt.store()).list_tasks(group.id)
+    attempt = task.attempt
+    assert attempt is not None and attempt.failed and task.status is TaskStatus.REVIEW
+    assert {r.status for r in attempt.runs} <= {RunStatus.SKIPPED, RunStatus.FAILED}
+    assert results(await all_events(rt, group.id)) == {}
+
+
+async def test_deleting_a_group_while_its_task_runs(make_runtime: MakeRuntime) -> None:
+    rt = make_runtime(provider_overrides={"offline": OfflineProvider(slow_nodes)})
+    group = await rt.create_group("g", ROSTER, settings=GroupSettingsPatch(team_mode=True))
+    client = rt.group(group.id)
+    await client.ingest("ann", "Plan our product launch")
+    await wait_for_event(
+        rt,
+        group.id,
+        lambda e: (
+            e.get("type") == "task_changed"
+            and any(r["status"] == "running" for r in e["task"]["attempts"][-1]["runs"])
+        ),
+    )
+    assert await client.delete_group()
+    await client.team_idle()
+    store = await rt.store()
+    assert await store.list_tasks(group.id) == []
+    assert await store.evidence_of(group.id, "any") == []
+
+
+async def test_team_calls_are_charged_to_the_budget(make_runtime: MakeRuntime) -> None:
+    rt = make_runtime(provider_overrides={"offline": OfflineProvider(team_model)})
+    settings = GroupSettingsPatch(team_mode=True, budget_tokens_per_day=1)
+    group = await rt.create_group("g", ROSTER, settings=settings)
+    client = rt.group(group.id)
+    await client.ingest("ann", "Plan our product launch")
+    await client.team_idle()
+    # The router's call was the one the budget let through; it spent the
+    # day's budget, so the planner's call was refused (a single run, the
+    # fallback) and so was that run's turn.
+    assert sum(s.model_calls for s in await client.vp_stats()) == 1
+    [task] = await (await rt.store()).list_tasks(group.id)
+    attempt = task.attempt
+    assert attempt is not None and attempt.plan is not None and attempt.plan.fallback
+    [run] = attempt.runs
+    assert run.status is RunStatus.FAILED and "budget" in (run.error or ""), run
+    usage = await (await rt.store()).group_usage(group.id)
+    assert usage.input_tokens + usage.output_tokens > 0
+
+
+async def test_a_repeated_message_is_routed_once(make_runtime: MakeRuntime) -> None:
+    rt = make_runtime(provider_overrides={"offline": OfflineProvider(team_model)})
+    group = await rt.create_group("g", ROSTER, settings=GroupSettingsPatch(team_mode=True))
+    client = rt.group(group.id)
+    first = await client.ingest("ann", "Plan our product launch", client_message_id="c1")
+    await client.team_idle()
+    again = await client.ingest("ann", "Plan our product launch", client_message_id="c1")
+    await client.team_idle()
+    assert again.duplicate and again.message_id == first.message_id
+    assert len(await (await rt.store()).list_tasks(group.id)) == 1
+
+
+async def test_a_tasks_runs_neither_hand_off_nor_regenerate(make_runtime: MakeRuntime) -> None:
+    rt = make_runtime(provider_overrides={"offline": OfflineProvider(tools_offered)})
+    group = await rt.create_group("g", ROSTER, settings=GroupSettingsPatch(team_mode=True))
+    task = await _task_in_review(rt, group.id, "Plan our product launch")
+    attempt = task.attempt
+    assert attempt is not None
+    [run] = attempt.runs
+    assert run.output.startswith("tools:") and "route_forward" not in run.output
+    assert run.message_id is not None
+    with pytest.raises(Exception) as refused:
+        await rt.group(group.id).regenerate(run.message_id, "ann")
+    assert "part of a task" in str(refused.value)
+
+
+async def test_a_restart_never_reruns_a_tasks_turn_alone(make_runtime: MakeRuntime) -> None:
+    provider = OfflineProvider(team_model)
+    rt = make_runtime(provider_overrides={"offline": provider})
+    group = await rt.create_group("g", ROSTER)
+    store = await rt.store()
+    record = TurnRecord(
+        turn_id="t1:steve",
+        group_id=group.id,
+        vp_id="steve",
+        trigger_id="msg_1",
+        chain_id="msg_1",
+        task_id="task_gone",
+    )
+    await store.add_turns(group.id, [record])
+    again = make_runtime(provider_overrides={"offline": provider})
+    await again.group(group.id).cancel()
+    [turn] = await store.turns_of(group.id, "msg_1")
+    assert turn.finished and turn.interrupted
+    assert sum(s.model_calls for s in await again.group(group.id).vp_stats()) == 0
