@@ -8,6 +8,7 @@ COPY pyproject.toml README.md ./
 COPY protocol protocol
 COPY engine engine
 COPY store store
+COPY team team
 COPY actors actors
 COPY coordinator coordinator
 COPY gateway gateway
