@@ -272,9 +272,21 @@ class Hub:
         self.batch = min(settings.tail_batch, settings.client_queue_size)
 
     async def subscribe(
-        self, sink: Sink, group_id: str, last_seq: int | None, vp_ids: list[str] | None
+        self,
+        sink: Sink,
+        group_id: str,
+        last_seq: int | None,
+        vp_ids: list[str] | None,
+        pinned: Callable[[], object] | None = None,
     ) -> Subscription:
-        """Start watching a group: replay after ``last_seq`` (if given), then live."""
+        """Start watching a group: replay after ``last_seq`` (if given), then live.
+
+        ``pinned`` runs once the tail's position is fixed, before anything is
+        sent: a client told "subscribed" there may act at once (send a
+        message through another gateway, say) and still sees all it causes,
+        since every envelope after that position reaches the subscription,
+        held back until the replay is done.
+        """
         tail = self.tails.get(group_id)
         if tail is None:
             tail = self.tails[group_id] = GroupTail(self, group_id)
@@ -289,6 +301,8 @@ class Hub:
                 raise GatewayError(
                     ErrorCode.INTERNAL, "the event log is not answering; try again"
                 ) from None
+            if pinned is not None:
+                pinned()
             cutoff = -1
             if last_seq is not None and not sub.ended:
                 last_seq = await self._resume_point(sub, tail, last_seq)

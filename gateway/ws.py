@@ -288,8 +288,16 @@ class ClientSession:
                 detail={"limit": self.ctx.settings.max_subscriptions},
             )
         online = await self.ctx.people.watching(frame.group_id, group.members)
-        self.conn.send(group_update(group_view(group), "subscribed", online=online))
-        await self.ctx.hub.subscribe(self.conn, frame.group_id, frame.last_seq, frame.vp_ids)
+        reply = group_update(group_view(group), "subscribed", online=online)
+        # "subscribed" goes out once the group's tail has fixed where this
+        # subscription starts: whatever the client does after it, it sees.
+        await self.ctx.hub.subscribe(
+            self.conn,
+            frame.group_id,
+            frame.last_seq,
+            frame.vp_ids,
+            pinned=lambda: self.conn.send(reply),
+        )
 
     async def _unsubscribe(self, frame: Unsubscribe) -> None:
         sub = self.conn.subscriptions.get(frame.group_id)

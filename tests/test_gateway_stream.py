@@ -13,8 +13,11 @@ from typing import Any
 
 from websockets.asyncio.client import connect
 
+from gateway.metrics import Metrics
+from gateway.settings import GatewaySettings
+from gateway.tail import Hub
 from protocol import YeaftOutput
-from store.base import Group, new_id
+from store.base import Group, Store, new_id
 from tests.fixtures.gateway import Gateway, StartGateway, WsClient
 from tests.fixtures.ray_cluster import MakeRuntime
 from tests.fixtures.stores import StoreFactory
@@ -272,3 +275,72 @@ async def test_last_seq_beyond_the_head_gets_a_conflict_error_then_continues(
     assert [e["seq"] for e in ahead.envelopes()] == [4, 5]
     await ahead.close()
     await level.close()
+
+
+class _Sink:
+    """A subscriber that keeps what it is given (the Hub's side of a connection)."""
+
+    username = "ann"
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+
+    def offer(self, text: str, *, envelope: bool) -> bool:
+        self.texts.append(text)
+        return True
+
+    async def put(self, text: str, *, envelope: bool) -> None:
+        self.texts.append(text)
+
+    def overflow(self) -> None:
+        raise AssertionError("no overflow expected")
+
+    def attach(self, subscription: Any) -> None:
+        pass
+
+    def detach(self, subscription: Any) -> None:
+        pass
+
+
+class _SlowHead:
+    """An event log whose ``head`` answers only when the test lets it."""
+
+    def __init__(self, log: Store) -> None:
+        self.log = log
+        self.gate = asyncio.Event()
+
+    async def head(self, group_id: str) -> int:
+        await self.gate.wait()
+        return await self.log.head(group_id)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.log, name)
+
+
+async def test_subscribed_is_said_only_once_the_start_is_fixed(
+    store_factory: StoreFactory,
+) -> None:
+    # A client told "subscribed" may act at once, through another gateway
+    # say; whatever that causes must reach it. So the reply waits until the
+    # tail knows where the subscription starts.
+    store = store_factory()
+    group = Group(id=new_id("grp"), name="stream", roster=["steve"], members=["ann"])
+    await store.create_group(group)
+    slow = _SlowHead(store)
+
+    async def event_log() -> Any:
+        return slow
+
+    hub = Hub(event_log, GatewaySettings(tail_wait_s=0.2), Metrics())
+    sink, said = _Sink(), asyncio.Event()
+    subscribing = asyncio.create_task(hub.subscribe(sink, group.id, None, None, pinned=said.set))
+    await asyncio.sleep(0)  # the tail starts and asks for the head
+    assert not said.is_set()
+    slow.gate.set()
+    await subscribing
+    assert said.is_set()
+    # What the client causes after "subscribed" reaches it.
+    await store.append_event(group.id, _notice(group.id, 1))
+    await _eventually(lambda: len(sink.texts) == 1)
+    assert '"i":1' in sink.texts[0]
+    await hub.close()
