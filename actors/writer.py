@@ -166,8 +166,17 @@ class GroupEvents:
         )
 
     async def task_changed(self, task: Task) -> int:
-        """Tell every member a task changed (its whole card); returns its seq."""
-        frame = TaskChanged(group_id=self.group_id, task=task)
+        """Tell every member a task changed (its card); returns its seq.
+
+        The card is the task without its runs' outputs: each output is a
+        reply in the group log already, and the task's REST view has them,
+        so the log does not repeat every output at every change of a run.
+        """
+        card = task.model_copy(deep=True)
+        for attempt in card.attempts:
+            for run in attempt.runs:
+                run.output = ""
+        frame = TaskChanged(group_id=self.group_id, task=card)
         return await until_stored(
             lambda: self.store.append_event(self.group_id, frame), f"change of task {task.id}"
         )

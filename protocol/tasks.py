@@ -292,6 +292,8 @@ class TaskChanged(ServerModel):
 
     It goes through the group's event log, so every member, tab and gateway
     sees the same card, and a reconnecting client catches up with ``lastSeq``.
+    The runs' outputs are left empty: each is a stored reply in the group
+    log, and ``GET /api/groups/{id}/tasks/{taskId}`` has them.
     """
 
     type: Literal["task_changed"] = "task_changed"
