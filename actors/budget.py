@@ -10,6 +10,7 @@ no limit on either account it reserves nothing and is charged at its end.
 from __future__ import annotations
 
 import logging
+import math
 import time
 
 from engine.messages import Usage
@@ -65,11 +66,15 @@ class TurnBudget:
         return refusal.describe(limit)
 
     async def settle(self, usage: Usage, cost: float) -> None:
-        """Charge what the turn used (``cost`` in US dollars) and release its reservation (once)."""
+        """Charge what the turn used (``cost`` in US dollars) and release its reservation (once).
+
+        A cost that is not a finite number (a model without a price) is charged as 0.
+        """
         reserved, unreserved = self.reserved, self.unreserved
         self.reserved, self.unreserved = False, []
         if not reserved and not unreserved:
             return
+        cost = cost if math.isfinite(cost) else 0.0
         tokens = usage.input_tokens + usage.output_tokens
         try:
             if reserved:

@@ -188,8 +188,7 @@ class TurnRunner:
         finally:
             # Whatever the end, the budget is charged what the turn used.
             stop = self.writer.stop
-            cost = stop.cost_usd if stop is not None and math.isfinite(stop.cost_usd) else 0.0
-            await self.budget.settle(self.reported_usage(), cost)
+            await self.budget.settle(self.reported_usage(), stop.cost_usd if stop else 0.0)
 
     async def steps(self) -> TurnOutcome:
         ctx = await self.context()

@@ -528,7 +528,8 @@ class CoordinatorWorker:
         Returns the turn id of each VP started.
         """
         reqs, refused = self._admit_all(group, chain, vps, origin, source)
-        reqs = [replace(req, queue=queue) for req in reqs]
+        if queue is not None:
+            reqs = [replace(req, queue=queue) for req in reqs]
         if refused is not None:
             await self._refused(group, chain, refused)
         if reqs:

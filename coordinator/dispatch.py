@@ -347,17 +347,18 @@ class Dispatcher:
                 )
                 continue
             req = self.plan(group, record.vp_id, TurnOrigin.of_record(record), record.turn_id)
-            if record.turn_id in held.get(record.vp_id, ()) and record.task_id is None:
+            alive = record.turn_id in held.get(record.vp_id, ())
+            # A task's run is never followed or sent again on its own: its
+            # delegation went with the attempt that sent it, which the
+            # coordinator's recovery ends (``coordinator.team``).
+            task_run = record.task_id is not None
+            if alive and not task_run:
                 self._track(req, self._follow_again)
                 followed += 1
-            elif record.turn_id in held.get(record.vp_id, ()):
-                # A task's run whose attempt is gone with the old coordinator
-                # (``coordinator.team`` ends it): stop it, route nothing on.
-                self._track(req, self._stop_task_run)
+            elif alive:
+                self._track(req, self._stop_task_run)  # stopped, nothing routed on
                 interrupted += 1
-            elif record.phase is TurnPhase.REQUESTED and record.task_id is None:
-                # A task's run is not: its delegation is gone with the attempt
-                # that sent it, which the coordinator's recovery ends.
+            elif record.phase is TurnPhase.REQUESTED and not task_run:
                 self.launch(req)
                 rerun += 1
             else:

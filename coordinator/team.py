@@ -39,6 +39,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
+from actors.turns import TurnOrigin
 from actors.writer import GroupEvents
 from coordinator.errors import GroupError, GroupErrorCode
 from coordinator.results import IngestResult
@@ -267,7 +268,8 @@ class TeamDesk:
         self, group: Group, task: Task, message: GroupMessage, history: str | None
     ) -> AttemptRun:
         complete = self.complete_for(group, message.id)
-        run = AttemptRun(self.s, group, task, complete, message.author, history)
+        origin = TurnOrigin.of_message(message)
+        run = AttemptRun(self.s, group, task, complete, origin, history)
         self._runs[task.id] = run
         return run
 

@@ -34,7 +34,6 @@ from actors.turns import TurnOrigin, TurnOutcome
 from actors.writer import GroupEvents
 from coordinator.dispatch import Dispatcher
 from engine.events import StopReason
-from engine.tools.approval import approval_marks
 from personas.directory import PersonaDirectory
 from protocol.tasks import (
     NODE_OUTPUT_CHARS,
@@ -157,7 +156,7 @@ class AttemptRun:
         group: Group,
         task: Task,
         complete: Complete,
-        by: str,
+        origin: TurnOrigin,
         history: str | None = None,
     ) -> None:
         self.s = services
@@ -174,14 +173,9 @@ class AttemptRun:
         # Set when a run's turn was aborted: the group's turns were cancelled.
         self.aborted = False
         self.retriever = BM25Retriever()
-        # The runs act for the person who asked for this attempt, with the
-        # tools their message allowed (``!approve``).
-        self.origin = TurnOrigin(
-            trigger_id=attempt.message_id,
-            chain_id=attempt.message_id,
-            user_id=by,
-            approvals=approval_marks(attempt.request),
-        )
+        # The runs answer the message that asked for this attempt, acting
+        # for its author with the tools it allowed (``!approve``).
+        self.origin = origin
         self.previous = _previous_answer(task)
 
     @property
@@ -235,10 +229,10 @@ class AttemptRun:
         if decided.mode is PlanMode.TEAM:
             await self._team(decided)
         else:
-            await self._single(decided)
+            await self._single()
 
     # -- single ---------------------------------------------------------------
-    async def _single(self, decided: Plan) -> None:
+    async def _single(self) -> None:
         run = self.attempt.runs[0]
         skills = await self._assembled("single", self.attempt.request)
         delegation = self._delegation(run, RunRole.SINGLE, self.attempt.request, skills=skills)

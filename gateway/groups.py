@@ -19,6 +19,7 @@ from gateway.errors import GatewayError, from_group_error, not_found
 from gateway.views import message_view
 from protocol import ErrorCode, GroupSettingsPatch
 from protocol.common import is_id
+from protocol.tasks import Task
 from store.attachments import AttachmentStore
 from store.base import Group, Store
 from store.conversation import GroupKind
@@ -192,6 +193,16 @@ class GroupService:
     async def answer(self, username: str, group_id: str, request_id: str, answer: str) -> bool:
         await self.member_group(username, group_id)
         return await self._call(group_id, lambda c: c.answer(request_id, answer))
+
+    async def task_verdict(
+        self,
+        username: str,
+        group_id: str,
+        operation: Callable[[CoordinatorClient], Awaitable[Task]],
+    ) -> Task:
+        """Accept, revise or abandon one of the group's tasks, as ``username`` (a member)."""
+        await self.member_group(username, group_id)
+        return await self._call(group_id, operation)
 
     async def _call(
         self, group_id: str, operation: Callable[[CoordinatorClient], Awaitable[T]]

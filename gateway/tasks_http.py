@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Query
 from pydantic import Field
 
-from gateway.errors import GatewayError, from_group_error, not_found
+from gateway.errors import GatewayError, not_found
 from gateway.http import Body, Ctx, User
 from protocol import MAX_TEXT_LENGTH, ErrorCode
 from protocol.tasks import DraftStatus, Skill, SkillSource, Task
@@ -44,17 +43,6 @@ class ReviseBody(Body):
 
 def _task_view(task: Task) -> dict[str, Any]:
     return task.model_dump(mode="json", by_alias=True)
-
-
-async def _coordinator_call(call: Callable[[], Awaitable[T]], what: str) -> T:
-    try:
-        return await call()
-    except Exception as exc:
-        translated = from_group_error(exc)
-        if translated is None:
-            log.error("%s failed: %s", what, exc, exc_info=exc)
-            raise GatewayError(ErrorCode.INTERNAL, f"{what} failed; try again") from exc
-        raise translated from exc
 
 
 @router.get("/api/groups/{group_id}/tasks")
@@ -88,9 +76,7 @@ async def get_task(group_id: str, task_id: str, user: User, ctx: Ctx) -> dict[st
 @router.post("/api/groups/{group_id}/tasks/{task_id}/accept")
 async def accept_task(group_id: str, task_id: str, user: User, ctx: Ctx) -> dict[str, Any]:
     """Accept the task's newest answer: the only way a task is done."""
-    group = await ctx.groups.member_group(user, group_id)
-    client = ctx.runtime.group(group.id)
-    task = await _coordinator_call(lambda: client.accept_task(task_id, user), "accepting the task")
+    task = await ctx.groups.task_verdict(user, group_id, lambda c: c.accept_task(task_id, user))
     return {"task": _task_view(task)}
 
 
@@ -99,10 +85,8 @@ async def revise_task(
     group_id: str, task_id: str, body: ReviseBody, user: User, ctx: Ctx
 ) -> dict[str, Any]:
     """Ask for another attempt with the changes ``text`` describes (it is posted to the group)."""
-    group = await ctx.groups.member_group(user, group_id)
-    client = ctx.runtime.group(group.id)
-    task = await _coordinator_call(
-        lambda: client.revise_task(task_id, user, body.text), "revising the task"
+    task = await ctx.groups.task_verdict(
+        user, group_id, lambda c: c.revise_task(task_id, user, body.text)
     )
     return {"task": _task_view(task)}
 
@@ -110,11 +94,7 @@ async def revise_task(
 @router.post("/api/groups/{group_id}/tasks/{task_id}/abandon")
 async def abandon_task(group_id: str, task_id: str, user: User, ctx: Ctx) -> dict[str, Any]:
     """Drop the task: it will not be worked on or accepted; a running attempt is stopped."""
-    group = await ctx.groups.member_group(user, group_id)
-    client = ctx.runtime.group(group.id)
-    task = await _coordinator_call(
-        lambda: client.abandon_task(task_id, user), "abandoning the task"
-    )
+    task = await ctx.groups.task_verdict(user, group_id, lambda c: c.abandon_task(task_id, user))
     return {"task": _task_view(task)}
 
 

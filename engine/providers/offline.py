@@ -107,8 +107,8 @@ def default_reply(request: ModelRequest) -> Reply:
     of :mod:`engine.providers.offline_team`. Anything cleverer needs a real model.
     """
     last = request.messages[-1] if request.messages else None
-    purpose = request.options.get("purpose")
-    if isinstance(purpose, str) and purpose in TEAM_PURPOSES:
+    purpose = _team_purpose(request)
+    if purpose is not None:
         prompt = last.content if last is not None and isinstance(last.content, str) else ""
         answer = team_answer(purpose, request.system, prompt)
         if answer is not None:
@@ -224,8 +224,7 @@ class OfflineProvider:
         # A team call's answer is JSON a program reads, not a reply anyone
         # watches: a fixed length would break it and a visible pace only
         # delays the task.
-        purpose = request.options.get("purpose")
-        team_call = isinstance(purpose, str) and purpose in TEAM_PURPOSES
+        team_call = _team_purpose(request) is not None
         if opts.tokens is not None and not step.tool_calls and not team_call:
             text = _fixed_length(text, opts.tokens)
         if step.thinking:
@@ -251,3 +250,9 @@ class OfflineProvider:
 
 def _prompt_tokens(request: ModelRequest) -> int:
     return estimate_tokens(request.system) + sum(message_tokens(m) for m in request.messages)
+
+
+def _team_purpose(request: ModelRequest) -> str | None:
+    """The purpose of a team mode call (``options["purpose"]``), None for any other request."""
+    purpose = request.options.get("purpose")
+    return purpose if isinstance(purpose, str) and purpose in TEAM_PURPOSES else None
