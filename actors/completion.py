@@ -11,6 +11,7 @@ adds that to the group's usage totals.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import uuid
@@ -41,7 +42,8 @@ async def complete_call(
     group_id: str,
     chain_id: str,
 ) -> str:
-    """The model's text for ``call``; raises the engine's error or :class:`BudgetRefused`."""
+    """The model's text for ``call``; raises the engine's error, :class:`BudgetRefused`,
+    or ``TimeoutError`` past ``call.timeout_s``."""
     budget = TurnBudget(store, group_id, f"call_{uuid.uuid4().hex[:12]}:{persona.id}")
     group = await store.get_group(group_id)
     if group is not None:
@@ -56,7 +58,10 @@ async def complete_call(
     spec = CallSpec(call.system, [Message.user(call.prompt)], [], call.max_tokens, options)
     usage, cost = Usage(), 0.0
     try:
-        result = await engine.caller(model).call(spec, None, _ignore)
+        # Bounded here, not only by the caller's wait: a call the caller gave
+        # up on must not go on (and be charged) after it.
+        async with asyncio.timeout(call.timeout_s):
+            result = await engine.caller(model).call(spec, None, _ignore)
         usage, cost = result.usage, engine.prices.cost(result.model, result.usage)
         return result.text
     finally:

@@ -1,5 +1,7 @@
 """Tools that only make sense inside a group: ``route_forward``; and the group's workspace.
 
+:func:`vp_tools` is the whole built-in tool set of a VP.
+
 The tool asks the group's coordinator, through the ``Router`` in the tool
 context, to hand work to another VP. Refusals come back to the model as
 ``{ok: false, error}`` and the turn goes on; a successful forward ends the
@@ -14,9 +16,13 @@ from pydantic import BaseModel, Field
 from ray.actor import ActorHandle
 
 from actors.turns import ForwardRequest, TurnHost, TurnOrigin
-from engine.tools.files import WORKSPACE_SERVICE
+from engine.memory import memory_tools
+from engine.settings import EngineConfig
+from engine.tools.builtin import builtin_tools
+from engine.tools.files import WORKSPACE_SERVICE, file_tools
 from engine.tools.handoff import ForwardResult
 from engine.tools.registry import Tool, ToolContext
+from engine.tools.web import web_fetch_tool
 from store.base import Group
 from store.workspaces import WorkspaceNameError, files_of
 
@@ -57,6 +63,17 @@ def route_forward_tool() -> Tool:
         available=_has_company,
         timeout=30.0,
     )
+
+
+def vp_tools(settings: EngineConfig) -> list[Tool]:
+    """Every built-in tool of a VP (MCP servers add theirs per turn)."""
+    return [
+        *builtin_tools(),
+        route_forward_tool(),
+        *memory_tools(),
+        *file_tools(settings.file_limits()),
+        web_fetch_tool(settings.web_fetch()),
+    ]
 
 
 class CoordinatorRouter:

@@ -31,16 +31,12 @@ from actors.memory_tier import RecallHook
 from actors.questions import QuestionBox
 from actors.queueing import BusyLanes, CollectBatch
 from actors.runner import TranscriptCache, TurnRunner, VPServices
-from actors.tools import route_forward_tool
+from actors.tools import vp_tools
 from actors.turns import TurnHost, TurnOutcome, TurnRequest, TurnTracker
 from engine.engine import Engine
 from engine.mcp import McpConfig, McpManager
-from engine.memory import memory_tools
 from engine.providers.registry import ProviderRegistry
-from engine.tools.builtin import builtin_tools
-from engine.tools.files import file_tools
 from engine.tools.registry import ToolRegistry
-from engine.tools.web import web_fetch_tool
 from personas.directory import PersonaDirectory
 from team.calls import ModelCall
 
@@ -89,15 +85,7 @@ class VPActor:
             model = settings.fast_model
         self.config = config
         self.providers = ProviderRegistry(settings, overrides=config.provider_overrides)
-        tools = ToolRegistry(
-            [
-                *builtin_tools(),
-                route_forward_tool(),
-                *memory_tools(),
-                *file_tools(settings.file_limits()),
-                web_fetch_tool(settings.web_fetch()),
-            ]
-        )
+        tools = ToolRegistry(vp_tools(settings))
         # Credential cooldowns and provider-lane slots, shared by every actor
         # of the deployment through the store.
         self.provider_state = config.store.open_provider_state()

@@ -97,8 +97,14 @@ class GroupEvents:
             data=data,
         )
 
-    async def output(self, vp_id: str, turn_id: str, data: Payload) -> int:
-        return await self.store.append_event(self.group_id, self._frame(vp_id, turn_id, data))
+    async def output(
+        self, vp_id: str, turn_id: str, data: Payload, status: AgentStatus | None = None
+    ) -> int:
+        """Append one payload of a turn; ``status``, if given, goes just before it, in one write."""
+        frame = self._frame(vp_id, turn_id, data)
+        if status is None:
+            return await self.store.append_event(self.group_id, frame)
+        return (await self.store.append_events(self.group_id, [status, frame]))[-1]
 
     async def result(self, vp_id: str, turn_id: str, data: ResultData, end: TurnEnd) -> bool:
         """End the turn with this result, unless it has ended already; True if this did.
@@ -125,6 +131,11 @@ class GroupEvents:
         if queue is not None:
             frame = frame.model_copy(update={"queue": queue, "other_turn_id": other_turn_id})
         return await self.store.append_event(self.group_id, frame)
+
+    def status_frame(
+        self, vp_id: str, turn_id: str, state: AgentState, trigger_id: str | None = None
+    ) -> AgentStatus:
+        return self._status(vp_id, turn_id, state, trigger_id)
 
     def _status(
         self, vp_id: str, turn_id: str, state: AgentState, trigger_id: str | None
@@ -271,6 +282,9 @@ class TurnWriter:
     Text that could still turn out to be the skip token is held back, so a VP
     that chooses silence shows nothing at all (``skipped``). The engine's
     stop event is kept, not sent: :meth:`finish` sends the ``result``, once.
+    A status change goes out with the payload that follows it (the first
+    text with ``streaming``, a tool call with ``tool``) in one append, or on
+    its own once the event that caused it is handled.
     ``tracker`` is the turn's state (a fresh one when the writer is the
     turn's only record, as for a turn lost with its VP actor). ``trigger_id``
     is the group-log message the turn answers; every status names it.
@@ -305,21 +319,36 @@ class TurnWriter:
         self._message_id: str | None = None
         self._held: list[TextDelta] = []
         self._released = False
+        # A status change not yet in the log: it goes with the next payload.
+        self._due: AgentStatus | None = None
 
     async def _send(self, data: Payload) -> None:
         if isinstance(data, ResultData):
+            await self._send_status()
             if self._message_id is not None:
                 data = data.model_copy(update={"message_id": self._message_id})
             self._result_sent = True
             self.ended = await self.events.result(self.vp_id, self.turn_id, data, self._end)
             return
-        await self.events.output(self.vp_id, self.turn_id, data)
+        due, self._due = self._due, None
+        await self.events.output(self.vp_id, self.turn_id, data, due)
 
-    async def status(self, state: AgentState) -> None:
+    def _set_status(self, state: AgentState) -> None:
+        """Change the state; the status frame waits for the next payload (or feed's end)."""
         if state is self.state:
             return
         self.state = state
-        await self.events.status(self.vp_id, self.turn_id, state, self.trigger_id)
+        self._due = self.events.status_frame(self.vp_id, self.turn_id, state, self.trigger_id)
+
+    async def _send_status(self) -> None:
+        due, self._due = self._due, None
+        if due is not None:
+            await self.events.store.append_event(self.events.group_id, due)
+
+    async def status(self, state: AgentState) -> None:
+        """Change the state and write its status now."""
+        self._set_status(state)
+        await self._send_status()
 
     async def begin(self) -> bool:
         """The turn's first visible write: ``thinking``, and its record marked started.
@@ -337,6 +366,11 @@ class TurnWriter:
 
     async def feed(self, event: EngineEvent) -> None:
         """Take one engine event (the engine's ``emit``)."""
+        await self._feed(event)
+        # A status whose payload the bridge holds back goes out on its own.
+        await self._send_status()
+
+    async def _feed(self, event: EngineEvent) -> None:
         if isinstance(event, StopEvent):
             self.stop = event
             if self._held and self.text.strip() == SKIP_TOKEN:
@@ -353,22 +387,29 @@ class TurnWriter:
                     return  # could still be the skip token: say nothing yet
                 await self._release()
                 return
-            await self.status(AgentState.STREAMING)
+            self._set_status(AgentState.STREAMING)
         elif self._held:
             # A reply that was only a prefix of the token, or a tool call
             # after it: what was held goes out first, in order.
             await self._release()
         if isinstance(event, ToolCallEvent):
-            await self.status(AgentState.TOOL)
+            await self._change_status(AgentState.TOOL)
         if isinstance(event, NoticeEvent) and event.kind is NoticeKind.QUEUED:
             # Waiting for the provider lane, then back to thinking once a slot is free.
             waiting = bool(event.detail.get("waiting"))
-            await self.status(AgentState.QUEUED if waiting else AgentState.THINKING)
+            await self._change_status(AgentState.QUEUED if waiting else AgentState.THINKING)
         await self.bridge.feed(event)
+
+    async def _change_status(self, state: AgentState) -> None:
+        # A status that is still waiting was already passed by this one: it
+        # goes out first, so every client sees each state in order.
+        if state is not self.state:
+            await self._send_status()
+        self._set_status(state)
 
     async def _release(self) -> None:
         self._released = True
-        await self.status(AgentState.STREAMING)
+        self._set_status(AgentState.STREAMING)
         for held in self._held:
             await self.bridge.feed(held)
         self._held.clear()

@@ -18,7 +18,7 @@ from coordinator.results import CancelResult, IngestResult
 from protocol.settings import GroupSettingsPatch
 from protocol.tasks import Task
 from store.base import Group
-from store.conversation import ConversationInfo
+from store.conversation import ConversationInfo, GroupKind
 
 
 class CoordinatorClient:
@@ -97,9 +97,15 @@ class CoordinatorClient:
         mentions: list[str] | None = None,
         client_message_id: str | None = None,
         attachments: list[dict[str, object]] | None = None,
+        member_of: GroupKind | None = None,
     ) -> IngestResult:
+        """Store a person's message and fan it out; returns once it is stored.
+
+        ``member_of``: refuse (``not_found``) unless ``sender`` is a member of
+        the group and the group is of that kind.
+        """
         result: IngestResult = await self._handle.ingest.remote(
-            self.group_id, sender, text, mentions, client_message_id, attachments
+            self.group_id, sender, text, mentions, client_message_id, attachments, member_of
         )
         return result
 

@@ -20,6 +20,7 @@ from dataclasses import replace
 from typing import Any
 
 from actors.config import RuntimeConfig
+from actors.tools import vp_tools
 from actors.turns import ForwardRequest, QueuePolicy, TurnOrigin, TurnOutcome, TurnRequest
 from actors.vp_actor import VPStats
 from actors.writer import GroupEvents
@@ -86,6 +87,7 @@ class CoordinatorWorker:
             TaskBoard(self.store),
             self._admit_run,
             config.store.data_dir,
+            tool_names=frozenset(t.name for t in vp_tools(config.engine)),
         )
         self.team = TeamDesk(services, self._chat, self._start_chain)
         self._guards: dict[str, LoopGuard] = {}
@@ -253,8 +255,13 @@ class CoordinatorWorker:
         mentions: list[str] | None = None,
         client_message_id: str | None = None,
         attachments: list[dict[str, Any]] | None = None,
+        member_of: GroupKind | None = None,
     ) -> IngestResult:
         """Persist a person's message, then fan it out.
+
+        With ``member_of``, the sender must be a member of the group and the
+        group of that kind, else ``GroupError(NOT_FOUND)``: the gateway leaves
+        this check to the coordinator, which holds the group already.
 
         ``attachments`` are the references of its files (``id``, ``name``,
         ``mime``, ``size``), already stored by the gateway; they are kept in
@@ -268,6 +275,8 @@ class CoordinatorWorker:
         """
         await self.recover()
         group = await self.groups.require(group_id)
+        if member_of is not None and (group.kind is not member_of or sender not in group.members):
+            raise GroupError(GroupErrorCode.NOT_FOUND, "group not found")
         names = list(dict.fromkeys([*extract_mentions(text), *(mentions or [])]))
         if group.kind is GroupKind.CONVERSATION:
             names = []  # its one VP answers everything; an "@word" is just text

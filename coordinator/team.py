@@ -36,7 +36,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any
 
 from actors.turns import TurnOrigin
@@ -47,8 +47,10 @@ from coordinator.team_calls import VPComplete, task_request
 from coordinator.team_run import AttemptRun, TeamServices
 from protocol.tasks import (
     Attempt,
+    Evidence,
     RouterDecision,
     RunStatus,
+    Skill,
     Task,
     TaskAction,
     TaskStatus,
@@ -143,10 +145,11 @@ class TeamDesk:
         if forced and not text:
             await self._say(group, message.id, "Say what the task is after /task.", "task_empty")
             return
+        seen = await self._active(group.id)
         decision = await route(
             self.complete_for(group, message.id),
             text,
-            active=await self._active(group.id),
+            active=seen,
             recent=await self._recent(group.id, message.id),
             language=group.settings.language,
         )
@@ -160,6 +163,13 @@ class TeamDesk:
             # Read again: a verdict may have come while the router decided.
             active = await self._active(group.id)
             try:
+                meant = seen is not None and active is not None and active.id == seen.id
+                if _ends(decision.action) and not meant:
+                    # The task the router meant was settled meanwhile (from its
+                    # card, say): "looks good" is then only a chat message.
+                    decision = RouterDecision(
+                        action=TaskAction.SIMPLE_CHAT, reason="the task was settled meanwhile"
+                    )
                 run = await self._decide(group, message, text, decision, active)
             except GroupError as exc:
                 await self._say(group, message.id, exc.message, "task_refused")
@@ -354,10 +364,16 @@ class TeamDesk:
             library=library,
             draft_id=f"draft_{uuid.uuid4().hex[:12]}",
             ts=self.s.clock(),
+            known_tools=self._known_tools(evidence, library),
         )
         await self.s.store.save_skill_draft(draft)
         task.draft_id = draft.id
         await self.s.board.publish(task)
+
+    def _known_tools(self, evidence: Sequence[Evidence], library: Sequence[Skill]) -> set[str]:
+        """The tools a learned skill may name: built in, used by the task, or named by a skill."""
+        used = {tool for e in evidence for tool in e.tool_names}
+        return {*self.s.tool_names, *used, *(tool for skill in library for tool in skill.tools)}
 
     # -- stops, deletions and restarts ---------------------------------------------
     async def stop(self, group_id: str) -> None:
@@ -408,6 +424,11 @@ class TeamDesk:
             "task_interrupted",
             taskId=task.id,
         )
+
+
+def _ends(action: TaskAction) -> bool:
+    """Whether ``action`` settles the active task (accepts or abandons it)."""
+    return action in (TaskAction.CLOSE_TASK, TaskAction.ABANDON_TASK)
 
 
 def _attempt(

@@ -21,7 +21,7 @@ from ray.exceptions import RayError
 
 from actors.completion import BudgetRefused
 from coordinator.dispatch import Dispatcher
-from engine.errors import ModelError
+from engine.errors import ErrorKind, ModelError
 from protocol import split_queue_prefix
 from store.base import Group
 from store.conversation import GroupKind
@@ -66,6 +66,9 @@ class VPComplete:
         try:
             text: str = await actor.complete.remote(call, self.model, self.group_id, self.chain_id)
         except RayError as exc:
+            if _timed_out(exc):
+                # The caller retries a timeout; any other failure falls back.
+                raise TimeoutError(f"@{self.vp_id}'s model call timed out") from None
             raise CallFailed(self._reason(exc)) from None
         return text
 
@@ -76,3 +79,11 @@ class VPComplete:
         if isinstance(cause, ModelError):
             return f"@{self.vp_id}'s model failed ({cause.kind.value})"
         return f"@{self.vp_id} could not make the call ({type(exc).__name__})"
+
+
+def _timed_out(exc: RayError) -> bool:
+    """Whether the remote call failed by running out of time (its own bound or the model's)."""
+    cause = getattr(exc, "cause", None)
+    if isinstance(cause, ModelError):
+        return cause.kind is ErrorKind.TIMEOUT
+    return isinstance(cause, TimeoutError)

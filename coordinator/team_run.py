@@ -112,6 +112,9 @@ class TeamServices:
     admit: Admit
     data_dir: Path | None = None
     clock: Callable[[], float] = field(default=time.time)
+    # The names of the VPs' built-in tools: a learned skill may list these
+    # and the tools its task's evidence shows in use, nothing else.
+    tool_names: frozenset[str] = frozenset()
 
 
 def roster_entries(personas: PersonaDirectory, roster: Sequence[str]) -> list[RosterEntry]:

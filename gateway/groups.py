@@ -179,12 +179,26 @@ class GroupService:
         client_message_id: str | None,
         attachments: list[dict[str, Any]] | None = None,
     ) -> IngestResult:
-        """Store a user's message and fan it out; returns once it is stored."""
-        await self.member_group(username, group_id)
-        return await self._call(
-            group_id,
-            lambda c: c.ingest(username, text, mentions, client_message_id, attachments),
-        )
+        """Store a user's message and fan it out; returns once it is stored.
+
+        The coordinator, which holds the group, checks that ``username`` is a
+        member (one store read less on the way to the first token).
+        """
+        if not is_id(group_id):
+            raise not_found("group")
+        try:
+            return await self.runtime.group(group_id).ingest(
+                username,
+                text,
+                mentions,
+                client_message_id,
+                attachments,
+                member_of=GroupKind.GROUP,
+            )
+        except Exception as exc:
+            error = _translate(exc)
+            # The same answer as for a group that does not exist.
+            raise not_found("group") if error.code is ErrorCode.NOT_FOUND else error from exc
 
     async def cancel(self, username: str, group_id: str, vp_id: str | None) -> CancelResult:
         await self.member_group(username, group_id)

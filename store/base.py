@@ -176,6 +176,15 @@ class EventLog(Protocol):
         """
 
     @abstractmethod
+    async def append_events(self, group_id: str, frames: Sequence[EventFrame]) -> list[int]:
+        """Append frames in order, in one write; returns their sequence numbers.
+
+        Nothing another writer appends comes between them. Costs one store
+        step however many frames: a turn's status and the text it announces
+        go together.
+        """
+
+    @abstractmethod
     async def read_events(
         self, group_id: str, after_seq: int, *, limit: int = 500, wait: float = 0.0
     ) -> EventBatch:

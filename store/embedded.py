@@ -297,6 +297,19 @@ class EmbeddedStore(
         self._waker.wake(group_id)
         return seq
 
+    async def append_events(self, group_id: str, frames: Sequence[EventFrame]) -> list[int]:
+        encoded = [encode_event(frame) for frame in frames]
+        if not encoded:
+            return []
+
+        def op(conn: sqlite3.Connection) -> list[int]:
+            with write_txn(conn):
+                return [self._append_event_sync(conn, group_id, e) for e in encoded]
+
+        seqs = await self._run(op)
+        self._waker.wake(group_id)
+        return seqs
+
     def _append_event_sync(
         self, conn: sqlite3.Connection, group_id: str, encoded: EncodedEvent
     ) -> int:

@@ -318,6 +318,22 @@ class RedisStore(RedisMembers, RedisChatViews, RedisBudgets, RedisTasks, Store):
             )
         return int(seq)
 
+    async def append_events(self, group_id: str, frames: Sequence[EventFrame]) -> list[int]:
+        self._check_open()
+        keys = self._event_keys(group_id)
+        with _redis_errors():
+            # One round trip; MULTI keeps other writers' entries from coming between.
+            async with self._r.pipeline(transaction=True) as pipe:
+                for frame in frames:
+                    encoded = encode_event(frame)
+                    await self._append_event(
+                        keys=keys,
+                        args=[encoded.body, self.event_retention, *_header_fields(encoded)],
+                        client=pipe,
+                    )
+                seqs = await pipe.execute()
+        return [int(seq) for seq in seqs]
+
     async def read_events(
         self, group_id: str, after_seq: int, *, limit: int = 500, wait: float = 0.0
     ) -> EventBatch:

@@ -381,3 +381,16 @@ async def test_concurrent_appends_from_several_processes_are_gap_free(
     for tag in ("p1", "p2", "parent"):
         mine = [d["n"] for d in details if d["from"] == tag]
         assert mine == list(range(150)), f"{tag}'s events are out of order"
+
+
+async def test_frames_appended_together_take_consecutive_seqs(store: Store) -> None:
+    gid = new_id("grp")
+    assert await store.append_event(gid, AgentStatus(state=AgentState.THINKING)) == 1
+    together = [AgentStatus(state=AgentState.STREAMING), notice(note="after the status")]
+    assert await store.append_events(gid, together) == [2, 3]
+    assert await store.append_events(gid, []) == []
+    batch = await store.read_events(gid, 0)
+    assert [e.seq for e in batch.events] == [1, 2, 3]
+    assert json.loads(batch.events[1].text)["state"] == "streaming"
+    assert json.loads(batch.events[2].text)["data"]["detail"] == {"note": "after the status"}
+    assert await store.head(gid) == 3

@@ -43,6 +43,25 @@ def verdicts_in_chat(request: ModelRequest) -> Reply:
     return team_model(request)
 
 
+def slow_verdict(request: ModelRequest) -> Reply:
+    """A router that takes a while to read "looks good" as acceptance."""
+    if request.options.get("purpose") == "team.router":
+        if "Current user message:\nlooks good" in _prompt(request):
+            return Reply('{"action": "close_task", "reason": "accepted"}', delay=SLOW_S)
+    return team_model(request)
+
+
+def made_up_tool(request: ModelRequest) -> Reply | Any:
+    """The skill drafted from a task lists a tool nothing here has."""
+    if request.options.get("purpose") == "team.draft":
+        draft = {
+            "frontmatter": {"name": "launch", "description": "Plan", "tools": ["teleport"]},
+            "content": "## Steps\n1. Plan.",
+        }
+        return Reply(json.dumps(draft))
+    return team_model(request)
+
+
 def slow_planner(request: ModelRequest) -> Reply:
     """The planner takes a while: long enough to press Stop while it plans."""
     if request.options.get("purpose") == "team.planner":
@@ -104,6 +123,39 @@ async def _task_in_review_then(rt: Any, group_id: str, text: str) -> None:
     client = rt.group(group_id)
     await client.ingest("ann", text)
     await client.team_idle()
+
+
+async def test_a_verdict_in_chat_on_a_task_settled_meanwhile_is_chat(
+    make_runtime: MakeRuntime,
+) -> None:
+    rt = make_runtime(provider_overrides={"offline": OfflineProvider(slow_verdict)})
+    group = await rt.create_group("g", ROSTER, settings=GroupSettingsPatch(team_mode=True))
+    task = await _task_in_review(rt, group.id, "Plan our product launch")
+    client = rt.group(group.id)
+    said = await client.ingest("ann", "looks good")
+    # The card's Abandon comes while the router is still reading the message.
+    await client.abandon_task(task.id, "ann")
+    await client.team_idle()
+    store = await rt.store()
+    (only,) = await store.list_tasks(group.id)
+    assert only.id == task.id and only.status is TaskStatus.ABANDONED
+    # The message became plain chat: its VPs answer it; no task was opened for it.
+    assert await store.turns_of(group.id, said.message_id)
+
+
+async def test_a_learned_skill_may_only_list_tools_that_exist(make_runtime: MakeRuntime) -> None:
+    rt = make_runtime(provider_overrides={"offline": OfflineProvider(made_up_tool)})
+    group = await rt.create_group("g", ROSTER, settings=GroupSettingsPatch(team_mode=True))
+    task = await _task_in_review(rt, group.id, "Plan our product launch")
+    client = rt.group(group.id)
+    await client.accept_task(task.id, "ann")
+    await client.team_idle()
+    store = await rt.store()
+    done = await store.get_task(group.id, task.id)
+    assert done is not None and done.draft_id
+    draft = await store.get_skill_draft(done.draft_id)
+    assert draft is not None and not draft.safety.ok
+    assert any("'teleport'" in problem for problem in draft.safety.problems), draft.safety
 
 
 async def test_accept_and_revise_at_once_decide_once(make_runtime: MakeRuntime) -> None:

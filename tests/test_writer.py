@@ -179,3 +179,42 @@ async def test_statuses_name_the_trigger_and_the_result_names_the_stored_reply(
     ]
     assert {env["triggerId"] for env in envs if env["type"] == "agent_status"} == {"msg_a"}
     assert envs[3]["data"]["message_id"] == "msg_b"
+
+
+class _CountingStore:
+    """A store that counts the writes to its event log (everything else passes through)."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self.writes: list[int] = []
+
+    async def append_event(self, group_id: str, frame: Any) -> int:
+        self.writes.append(1)
+        return await self._store.append_event(group_id, frame)
+
+    async def append_events(self, group_id: str, frames: Any) -> list[int]:
+        self.writes.append(len(frames))
+        return await self._store.append_events(group_id, frames)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+
+async def test_a_status_goes_out_in_one_write_with_the_payload_it_announces(store: Store) -> None:
+    counting = _CountingStore(store)
+    writer = GroupEvents(counting, "g10").turn("linus", "t1")  # type: ignore[arg-type]
+    await writer.feed(TextDelta("first words"))
+    # The streaming status and the first text: one write, before the model's next token.
+    assert counting.writes == [2]
+    await writer.feed(ToolCallEvent("c1", "recall", {"query": "x"}))
+    assert counting.writes == [2, 2]
+    await writer.feed(stop("first words"))
+    await writer.finish()
+    assert kinds(await frames(store, "g10")) == [
+        "status:streaming",
+        "assistant",
+        "status:tool",
+        "assistant",
+        "result",
+        "status:idle",
+    ]
