@@ -199,12 +199,18 @@ class TurnRunner:
             return await self._end_with(error_stop(StopReason.ERROR, refused, "budget"))
         memory, _ = await asyncio.gather(self.recall(ctx), self.mcp_tools(ctx))
         system = self.prompt(ctx, memory)
-        if not await self.writer.begin():
-            # Ended from outside before it began (a shutdown, a recovery).
-            self.abort.set()
-            return await self.end_early()
+        # The start record and the ``thinking`` status are written while the
+        # engine opens its model call; the writer holds the engine's first
+        # output until they are in (see TurnWriter.opening).
+        opening = asyncio.ensure_future(self.writer.begin())
+        opening.add_done_callback(self._opened)
+        self.writer.opening = opening
         self.tracker.advance(TurnState.RUNNING)
         result = await self.answer(ctx, system, memory)
+        if not await asyncio.shield(opening):
+            # Ended from outside before it began (a shutdown, a recovery):
+            # its engine was aborted, and nothing it said was written.
+            return await self.end_early()
         # From here on an abort is too late: the engine has ended the turn,
         # and its own end (whatever the reason) is the one the result reports.
         reply, mentioned = await self.store_reply(ctx.group)
@@ -440,6 +446,10 @@ class TurnRunner:
             # The turn has its result; the copy kept in memory serves the next
             # turn, and the next save writes it.
             log.warning("transcript of %s not saved: %s", self.s.vp_id, exc)
+
+    def _opened(self, opening: asyncio.Future[bool]) -> None:
+        if not opening.cancelled() and opening.exception() is None and not opening.result():
+            self.abort.set()
 
     async def end_early(self) -> TurnOutcome:
         """The turn cannot run (aborted, group gone, VP removed): one error result."""

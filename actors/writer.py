@@ -33,6 +33,7 @@ unreachable (``store.retry``).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Sequence
 
@@ -321,6 +322,10 @@ class TurnWriter:
         self._released = False
         # A status change not yet in the log: it goes with the next payload.
         self._due: AgentStatus | None = None
+        # The turn's start (``begin``) while it is being written beside the
+        # engine's start: nothing the engine emits is written before it, and
+        # nothing at all if the turn had ended elsewhere (it is then aborted).
+        self.opening: asyncio.Future[bool] | None = None
 
     async def _send(self, data: Payload) -> None:
         if isinstance(data, ResultData):
@@ -366,6 +371,9 @@ class TurnWriter:
 
     async def feed(self, event: EngineEvent) -> None:
         """Take one engine event (the engine's ``emit``)."""
+        # Shielded: a cancel of the engine's call must not cancel the start.
+        if self.opening is not None and not await asyncio.shield(self.opening):
+            return
         await self._feed(event)
         # A status whose payload the bridge holds back goes out on its own.
         await self._send_status()

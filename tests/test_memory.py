@@ -27,10 +27,10 @@ from store import StoreConfig
 from store.memory import (
     MemoryBackend,
     MemoryItem,
-    RedisMemory,
     scope_vp,
     vp_scope,
 )
+from store.memory.redis_backend import RedisMemory
 from store.memory.text import fts_query, index_terms, query_terms, stem
 from tests.fixtures.memory import CORPUS, QUERIES
 

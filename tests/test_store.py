@@ -29,7 +29,8 @@ from store import (
     open_store,
 )
 from store.embedded import EmbeddedStore
-from store.memory import RedisMemory, SQLiteMemory
+from store.memory import SQLiteMemory
+from store.memory.redis_backend import RedisMemory
 from store.redis import RedisStore
 from tests.fixtures.store_samples import notice, sample_group, user_message
 from tests.fixtures.stores import StoreFactory

@@ -3,7 +3,9 @@
 ``store.StoreConfig.open_attachments`` picks the backend from the
 deployment's store URL, as for the group store: nothing (or
 ``"embedded"``) keeps each file under ``<data dir>/attachments``; a Redis
-URL keeps each in its own keys (the message's ``meta`` references it by id).
+URL keeps each in its own keys (the message's ``meta`` references it by id):
+``store.attachments.redis_backend``, imported only by a process that uses
+Redis (importing redis costs every actor process time and memory).
 """
 
 from __future__ import annotations
@@ -14,12 +16,10 @@ from store.attachments.model import (
     AttachmentStore,
     new_attachment_id,
 )
-from store.attachments.redis_backend import RedisAttachments
 
 __all__ = [
     "AttachmentRecord",
     "AttachmentStore",
     "FileAttachments",
-    "RedisAttachments",
     "new_attachment_id",
 ]

@@ -2,8 +2,9 @@
 
 ``store.StoreConfig.open_memory`` picks the backend from the deployment's
 store URL: nothing (or ``"embedded"``) gives the SQLite FTS5 file under the
-data directory, ``redis://`` gives the Redis index. The recall policy on top
-lives in ``engine/memory.py``.
+data directory, ``redis://`` gives the Redis index
+(``store.memory.redis_backend``, imported only where Redis is used). The
+recall policy on top lives in ``engine/memory.py``.
 """
 
 from __future__ import annotations
@@ -21,14 +22,12 @@ from store.memory.model import (
     user_scope,
     vp_scope,
 )
-from store.memory.redis_backend import RedisMemory
 
 __all__ = [
     "KINDS",
     "Kind",
     "MemoryBackend",
     "MemoryItem",
-    "RedisMemory",
     "SQLiteMemory",
     "group_scope",
     "new_memory_id",
