@@ -14,9 +14,15 @@ For each roster size (1, 5 and 16 VPs by default) it starts ``yeaft serve``
 - peak RSS: the largest sum of resident memory over the tree, sampled every
   0.2 s, and the number of processes.
 
-The process tree is read from ``/proc`` (Linux).
+The process tree is read from ``/proc`` (Linux). With ``--provider openai``
+the VPs call ``bench/model_server.py`` (a local OpenAI-compatible server
+with the same timing, in a process of its own, so not counted) through the
+real ``openai`` SDK, as ``bench/latency.py --provider openai`` does. With a
+Redis store each server writes under a key prefix of its own
+(``YEAFT_REDIS_PREFIX=bench-<random>``), deleted when it stops.
 
     python bench/cost.py [--sizes 1 5 16] [--messages 5] [--store redis://...]
+    python bench/cost.py --provider openai [--store redis://127.0.0.1:6379/0]
 """
 
 from __future__ import annotations
@@ -35,40 +41,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.fanout import bench_personas
-from bench.latency import ROOT, Client, Server, login, new_group
-
-_TICK = os.sysconf("SC_CLK_TCK")
-_PAGE = os.sysconf("SC_PAGE_SIZE")
-
-
-def _stat(pid: int) -> tuple[int, float, int] | None:
-    """(parent pid, CPU seconds incl. reaped children, RSS bytes) of ``pid``."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    ppid = int(fields[1])
-    cpu = sum(int(x) for x in fields[11:15]) / _TICK
-    return ppid, cpu, int(fields[21]) * _PAGE
-
-
-def tree(root: int) -> dict[int, tuple[float, int]]:
-    """CPU seconds and RSS of ``root`` and every process descended from it."""
-    stats = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            got = _stat(int(entry))
-            if got is not None:
-                stats[int(entry)] = got
-    members, frontier = {root}, [root]
-    while frontier:
-        parent = frontier.pop()
-        for pid, (ppid, _, _) in stats.items():
-            if ppid == parent and pid not in members:
-                members.add(pid)
-                frontier.append(pid)
-    return {pid: stats[pid][1:] for pid in members if pid in stats}
+from bench.latency import ROOT, Client, Server, launch, login, new_group
+from bench.proctree import cpu_of, tree
 
 
 class Sampler:
@@ -121,18 +95,23 @@ def idle_breakdown(
     return ", ".join(f"{name} {value:.3f}" for name, value in top if value > 0)
 
 
-def cpu_of(root: int) -> float:
-    return sum(c for c, _ in tree(root).values())
+async def one_size(args: argparse.Namespace, size: int, roster: list[str]) -> str:
+    # A first message on a loaded machine can take longer than the idle timeout.
+    env = {"YEAFT_IDLE_TIMEOUT": "3600"}
+    pace = (args.ttft, args.tps, args.tokens)
+    with launch(args, args.provider, False, *pace, env) as (server, models):
+        row = await measure(args, server, size, roster)
+        if models is not None:
+            row += f"\n     model server: {models.stats()['requests']} streamed calls answered"
+    return row
 
 
-async def one_size(args: argparse.Namespace, model: str, size: int, roster: list[str]) -> str:
-    started = time.perf_counter()
-    server = Server(model, args.store, args.server_root)
+async def measure(args: argparse.Namespace, server: Server, size: int, roster: list[str]) -> str:
     pid = server.proc.pid
     sampler = Sampler(pid)
     try:
         await server.start()
-        ready = time.perf_counter() - started
+        ready = time.perf_counter() - server.created
         token, http = await login(server.url, server.password)
         t0 = time.perf_counter()
         gid = await new_group(http, "cost", roster[:size])
@@ -155,7 +134,6 @@ async def one_size(args: argparse.Namespace, model: str, size: int, roster: list
         await http.aclose()
     finally:
         sampler.stop()
-        server.stop()
     warm_s = statistics.median(warm + times)
     return (
         f"{size:>4} {ready:>8.2f} {first:>8.2f} {warm_s:>8.2f} {first / warm_s:>6.2f} "
@@ -178,10 +156,13 @@ async def all_answered(client: Client, gid: str, size: int, text: str) -> float:
 
 async def main_async(args: argparse.Namespace) -> None:
     model = f"offline:default?ttft={args.ttft}&tps={args.tps}&tokens={args.tokens}"
+    if args.provider == "openai":
+        model = f"openai:{args.openai_model} (SDK; ttft {args.ttft} s, {args.tps} tok/s, "
+        model += f"{args.tokens} tokens)"
     with tempfile.TemporaryDirectory() as tmp:
         roster = bench_personas(Path(tmp), max(args.sizes))
         os.environ["YEAFT_PERSONAS_DIR"] = tmp
-        rows = [await one_size(args, model, n, roster) for n in args.sizes]
+        rows = [await one_size(args, n, roster) for n in args.sizes]
     print(
         f"model {model}; store {args.store or 'embedded'}; server {args.server_root}; "
         f"load {os.getloadavg()[0]:.1f}"
@@ -203,6 +184,13 @@ def main() -> None:
     parser.add_argument("--idle", type=float, default=10.0, help="seconds of idle measured")
     parser.add_argument("--store", default=None, help="store URL (default: embedded)")
     parser.add_argument("--server-root", type=Path, default=ROOT, help="serve from this checkout")
+    parser.add_argument(
+        "--provider",
+        choices=["offline", "openai"],
+        default="offline",
+        help="openai: the VPs call bench/model_server.py through the openai SDK",
+    )
+    parser.add_argument("--openai-model", default="gpt-4o-mini", help="a name the registry knows")
     asyncio.run(main_async(parser.parse_args()))
 
 
