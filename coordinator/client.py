@@ -147,6 +147,11 @@ class CoordinatorClient:
         """Wait until the coordinator's team mode has nothing running (tests)."""
         await self._handle.team_idle.remote()
 
+    def warm(self) -> None:
+        """Have the group's VP actors started now, so its next message does not wait
+        for their processes; returns at once (nothing depends on it)."""
+        self._handle.warm.remote(self.group_id)
+
     async def vp_stats(self, vp_ids: list[str] | None = None) -> list[VPStats]:
         stats: list[VPStats] = await self._handle.vp_stats.remote(self.group_id, vp_ids)
         return stats

@@ -259,9 +259,8 @@ class CoordinatorWorker:
     ) -> IngestResult:
         """Persist a person's message, then fan it out.
 
-        With ``member_of``, the sender must be a member of the group and the
-        group of that kind, else ``GroupError(NOT_FOUND)``: the gateway leaves
-        this check to the coordinator, which holds the group already.
+        With ``member_of``, a sender who is not a member of a group of that
+        kind gets ``GroupError(NOT_FOUND)`` (the coordinator holds the group).
 
         ``attachments`` are the references of its files (``id``, ``name``,
         ``mime``, ``size``), already stored by the gateway; they are kept in
@@ -497,6 +496,10 @@ class CoordinatorWorker:
         """Wait until no turn of the group is running or about to be dispatched."""
         return await self.turns.wait_idle(group_id, timeout_s)
 
+    async def warm(self, group_id: str) -> None:
+        """Start the actors of the group's roster (someone opened it) unless they run."""
+        self.turns.warm(group.roster if (group := await self.groups.get(group_id)) else [])
+
     async def vp_stats(self, group_id: str, vp_ids: list[str] | None = None) -> list[VPStats]:
         """Per-VP counters (model calls, active turns); also starts the actors."""
         vps = vp_ids if vp_ids is not None else (await self.groups.require(group_id)).roster
@@ -581,12 +584,8 @@ class CoordinatorWorker:
     async def _refused(self, group: Group, chain: Chain, verdict: Verdict) -> None:
         if not verdict.stopped_chain:
             return  # the chain was stopped before (or cancelled), and said so then
-        await GroupEvents(self.store, group.id).notice(
-            verdict.summary,
-            chain.root,
-            str(verdict.rule),
-            **verdict.detail,
-        )
+        events = GroupEvents(self.store, group.id)
+        await events.notice(verdict.summary, chain.root, str(verdict.rule), **verdict.detail)
 
 
 def _log_failure(task: asyncio.Task[RecoveryReport]) -> None:

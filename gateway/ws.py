@@ -278,6 +278,9 @@ class ClientSession:
     # -- subscriptions -----------------------------------------------------------
     async def _subscribe(self, frame: Subscribe) -> None:
         group = await self.ctx.groups.member_group(self.username, frame.group_id)
+        # Someone is looking at the group: its VPs' processes start now, not
+        # with its next message (after a restart, say).
+        self.ctx.runtime.group(frame.group_id).warm()
         old = self.conn.subscriptions.get(frame.group_id)
         if old is not None:
             self.ctx.hub.drop(old)

@@ -3,12 +3,16 @@ isolation between users, and chat acks."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
+import ray
 
 from engine.providers.base import ModelRequest
 from engine.providers.offline import OfflineProvider, Reply
+from store import new_id
+from store.base import Group
 from tests.fixtures.gateway import Gateway, StartGateway, WsClient
 from tests.fixtures.ray_cluster import MakeRuntime
 from tests.group_helpers import ask_then_answer, persona_of
@@ -328,3 +332,33 @@ async def test_questions_are_answered_and_turns_cancelled_over_the_websocket(
 
 def _is_result(frame: dict[str, Any]) -> bool:
     return frame.get("type") == "yeaft_output" and frame["data"].get("type") == "result"
+
+
+async def test_opening_a_group_starts_its_vps(start_gateway: StartGateway) -> None:
+    """A group made before this process started (no actor of its roster runs yet):
+    the first client that subscribes starts them, ahead of its first message."""
+    gw = await start_gateway()
+    await gw.user("ann")
+    group = Group(id=new_id("grp"), name="old", roster=["dieter", "kent"], members=["ann"])
+    await (await gw.store()).create_group(group)
+    config = gw.runtime.config
+    names = [config.actor_name("vp", vp) for vp in group.roster]
+
+    def running() -> list[str]:
+        found = []
+        for name in names:
+            try:
+                ray.get_actor(name, namespace=config.namespace)
+            except ValueError:
+                continue
+            found.append(name)
+        return found
+
+    assert running() == []
+    ws = await WsClient.open(gw, "ann")
+    assert (await ws.request({"type": "subscribe", "groupId": group.id}))["action"] == "subscribed"
+    # Polling: nothing tells a client that an actor was created.
+    async with asyncio.timeout(30):
+        while running() != names:  # noqa: ASYNC110
+            await asyncio.sleep(0.05)
+    await ws.close()
