@@ -43,10 +43,23 @@ _FOREIGN = ("RAY_ADDRESS", "RAY_AUTH_TOKEN_PATH", "OPENAI_API_KEY", "ANTHROPIC_A
 READY = re.compile(re.escape(READY_LINE) + r" (http://\S+:(\d+))")
 
 
+_GIVEN: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A port nothing listens on now, and one this process has not handed out before.
+
+    The second rule matters: a port bound and closed is free again at once,
+    so two calls in a row can name the same one, and ``ray start`` refuses
+    to give one port to two of its components.
+    """
+    while True:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = int(sock.getsockname()[1])
+        if port not in _GIVEN:
+            _GIVEN.add(port)
+            return port
 
 
 def session_pids(sid: int) -> list[int]:

@@ -384,7 +384,7 @@ class TeamDesk:
 
     async def forget(self, group_id: str) -> None:
         """The group is being deleted: stop its attempts and write nothing more for it."""
-        self.s.board.forget(group_id)
+        await self.s.board.forget(group_id)
         await self.stop(group_id)
         for task_id in [t for t, task in self._live.items() if task.group_id == group_id]:
             del self._live[task_id]

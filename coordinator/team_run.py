@@ -39,6 +39,7 @@ from protocol.tasks import (
     NODE_OUTPUT_CHARS,
     ActivatedSkill,
     Attempt,
+    Evidence,
     Plan,
     PlanMode,
     PlanNode,
@@ -73,7 +74,7 @@ Admit = Callable[[Group, str, str], Awaitable[str | None]]
 
 
 class TaskBoard:
-    """Stores a task and announces it, one change at a time per task.
+    """Stores a task and announces it, one change at a time per group.
 
     Every change is the whole task: a member who reconnects, a second tab or
     another gateway sees the same card from the newest ``task_changed``. A
@@ -84,21 +85,34 @@ class TaskBoard:
 
     def __init__(self, store: Store) -> None:
         self.store = store
+        # One write at a time per group: a deletion waits for the one under way.
         self._locks: dict[str, asyncio.Lock] = {}
         self._gone: set[str] = set()
 
-    def forget(self, group_id: str) -> None:
+    async def forget(self, group_id: str) -> None:
+        """Write nothing more for the group; returns once a write under way is done."""
         self._gone.add(group_id)
+        async with self._lock(group_id):
+            pass
+        self._locks.pop(group_id, None)
 
-    async def publish(self, task: Task) -> None:
+    def _lock(self, group_id: str) -> asyncio.Lock:
+        return self._locks.setdefault(group_id, asyncio.Lock())
+
+    async def publish(self, task: Task, evidence: Evidence | None = None) -> None:
+        """Store and announce ``task`` (with an attempt's ``evidence``, stored first)."""
         if task.group_id in self._gone:
             return
-        lock = self._locks.setdefault(task.id, asyncio.Lock())
-        async with lock:
+        async with self._lock(task.group_id):
+            if task.group_id in self._gone:
+                return  # the group was deleted while this write waited
+            if evidence is not None:
+                try:
+                    await self.store.save_evidence(evidence)
+                except Exception:
+                    log.warning("evidence of task %s not stored", task.id, exc_info=True)
             await until_stored(lambda: self.store.save_task(task), f"task {task.id}")
             await GroupEvents(self.store, task.group_id).task_changed(task)
-        if not task.open:
-            self._locks.pop(task.id, None)
 
 
 @dataclass(slots=True)
@@ -444,11 +458,7 @@ class AttemptRun:
         attempt.failed = final is None or final.status is not RunStatus.DONE
         if task.status is not TaskStatus.ABANDONED:
             task.advance(TaskStatus.REVIEW, now)
-        try:
-            await self.s.store.save_evidence(build_evidence(task, attempt, now))
-        except Exception:
-            log.warning("evidence of task %s not stored", task.id, exc_info=True)
-        await self.s.board.publish(task)
+        await self.s.board.publish(task, build_evidence(task, attempt, now))
 
 
 def _previous_answer(task: Task) -> str:

@@ -173,7 +173,9 @@ async def create_group(page: Any, name: str, roster: list[str]) -> None:
         await option.locator("input").set_checked(vp in roster)
     await page.get_by_test_id("new-group-submit").click()
     current = page.locator('[data-testid="group-item"][aria-current="true"]')
-    await expect(current).to_have_count(1)
+    # Creating a group is a coordinator call that starts its VPs' actors: on
+    # a loaded machine it can take longer than an expectation's 5 s default.
+    await expect(current).to_have_count(1, timeout=TURN_TIMEOUT_MS)
     await expect(current).to_contain_text(name)
     await expect(page.get_by_test_id("group-title")).to_have_text(name)
     await expect(page.get_by_test_id("vp-presence")).to_have_count(len(roster))

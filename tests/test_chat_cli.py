@@ -145,8 +145,9 @@ def test_parallel_replies_are_shown_one_at_a_time() -> None:
 async def test_cancel_says_which_turns_it_stopped(
     start_gateway: StartGateway, make_runtime: MakeRuntime
 ) -> None:
-    # Slow replies (5 tokens/s), so both are still streaming when /cancel comes.
-    gw = await start_gateway(make_runtime(engine={"model": "offline:default?tps=5"}))
+    # Slow replies (2 tokens/s: half a minute or more), so both are still streaming
+    # when each /cancel comes, however loaded the machine.
+    gw = await start_gateway(make_runtime(engine={"model": "offline:default?tps=2"}))
     token = await gw.user("ann")
     await gw.http.post(
         "/api/groups", json={"name": "team", "roster": ["linus", "steve"]}, headers=gw.auth("ann")
