@@ -64,6 +64,10 @@ class _Turn:
     # Resolved when the turn's task ends: with its outcome, or None when it
     # was lost or ended from outside (a task's run awaits it).
     ended: asyncio.Future[TurnOutcome | None]
+    # The call to the VP, made before the caller gets control back (an
+    # ingest's answer then leaves after its turns, not before them); a
+    # retry after a restart makes a new one.
+    sent: ray.ObjectRef[TurnOutcome] | None = None
 
 
 class Dispatcher:
@@ -130,15 +134,24 @@ class Dispatcher:
 
     def launch(self, req: TurnRequest) -> str:
         """Send a recorded turn to its VP and follow it to its result."""
-        return self._track(req, self._run).request.turn_id
+        return self._track(req, self._run, send=True).request.turn_id
 
     async def run(self, req: TurnRequest) -> TurnOutcome | None:
         """Send a recorded turn and wait for its outcome (None: lost or ended from outside)."""
-        return await self._track(req, self._run).ended
+        return await self._track(req, self._run, send=True).ended
 
-    def _track(self, req: TurnRequest, body: Callable[[_Turn], Awaitable[None]]) -> _Turn:
+    def _track(
+        self, req: TurnRequest, body: Callable[[_Turn], Awaitable[None]], send: bool = False
+    ) -> _Turn:
+        """Follow a turn with ``body`` in a task of its own; ``send``: call its VP now."""
         ended: asyncio.Future[TurnOutcome | None] = asyncio.get_running_loop().create_future()
         turn = _Turn(req, TurnTracker(req.turn_id), ended)
+        if send:
+            try:
+                turn.sent = self.vp(req.vp_id).run_turn.remote(req)
+            except Exception:
+                # Sent again by the turn's task, which reports why it cannot be.
+                log.warning("turn %s not sent at once", req.turn_id, exc_info=True)
         self._turns.setdefault(req.group_id, {})[req.turn_id] = turn
         self.admission.hold(req.group_id, req.vp_id)
         task = asyncio.create_task(self._guarded(turn, body))
@@ -191,7 +204,10 @@ class Dispatcher:
 
     async def _follow(self, turn: _Turn) -> TurnOutcome:
         """Send the turn and wait for its outcome (its start is reported apart)."""
-        outcome: TurnOutcome = await self.vp(turn.request.vp_id).run_turn.remote(turn.request)
+        sent, turn.sent = turn.sent, None
+        if sent is None:
+            sent = self.vp(turn.request.vp_id).run_turn.remote(turn.request)
+        outcome: TurnOutcome = await sent
         if not turn.tracker.finished:  # a shutdown may have ended it meanwhile
             turn.tracker.advance(TurnState.FINISHED)
         return outcome

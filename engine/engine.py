@@ -456,7 +456,7 @@ class _Turn:
 
     def prompt_tokens(self) -> int:
         n = estimate_tokens(self.system) + estimate_tokens(self.conv.summary or "")
-        return n + sum(message_tokens(m) for m in (*self.preamble, *self.conv.messages))
+        return n + sum(message_tokens(m) for m in self.preamble) + self.conv.messages_tokens()
 
     async def prepare_history(self) -> None:
         fixed, report = repair(self.conv.messages)

@@ -56,7 +56,8 @@ def repair(messages: list[Message]) -> tuple[list[Message], RepairReport]:
             else:
                 report.dropped_orphans += 1
             continue
-        close_pending()
+        if pending:
+            close_pending()
         out.append(msg)
         if msg.role == "assistant":
             for call in msg.tool_calls:

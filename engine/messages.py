@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, PrivateAttr
 
 Role = Literal["user", "assistant", "tool"]
 
@@ -124,6 +124,28 @@ class Conversation(BaseModel):
     compactions: int = 0
     # Owner bookkeeping the engine ignores (e.g. how far a VP has read the group log).
     meta: dict[str, Any] = Field(default_factory=dict)
+    # Token estimates of messages already counted, by identity (see message_tokens).
+    _counted: dict[int, tuple[Message, int, int]] = PrivateAttr(default_factory=dict)
+
+    def messages_tokens(self) -> int:
+        """The estimated tokens of ``messages``, each message counted once while it lasts.
+
+        A turn asks before every model call, and a transcript runs to
+        hundreds of messages: a message counted before (the same object,
+        its text the same length) is not counted again.
+        """
+        counted, fresh = self._counted, {}
+        total = 0
+        for msg in self.messages:
+            seen = counted.get(id(msg))
+            if seen is not None and seen[0] is msg and seen[1] == len(msg.content):
+                n = seen[2]
+            else:
+                n = message_tokens(msg)
+            fresh[id(msg)] = (msg, len(msg.content), n)
+            total += n
+        self._counted = fresh
+        return total
 
 
 def estimate_tokens(text: str) -> int:

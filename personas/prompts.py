@@ -81,7 +81,8 @@ def estimate_tokens(text: str) -> int:
     at four per token would let a Chinese prompt run several times over its
     budget. Deliberately local and tiny: prompts must not depend on the engine.
     """
-    ascii_chars = sum(1 for char in text if char.isascii())
+    # Counted in C: the ASCII characters are what survives an ASCII encode.
+    ascii_chars = len(text) if text.isascii() else len(text.encode("ascii", "ignore"))
     return (ascii_chars + 3) // 4 + (len(text) - ascii_chars)
 
 

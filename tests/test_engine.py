@@ -9,7 +9,7 @@ from pydantic import BaseModel
 
 from engine.errors import ErrorKind
 from engine.events import NoticeKind, StopEvent, StopReason, TextDelta
-from engine.messages import Conversation, Message, ToolCall
+from engine.messages import Conversation, Message, ToolCall, message_tokens
 from engine.pricing import Price, PriceTable
 from engine.providers.base import ModelStop
 from engine.providers.offline import Fail, OfflineProvider, Reply
@@ -441,3 +441,24 @@ def test_registry_rejects_duplicate_names() -> None:
     reg.register(tool)
     with pytest.raises(ValueError):
         reg.register(tool)
+
+
+def test_a_transcripts_tokens_are_counted_once_and_again_when_a_message_changes() -> None:
+    conv = Conversation(
+        id="c",
+        messages=[
+            Message.user("x" * 400),
+            Message.assistant("y" * 80, tool_calls=[ToolCall(id="c1", name="recall")]),
+            Message.tool_result("c1", "z" * 4000, name="recall"),
+        ],
+    )
+    expected = sum(message_tokens(m) for m in conv.messages)
+    assert conv.messages_tokens() == expected
+    assert conv.messages_tokens() == expected  # counted again from the memo
+    # A result shrunk in place (as on a context overflow) is counted anew.
+    conv.messages[2].content = "z" * 40
+    conv.messages.append(Message.user("one more"))
+    assert conv.messages_tokens() == sum(message_tokens(m) for m in conv.messages) < expected + 5
+    # A copy with other text is another object: never taken for the original.
+    conv.messages[0] = conv.messages[0].model_copy(update={"content": "short"})
+    assert conv.messages_tokens() == sum(message_tokens(m) for m in conv.messages)

@@ -62,6 +62,18 @@ def made_up_tool(request: ModelRequest) -> Reply | Any:
     return team_model(request)
 
 
+def looping_nodes(request: ModelRequest) -> Reply | Any:
+    """Task runs that would call tools for ever; each says whether it was told
+    what to do when tools fail, and whether its last call was the final one."""
+    node = "# Execution Context" in request.system and not request.options.get("purpose")
+    if node and not _prompt(request).startswith("Synthesis instruction"):
+        if request.tools:
+            return Reply(tool_calls=[("rethink", {"reason": "once more"})])
+        guided = "# When tools fail" in request.system
+        return Reply(f"OUT-{persona_of(request)} guided={guided} final")
+    return team_model(request)
+
+
 def slow_planner(request: ModelRequest) -> Reply:
     """The planner takes a while: long enough to press Stop while it plans."""
     if request.options.get("purpose") == "team.planner":
@@ -156,6 +168,25 @@ async def test_a_learned_skill_may_only_list_tools_that_exist(make_runtime: Make
     draft = await store.get_skill_draft(done.draft_id)
     assert draft is not None and not draft.safety.ok
     assert any("'teleport'" in problem for problem in draft.safety.problems), draft.safety
+
+
+async def test_task_runs_get_tool_failure_guidance_and_a_final_answer(
+    make_runtime: MakeRuntime,
+) -> None:
+    rt = make_runtime(
+        engine={"max_tool_iterations": 2},
+        provider_overrides={"offline": OfflineProvider(looping_nodes)},
+    )
+    group = await rt.create_group("g", ROSTER, settings=GroupSettingsPatch(team_mode=True))
+    task = await _task_in_review(rt, group.id, "Plan our product launch")
+    attempt = task.attempt
+    assert attempt is not None
+    nodes = [run for run in attempt.runs if run.id != "synthesis"]
+    assert nodes and all(run.status is RunStatus.DONE for run in nodes), nodes
+    for run in nodes:
+        # Two rounds of tools, then the answer without tools the finalizer asks for.
+        assert run.output == f"OUT-{run.vp} guided=True final", run
+        assert [use.tool for use in run.tools] == ["rethink", "rethink"]
 
 
 async def test_accept_and_revise_at_once_decide_once(make_runtime: MakeRuntime) -> None:
