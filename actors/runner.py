@@ -32,7 +32,7 @@ from actors.queueing import SteerInbox, shorten_overflow
 from actors.tools import CoordinatorRouter, workspace_service
 from actors.transcripts import load_conversation, save_conversation
 from actors.turns import TurnHost, TurnOutcome, TurnRequest, TurnState, TurnTracker
-from actors.visibility import forget_deleted, group_view, rewind
+from actors.visibility import forget_deleted, group_view, rewind, trigger_text
 from actors.writer import GroupEvents, TurnWriter, error_stop
 from engine.attachments import drop_images
 from engine.engine import Engine, TurnResult
@@ -191,13 +191,20 @@ class TurnRunner:
             await self.budget.settle(self.reported_usage(), stop.cost_usd if stop else 0.0)
 
     async def steps(self) -> TurnOutcome:
-        ctx = await self.context()
+        early = self._recall_early()
+        try:
+            ctx = await self.context()
+        except BaseException:
+            _drop(early)
+            raise
         if ctx is None:
+            _drop(early)
             return await self.end_early()
         refused = await self.budget.reserve(ctx.group.settings, self.req.origin.chain_id)
         if refused is not None:
+            _drop(early)
             return await self._end_with(error_stop(StopReason.ERROR, refused, "budget"))
-        memory, _ = await asyncio.gather(self.recall(ctx), self.mcp_tools(ctx))
+        memory, _ = await asyncio.gather(self.recall(ctx, early), self.mcp_tools(ctx))
         system = self.prompt(ctx, memory)
         # The start record and the ``thinking`` status are written while the
         # engine opens its model call; the writer holds the engine's first
@@ -258,18 +265,51 @@ class TurnRunner:
         offered = [t.name for t in self.s.engine.tools.offered(tools, allowed)]
         return _Context(group, conv, trigger, tools, allowed, offered)
 
-    async def recall(self, ctx: _Context) -> list[str]:
-        """What the before-turn hooks add to the prompt: memories first (``actors.hooks``)."""
+    async def recall(
+        self, ctx: _Context, early: asyncio.Task[tuple[BeforeTurn, list[str]]] | None = None
+    ) -> list[str]:
+        """What the before-turn hooks add to the prompt: memories first (``actors.hooks``).
+
+        ``early`` is the same step started before the context was read; its
+        answer is taken when it asked exactly what this turn asks.
+        """
         query = ctx.trigger.content if ctx.trigger else ""
-        turn = BeforeTurn(
+        turn = self._before(
+            query if isinstance(query, str) else "",
+            context_window(self.s.engine, ctx.group.settings.model or None),
+        )
+        if early is not None:
+            asked, memory = await early
+            if asked == turn:
+                return memory
+        return await self.s.hooks.before(turn)
+
+    def _recall_early(self) -> asyncio.Task[tuple[BeforeTurn, list[str]]] | None:
+        """Start the recall with the trigger the request carries, beside the context's reads.
+
+        Only for a turn that answers the message itself (no collected batch,
+        regeneration or task run); the window is the VP's own model's (a
+        group that chose a model recalls again in :meth:`recall`).
+        """
+        req, gm = self.req, self.req.trigger
+        if gm is None or gm.id != req.origin.trigger_id or req.regenerates or req.delegation:
+            return None
+        turn = self._before(trigger_text(gm, self.s.vp_id), context_window(self.s.engine))
+
+        async def recall() -> tuple[BeforeTurn, list[str]]:
+            return turn, await self.s.hooks.before(turn)
+
+        return asyncio.ensure_future(recall())
+
+    def _before(self, query: str, window: int) -> BeforeTurn:
+        return BeforeTurn(
             group_id=self.req.group_id,
             vp_id=self.s.vp_id,
             turn_id=self.req.turn_id,
             user_id=self.req.origin.user_id,
-            query=query if isinstance(query, str) else "",
-            context_window=context_window(self.s.engine, ctx.group.settings.model or None),
+            query=query,
+            context_window=window,
         )
-        return await self.s.hooks.before(turn)
 
     async def mcp_tools(self, ctx: _Context) -> None:
         """Add the tools of the MCP servers this VP may use in this group to the turn's.
@@ -542,3 +582,10 @@ class TurnRunner:
             handoff=result.end_turn,
             tools=tuple(self.tool_uses),
         )
+
+
+def _drop(task: asyncio.Task[tuple[BeforeTurn, list[str]]] | None) -> None:
+    """Give up an early recall the turn will not use (its failure is of no interest)."""
+    if task is not None:
+        task.cancel()
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())

@@ -185,6 +185,10 @@ class TurnRequest:
     queue: QueuePolicy | None = None
     # The task run this turn does (``team.delegation``); None: plain chat.
     delegation: Delegation | None = None
+    # The stored message that triggered the turn, when the coordinator has it
+    # at hand (a person's message): the VP starts its memory recall with it,
+    # beside its read of the group log instead of after it.
+    trigger: GroupMessage | None = None
 
     @staticmethod
     def new_turn_id(vp_id: str) -> str:

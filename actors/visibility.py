@@ -58,6 +58,12 @@ def _as_seen_by(gm: GroupMessage, vp_id: str) -> Message | None:
     return Message.user(f"[{gm.author}] {gm.text}", speaker=gm.author, meta=meta)
 
 
+def trigger_text(gm: GroupMessage, vp_id: str) -> str:
+    """The text of ``gm`` as ``vp_id``'s turn input, as :func:`group_view` makes it."""
+    msg = _as_seen_by(gm, vp_id)
+    return msg.content if msg is not None else gm.text
+
+
 def _files(gm: GroupMessage) -> dict[str, object]:
     files = gm.meta.get("attachments")
     return {"group_message_id": gm.id, "attachments": files} if files else {}

@@ -326,7 +326,7 @@ class CoordinatorWorker:
             await _no_vp(events, stored.id)
         if refused is not None:
             await self._refused(group, chain, refused)
-        turns = {req.vp_id: self.turns.launch(req) for req in reqs}
+        turns = {req.vp_id: self.turns.launch(replace(req, trigger=stored)) for req in reqs}
         return IngestResult(
             stored.id,
             trigger=str(sel.trigger),

@@ -11,6 +11,7 @@ import pytest
 from actors.config import RuntimeConfig
 from actors.hooks import AfterTurn, BeforeTurn, HookServices, load_factory
 from actors.memory_tier import RECENT_TURNS, RecallHook, recall_budget
+from actors.runner import TurnRunner
 from actors.turns import TurnOrigin, TurnRequest
 from actors.vp_actor import VPActor
 from engine.events import StopReason
@@ -102,6 +103,53 @@ async def test_configured_hooks_add_to_the_prompt_and_see_the_turn(
     # Recall and dream scheduling are hooks of the actor too, first.
     names = [h.name for h in vp.services.hooks.hooks]
     assert names == ["memory-recall", "dream-scheduling", "broken", "probe"]
+
+
+async def test_a_request_that_carries_its_trigger_recalls_once_and_the_same(
+    worker: tuple[VPActor, OfflineProvider], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The coordinator hands a person's message with its turns: the recall starts
+    beside the group-log read, asks what it would have asked, and runs once."""
+    vp, model = worker
+    store = vp.services.store
+    gid = f"grp_{uuid.uuid4().hex[:10]}"
+    await store.create_group(Group(id=gid, name="g", roster=["steve"]))
+    steps: list[str] = []
+    context, before_hooks = TurnRunner.context, vp.services.hooks.before
+
+    async def read_context(self: TurnRunner) -> Any:
+        found = await context(self)
+        steps.append("context read")
+        return found
+
+    async def recall(turn: BeforeTurn) -> list[str]:
+        steps.append("recall")
+        return await before_hooks(turn)
+
+    monkeypatch.setattr(TurnRunner, "context", read_context)
+    monkeypatch.setattr(vp.services.hooks, "before", recall)
+    asked: list[list[BeforeTurn]] = []
+    order: list[list[str]] = []
+    for carried in (False, True):
+        SEEN.clear()
+        steps.clear()
+        said = GroupMessage(author="ann", role="user", text="how do caches fail?")
+        msg, _ = await store.append_message(gid, said)
+        origin = TurnOrigin(trigger_id=msg.id, chain_id=msg.id, user_id="ann")
+        req = TurnRequest(
+            gid, "steve", TurnRequest.new_turn_id("steve"), origin, trigger=msg if carried else None
+        )
+        outcome = await vp.run_turn(req)
+        assert outcome.reason is StopReason.END_TURN
+        asked.append([t for t in SEEN if isinstance(t, BeforeTurn)])
+        order.append(list(steps))
+        assert "probe says hello to steve" in model.requests[-1].system
+    # Carried, the recall starts while the context is read, not after it.
+    assert order == [["context read", "recall"], ["recall", "context read"]]
+    plain, early = asked
+    assert len(plain) == len(early) == 1
+    assert early[0].query == plain[0].query == "[ann] how do caches fail?"
+    assert early[0].context_window == plain[0].context_window
 
 
 def test_a_hook_that_cannot_be_loaded_is_a_clear_error() -> None:
