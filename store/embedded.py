@@ -122,6 +122,12 @@ class EmbeddedStore(
             raise StoreError("store is closed")
         return await self._sqlite.run(fn)
 
+    async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """A read-only step, on the reading connection: it never waits behind a write."""
+        if self._closed:
+            raise StoreError("store is closed")
+        return await self._sqlite.read(fn)
+
     # -- groups ------------------------------------------------------------
     async def create_group(self, group: Group) -> Group:
         def op(conn: sqlite3.Connection) -> None:
@@ -141,7 +147,7 @@ class EmbeddedStore(
             row = conn.execute("SELECT data FROM groups WHERE id = ?", (group_id,)).fetchone()
             return row[0] if row else None
 
-        data = await self._run(op)
+        data = await self._read(op)
         return Group.model_validate_json(data) if data else None
 
     async def save_group(self, group: Group) -> Group:
@@ -181,7 +187,7 @@ class EmbeddedStore(
                 )
             return [r[0] for r in rows]
 
-        return [Group.model_validate_json(d) for d in await self._run(op)]
+        return [Group.model_validate_json(d) for d in await self._read(op)]
 
     # -- group log ---------------------------------------------------------
     async def append_message(
@@ -253,7 +259,7 @@ class EmbeddedStore(
                 ).fetchall()
             return [r[0] for r in reversed(rows)]
 
-        return [GroupMessage.model_validate_json(d) for d in await self._run(op)]
+        return [GroupMessage.model_validate_json(d) for d in await self._read(op)]
 
     async def get_message(self, group_id: str, message_id: str) -> GroupMessage | None:
         def op(conn: sqlite3.Connection) -> str | None:
@@ -262,7 +268,7 @@ class EmbeddedStore(
             ).fetchone()
             return row[0] if row else None
 
-        data = await self._run(op)
+        data = await self._read(op)
         return GroupMessage.model_validate_json(data) if data else None
 
     # -- engine transcripts ------------------------------------------------
@@ -273,7 +279,7 @@ class EmbeddedStore(
             ).fetchone()
             return str(row[0]) if row else None
 
-        return await self._run(op)
+        return await self._read(op)
 
     async def save_transcript(self, group_id: str, vp_id: str, transcript: str) -> None:
         def op(conn: sqlite3.Connection) -> None:
@@ -351,7 +357,7 @@ class EmbeddedStore(
         def op(conn: sqlite3.Connection) -> EventBatch:
             return self._read_events_sync(conn, group_id, after_seq, limit)
 
-        batch = await self._run(op)
+        batch = await self._read(op)
         if batch.events or wait <= 0:
             return batch
         loop = asyncio.get_running_loop()
@@ -361,7 +367,7 @@ class EmbeddedStore(
             # then certain to wake the future (by the writer or the poller).
             fut = self._waker.add(group_id)
             try:
-                batch = await self._run(op)
+                batch = await self._read(op)
                 remaining = deadline - loop.time()
                 if batch.events or remaining <= 0:
                     return batch
@@ -400,7 +406,7 @@ class EmbeddedStore(
             ).fetchone()
             return int(row[0]) if row else 0
 
-        return await self._run(op)
+        return await self._read(op)
 
     # -- turn records ------------------------------------------------------
     async def add_turns(self, group_id: str, turns: Sequence[TurnRecord]) -> None:
@@ -454,7 +460,7 @@ class EmbeddedStore(
             row = conn.execute("SELECT data FROM users WHERE username = ?", (username,)).fetchone()
             return row[0] if row else None
 
-        data = await self._run(op)
+        data = await self._read(op)
         return decode_user(data) if data else None
 
     async def put_user(self, user: dict[str, Any]) -> None:

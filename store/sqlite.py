@@ -121,6 +121,12 @@ class SQLiteThread:
     The file is opened on first use, on that thread (opening is disk I/O),
     and ``setup`` runs once on the new connection (schema, migrations). A
     failed setup closes the connection and the next call tries again.
+
+    Reads that need not see an open transaction of this connection go to a
+    second connection on a thread of its own (:meth:`read`): in WAL mode they
+    then never wait behind a write queued before them (a turn's context read
+    behind the previous turn's transcript save, say), and they still see
+    every write that committed before they were asked for.
     """
 
     def __init__(
@@ -137,6 +143,11 @@ class SQLiteThread:
         self._setup = setup
         self._conn: sqlite3.Connection | None = None
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"yeaft-{label}")
+        self._reader: sqlite3.Connection | None = None
+        self._read_executor = ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix=f"yeaft-{label}-read"
+        )
+        self._ready = False
         self._closed = False
 
     @property
@@ -154,9 +165,28 @@ class SQLiteThread:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, self._call, fn)
 
+    async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run the read-only ``fn`` on the reading connection (see the class notes)."""
+        if self._closed:
+            raise StoreError(f"{self.label} ({self.path}) is closed")
+        if not self._ready:
+            # The writing connection sets the file up (schema) before anyone reads.
+            await self.run(lambda _conn: None)
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._read_executor, self._call_reader, fn)
+
     def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         try:
             return _retrying(lambda: fn(self._connection()), self.busy_timeout)
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.label} ({self.path}): {exc}") from exc
+
+    def _call_reader(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        try:
+            if self._reader is None:
+                self._reader = connect(self.path, self.busy_timeout)
+            reader = self._reader
+            return _retrying(lambda: fn(reader), self.busy_timeout)
         except sqlite3.Error as exc:
             raise StoreError(f"{self.label} ({self.path}): {exc}") from exc
 
@@ -170,6 +200,7 @@ class SQLiteThread:
                 conn.close()  # also releases a write lock the setup held
                 raise
             self._conn = conn
+            self._ready = True
         return self._conn
 
     async def close(self) -> None:
@@ -177,8 +208,16 @@ class SQLiteThread:
         if self._closed:
             return
         self._closed = True
-        await asyncio.get_running_loop().run_in_executor(self._executor, self._close_conn)
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._read_executor, self._close_reader)
+        await loop.run_in_executor(self._executor, self._close_conn)
+        self._read_executor.shutdown(wait=False)
         self._executor.shutdown(wait=False)
+
+    def _close_reader(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
 
     def _close_conn(self) -> None:
         if self._conn is not None:

@@ -99,7 +99,8 @@ class SQLiteMemory(MemoryBackend):
         )
 
     async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        return await self._sqlite.run(fn)
+        """A read, on the reading connection (it never waits behind a write)."""
+        return await self._sqlite.read(fn)
 
     async def _write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``fn`` as one write transaction."""
