@@ -234,9 +234,7 @@ class TurnRunner:
         """The group as this VP may see it up to the trigger; None when the turn cannot run."""
         store, req = self.s.store, self.req
         # Read together: the newest messages usually cover what is new.
-        group, recent = await asyncio.gather(
-            store.get_group(req.group_id), store.read_messages(req.group_id, limit=QUICK_CATCH_UP)
-        )
+        group, recent = await store.group_and_messages(req.group_id, QUICK_CATCH_UP)
         if self.abort.is_set() or group is None or self.s.vp_id not in group.roster:
             return None
         conv = await self.s.transcripts.take(store, req.group_id)

@@ -9,12 +9,13 @@ parametrised fixture.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 import uuid
 from abc import abstractmethod
 from collections.abc import Iterable, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from pydantic import BaseModel, Field
 
@@ -162,6 +163,20 @@ class GroupLog(Protocol):
 
     @abstractmethod
     async def get_message(self, group_id: str, message_id: str) -> GroupMessage | None: ...
+
+    async def group_and_messages(
+        self, group_id: str, limit: int
+    ) -> tuple[Group | None, list[GroupMessage]]:
+        """The group's record and its newest ``limit`` messages (a turn's first read).
+
+        A backend that can read both in one step does (one trip to its
+        thread or server before a turn's first token, not two).
+        """
+        store = cast("Store", self)
+        group, messages = await asyncio.gather(
+            store.get_group(group_id), self.read_messages(group_id, limit=limit)
+        )
+        return group, messages
 
 
 class EventLog(Protocol):

@@ -261,6 +261,24 @@ class EmbeddedStore(
 
         return [GroupMessage.model_validate_json(d) for d in await self._read(op)]
 
+    async def group_and_messages(
+        self, group_id: str, limit: int
+    ) -> tuple[Group | None, list[GroupMessage]]:
+        def op(conn: sqlite3.Connection) -> tuple[str | None, list[str]]:
+            with read_txn(conn):
+                group = conn.execute("SELECT data FROM groups WHERE id = ?", (group_id,)).fetchone()
+                rows = conn.execute(
+                    "SELECT data FROM messages WHERE group_id = ? ORDER BY pos DESC LIMIT ?",
+                    (group_id, max(0, limit)),
+                ).fetchall()
+            return (group[0] if group else None), [r[0] for r in reversed(rows)]
+
+        group, rows = await self._read(op)
+        return (
+            Group.model_validate_json(group) if group is not None else None,
+            [GroupMessage.model_validate_json(d) for d in rows],
+        )
+
     async def get_message(self, group_id: str, message_id: str) -> GroupMessage | None:
         def op(conn: sqlite3.Connection) -> str | None:
             row = conn.execute(

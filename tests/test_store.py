@@ -340,3 +340,14 @@ async def test_creating_a_user_is_atomic_across_instances(store_factory: StoreFa
     winner = made.index(True)
     assert await second.get_user("admin") == {"username": "admin", "passwordHash": f"h{winner}"}
     assert [u["username"] for u in await first.list_users()] == ["admin"]
+
+
+async def test_a_turns_first_read_is_the_group_and_its_newest_messages(store: Store) -> None:
+    group = await store.create_group(sample_group())
+    for i in range(5):
+        await store.append_message(group.id, user_message(f"m{i}"))
+    found, newest = await store.group_and_messages(group.id, 3)
+    assert found is not None and found.id == group.id and found.roster == group.roster
+    assert [m.text for m in newest] == ["m2", "m3", "m4"]
+    assert newest == await store.read_messages(group.id, limit=3)
+    assert await store.group_and_messages("grp_missing", 3) == (None, [])

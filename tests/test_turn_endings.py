@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from actors.config import RuntimeConfig
+from actors.runner import QUICK_CATCH_UP
 from actors.turns import TurnOrigin, TurnOutcome, TurnRequest
 from actors.vp_actor import VPActor
 from actors.writer import TurnWriter
@@ -100,9 +101,12 @@ def tap(worker: VPActor, hook: Hook, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 async def new_group(worker: VPActor) -> TurnRequest:
+    """A group whose log is longer than a turn's first read, so the turn catches up."""
     store = worker.services.store
     gid = f"grp_{uuid.uuid4().hex[:10]}"
     await store.create_group(Group(id=gid, name="g", roster=["steve"]))
+    for i in range(QUICK_CATCH_UP):
+        await store.append_message(gid, GroupMessage(author="bob", role="user", text=f"n{i}"))
     msg, _ = await store.append_message(gid, GroupMessage(author="ann", role="user", text="hi"))
     origin = TurnOrigin(trigger_id=msg.id, chain_id=msg.id, user_id="ann")
     return TurnRequest(gid, "steve", TurnRequest.new_turn_id("steve"), origin)
@@ -160,7 +164,7 @@ def is_status(state: AgentState) -> Callable[[Any], bool]:
 # engine ends the turn an abort stops it; from the engine's stop on, the
 # turn's own end stands.
 POINTS: dict[str, tuple[Point, StopReason]] = {
-    "context": (call("store.get_group"), ABORTED),
+    "context": (call("store.group_and_messages"), ABORTED),
     "transcript": (call("store.load_transcript"), ABORTED),
     "catch_up": (call("store.read_messages"), ABORTED),
     "recall": (lambda point, _args: point.startswith("memory."), ABORTED),
@@ -240,7 +244,7 @@ async def test_a_cancel_before_or_after_a_turn_reaches_nothing(
 # A step that fails: before the result the turn ends with one error result;
 # after it (the transcript save) the result already sent stands.
 FAILURES: dict[str, tuple[Point, StopReason]] = {
-    "context": (call("store.get_group"), ERROR),
+    "context": (call("store.group_and_messages"), ERROR),
     "reply": (is_reply, ERROR),
     "transcript_saved": (call("store.save_transcript"), DONE),
 }
