@@ -307,6 +307,19 @@ def configure_ray_auth(data_dir: Path, *, local: bool) -> None:
         os.environ["RAY_AUTH_TOKEN_PATH"] = str(path)
 
 
+# Coordinator shards of a gateway that joins a cluster, unless configured.
+CLUSTER_SHARDS = 2
+
+
+def with_shards(settings: GatewaySettings, *, local: bool) -> GatewaySettings:
+    """``settings`` with its coordinator shards decided: as configured, else one
+    for a local instance (an actor process less) and two on a cluster."""
+    if settings.coordinator_shards is not None:
+        return settings
+    shards = 1 if local else CLUSTER_SHARDS
+    return settings.model_copy(update={"coordinator_shards": shards})
+
+
 def runtime_config(settings: GatewaySettings, engine: EngineConfig) -> RuntimeConfig:
     """The RuntimeConfig the server's actors share: the gateway settings plus ``engine``.
 
@@ -320,7 +333,7 @@ def runtime_config(settings: GatewaySettings, engine: EngineConfig) -> RuntimeCo
         store=settings.store_config(),
         engine=engine,
         personas_dir=str(settings.persona_dir()),
-        coordinator_shards=settings.coordinator_shards,
+        coordinator_shards=settings.coordinator_shards or CLUSTER_SHARDS,
         vp_resources=settings.vp_resources,
         coordinator_resources=settings.coordinator_resources,
         actor_placement=settings.actor_placement,
@@ -356,6 +369,7 @@ def run_server(
             "use the cluster's GCS address (host:6379) or run the gateway in the cluster"
         )
     local = address is None
+    settings = with_shards(settings, local=local)
     configure_ray_auth(settings.data_dir, local=local)
 
     import ray  # only now: RAY_AUTH_MODE must be set before ray is imported

@@ -175,9 +175,11 @@ class GatewaySettings(StoreSettings):
     login_lockout_s: float = Field(default=300.0, gt=0)
     # YEAFT_PERSONAS_DIR: the user's persona files (unset: <data_dir>/personas).
     personas_dir: Path | None = None
-    # YEAFT_RAY_NAMESPACE / YEAFT_COORDINATOR_SHARDS: how actors are named and sharded.
+    # YEAFT_RAY_NAMESPACE / YEAFT_COORDINATOR_SHARDS: how actors are named and
+    # sharded. Unset: one shard for a local instance (a process less), two on
+    # a cluster; every gateway of a cluster must use the same number.
     ray_namespace: str = "yeaft"
-    coordinator_shards: int = Field(default=2, ge=1)
+    coordinator_shards: int | None = Field(default=None, ge=1)
     # YEAFT_VP_RESOURCES / YEAFT_COORDINATOR_RESOURCES: custom Ray resources
     # (a JSON object, e.g. {"yeaft_vp": 1}) each VP / coordinator actor asks
     # for, to keep them on the nodes started with those resources.

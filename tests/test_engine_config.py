@@ -22,7 +22,7 @@ from engine.messages import Conversation, Message
 from engine.pricing import Price
 from engine.providers.registry import ANTHROPIC_URL, ProviderRegistry
 from engine.settings import EngineConfig, EngineSettings
-from gateway.server import runtime_config
+from gateway.server import runtime_config, with_shards
 from gateway.settings import GatewaySettings
 from tests.fixtures.llm_server import FakeLLM
 
@@ -194,6 +194,14 @@ def test_gateway_builds_one_runtime_config_with_the_engine_config(tmp_path: Path
         3,
     )
     assert shows_no_key(repr(config))
+
+
+def test_a_local_instance_has_one_coordinator_shard_and_a_cluster_two(tmp_path: Path) -> None:
+    unset = GatewaySettings(data_dir=tmp_path)
+    assert with_shards(unset, local=True).coordinator_shards == 1
+    assert with_shards(unset, local=False).coordinator_shards == 2
+    chosen = GatewaySettings(data_dir=tmp_path, coordinator_shards=3)
+    assert with_shards(chosen, local=True).coordinator_shards == 3
 
 
 # --- providers take credentials from the config, not the environment -------
