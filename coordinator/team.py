@@ -85,6 +85,9 @@ class TeamDesk:
         # When each group's turns were last stopped (the coordinator's clock).
         self._stopped: dict[str, float] = {}
         self._jobs: set[asyncio.Task[None]] = set()
+        # Messages whose routing is under way: a repeat of one (a client that
+        # resends what is not acked yet) is not routed a second time.
+        self._routing: set[str] = set()
 
     def complete_for(self, group: Group, chain_id: str) -> VPComplete:
         return VPComplete(self.s.turns, group, chain_id)
@@ -129,10 +132,20 @@ class TeamDesk:
             meta["attachments"] = list(attachments)
         msg = GroupMessage(author=sender, role="user", text=text, meta=meta)
         stored, created = await GroupEvents(self.s.store, group.id).store_message(msg)
-        if created or await self._unanswered(group.id, stored.id):
+        route = created or (
+            stored.id not in self._routing and await self._unanswered(group.id, stored.id)
+        )
+        if route and stored.id not in self._routing:  # checked again after the await
+            self._routing.add(stored.id)
             self._start_chain(group, stored.id)
-            self._spawn(self._take(group, stored), f"routing of {stored.id}")
+            self._spawn(self._route(group, stored), f"routing of {stored.id}")
         return IngestResult(stored.id, duplicate=not created, trigger="task")
+
+    async def _route(self, group: Group, message: GroupMessage) -> None:
+        try:
+            await self._take(group, message)
+        finally:
+            self._routing.discard(message.id)
 
     async def _unanswered(self, group_id: str, message_id: str) -> bool:
         if await self.s.store.turns_of(group_id, message_id):

@@ -74,6 +74,13 @@ def looping_nodes(request: ModelRequest) -> Reply | Any:
     return team_model(request)
 
 
+def slow_router(request: ModelRequest) -> Reply | Any:
+    """A router that takes a while to open a task."""
+    if request.options.get("purpose") == "team.router":
+        return Reply('{"action": "new_task", "reason": "work"}', delay=SLOW_S)
+    return team_model(request)
+
+
 def slow_planner(request: ModelRequest) -> Reply:
     """The planner takes a while: long enough to press Stop while it plans."""
     if request.options.get("purpose") == "team.planner":
@@ -278,6 +285,21 @@ async def test_a_repeated_message_is_routed_once(make_runtime: MakeRuntime) -> N
     client = rt.group(group.id)
     first = await client.ingest("ann", "Plan our product launch", client_message_id="c1")
     await client.team_idle()
+    again = await client.ingest("ann", "Plan our product launch", client_message_id="c1")
+    await client.team_idle()
+    assert again.duplicate and again.message_id == first.message_id
+    assert len(await (await rt.store()).list_tasks(group.id)) == 1
+
+
+async def test_a_repeat_sent_while_the_message_is_routed_is_not_routed_again(
+    make_runtime: MakeRuntime,
+) -> None:
+    """A client resends what is not acked yet (on subscribing, say): the repeat
+    comes while the router still reads the first, and opens no second task."""
+    rt = make_runtime(provider_overrides={"offline": OfflineProvider(slow_router)})
+    group = await rt.create_group("g", ROSTER, settings=GroupSettingsPatch(team_mode=True))
+    client = rt.group(group.id)
+    first = await client.ingest("ann", "Plan our product launch", client_message_id="c1")
     again = await client.ingest("ann", "Plan our product launch", client_message_id="c1")
     await client.team_idle()
     assert again.duplicate and again.message_id == first.message_id
