@@ -13,6 +13,7 @@ from engine.errors import ErrorKind, ModelError
 from engine.events import TextDelta, ThinkingDelta, ToolCallEvent
 from engine.messages import Message, ToolCall, Usage
 from engine.providers.base import (
+    PROGRESS,
     ModelRequest,
     ModelStop,
     StopItem,
@@ -20,7 +21,7 @@ from engine.providers.base import (
     ToolSpec,
     UsageItem,
 )
-from engine.providers.openai import FINISH_REASONS, OpenAIProvider
+from engine.providers.openai import FINISH_REASONS, OpenAIProvider, _ChunkReader
 from tests.fixtures.llm_server import FakeLLM, Reply, ScriptedToolCall, unused_port
 
 WEATHER = ToolSpec(
@@ -202,6 +203,52 @@ async def test_tool_calls_win_over_the_finish_reason(
     assert items[-1] == StopItem(ModelStop.TOOL_USE)
 
 
+def delta_chunk(delta: object, finish: str | None = None) -> dict[str, Any]:
+    return {"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+
+def test_the_deprecated_function_call_form_is_one_call() -> None:
+    reader = _ChunkReader()
+    first = reader.feed(
+        delta_chunk({"function_call": {"name": "get_weather", "arguments": '{"ci'}})
+    )
+    last = reader.feed(
+        delta_chunk({"function_call": {"arguments": 'ty": "Oslo"}'}}, "function_call")
+    )
+
+    assert first == [PROGRESS]
+    assert last[0] == PROGRESS
+    call = of_type(last, ToolCallEvent)[0]
+    assert (call.name, call.arguments) == ("get_weather", {"city": "Oslo"})
+    assert reader.finish("openai", "m")[-1] == StopItem(ModelStop.TOOL_USE)
+
+
+def test_calls_sent_whole_without_an_index_stay_apart() -> None:
+    reader = _ChunkReader()
+    for n, city in enumerate(["Oslo", "Rome"]):
+        fn = {"name": "get_weather", "arguments": json.dumps({"city": city})}
+        reader.feed(delta_chunk({"tool_calls": [{"id": f"call_{n}", "function": fn}]}))
+    items = reader.feed(delta_chunk({}, "tool_calls"))
+
+    calls = of_type(items, ToolCallEvent)
+    assert [(c.id, c.arguments["city"]) for c in calls] == [("call_0", "Oslo"), ("call_1", "Rome")]
+
+
+def test_chunks_of_unexpected_shapes_yield_nothing_and_raise_nothing() -> None:
+    reader = _ChunkReader()
+    odd: list[object] = [
+        "text",
+        {"choices": None},
+        {"choices": [None, {"index": 0, "delta": None}]},
+        delta_chunk({"content": 5, "tool_calls": "x", "function_call": "y"}),
+        {"usage": {"prompt_tokens": "9", "completion_tokens": True}},
+    ]
+
+    assert [reader.feed(chunk) for chunk in odd] == [[], [], [], [], []]
+    reader.feed(delta_chunk({"content": "ok"}, "stop"))
+    assert reader.finish("openai", "m")[-2:] == [UsageItem(Usage()), StopItem(ModelStop.END_TURN)]
+
+
 # --- request translation -------------------------------------------------
 
 
@@ -247,6 +294,17 @@ async def test_no_system_message_and_no_tools_when_empty(
     assert [m["role"] for m in body["messages"]] == ["user"]
     assert "tools" not in body
     assert "temperature" not in body
+    assert "reasoning_effort" not in body
+
+
+async def test_reasoning_effort_goes_in_the_body(
+    fake_llm: FakeLLM, provider: OpenAIProvider
+) -> None:
+    fake_llm.text("ok")
+
+    await collect(provider, request(options={"reasoning_effort": "low"}))
+
+    assert fake_llm.last_request.body["reasoning_effort"] == "low"
 
 
 async def test_max_tokens_field_can_be_chosen(fake_llm: FakeLLM, provider: OpenAIProvider) -> None:

@@ -15,7 +15,7 @@ import os
 import uuid
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 import openai
 from openai import AsyncOpenAI
@@ -123,18 +123,18 @@ class OpenAIProvider:
         reader = _ChunkReader()
         max_tokens_field = request.options.get("max_tokens_field", self._max_tokens_field)
         try:
-            stream = await self._client.chat.completions.create(
-                model=request.model,
-                messages=cast(Any, to_openai_messages(request.system, request.messages)),
+            # The SDK's own post, with the body built here: create() first walks
+            # every message and tool against the SDK's typed-dict hints, about
+            # 0.15 ms a message, so a 200-message history cost 30 ms of CPU
+            # before each call. The body is plain JSON already.
+            stream = await self._client.post(
+                "/chat/completions",
+                cast_to=object,
+                body=request_body(request, max_tokens_field),
                 stream=True,
-                stream_options={"include_usage": True},
-                tools=cast(Any, [to_openai_tool(t) for t in request.tools]) or openai.omit,
-                temperature=(
-                    request.temperature if request.temperature is not None else openai.omit
-                ),
-                reasoning_effort=request.options.get("reasoning_effort", openai.omit),
-                # Through extra_body because the field's name is chosen at run time.
-                extra_body={max_tokens_field: request.max_tokens},
+                # Chunks as parsed JSON: the SDK builds no model per chunk
+                # (100 -> 25 us of CPU a chunk); _ChunkReader reads the fields.
+                stream_cls=openai.AsyncStream[object],
             )
             async with stream:
                 async for chunk in stream:
@@ -196,6 +196,26 @@ class OpenAIProvider:
 
 
 # --- request translation -------------------------------------------------
+
+
+def request_body(request: ModelRequest, max_tokens_field: str) -> dict[str, Any]:
+    """The JSON body of one streamed Chat Completions call."""
+    body: dict[str, Any] = {
+        "model": request.model,
+        "messages": to_openai_messages(request.system, request.messages),
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        # The field's name is chosen at run time (see the constructor).
+        max_tokens_field: request.max_tokens,
+    }
+    if request.tools:
+        body["tools"] = [to_openai_tool(t) for t in request.tools]
+    if request.temperature is not None:
+        body["temperature"] = request.temperature
+    effort = request.options.get("reasoning_effort")
+    if effort is not None:
+        body["reasoning_effort"] = effort
+    return body
 
 
 def to_openai_tool(spec: ToolSpec) -> dict[str, Any]:
@@ -296,38 +316,43 @@ class _ChunkReader:
         self._usage: Usage | None = None
         self._emitted_calls = False
 
-    def feed(self, chunk: Any) -> list[StreamItem]:
+    def feed(self, chunk: object) -> list[StreamItem]:
+        """The items of one chunk, a JSON object as the server sent it."""
         items: list[StreamItem] = []
-        if getattr(chunk, "usage", None) is not None:
-            self._usage = _usage(chunk.usage)
-        for choice in chunk.choices or []:
-            if choice.index:
+        usage = _field(chunk, "usage")
+        if isinstance(usage, dict):
+            self._usage = _usage(usage)
+        for choice in _list(_field(chunk, "choices")):
+            if _field(choice, "index"):
                 continue  # only one choice is ever requested
-            delta = choice.delta
-            if delta is not None:
+            delta = _field(choice, "delta")
+            if isinstance(delta, dict):
                 reasoning = _reasoning(delta)
                 if reasoning:
                     items.append(ThinkingDelta(reasoning))
-                if delta.content:
-                    items.append(TextDelta(delta.content))
-                if delta.tool_calls or delta.function_call is not None:
+                content = delta.get("content")
+                if isinstance(content, str) and content:
+                    items.append(TextDelta(content))
+                calls = _list(delta.get("tool_calls"))
+                legacy = delta.get("function_call")
+                if calls or isinstance(legacy, dict):
                     # The call is yielded once whole; until then, say it is growing.
                     items.append(PROGRESS)
-                for fragment in delta.tool_calls or []:
-                    # getattr: the SDK builds chunks without validation, so a
-                    # field a server left out is missing rather than None.
-                    fn = getattr(fragment, "function", None)
+                for fragment in calls:
+                    fn = _field(fragment, "function")
+                    index = _field(fragment, "index")
                     self._add(
-                        getattr(fragment, "index", None),
-                        getattr(fragment, "id", None),
-                        getattr(fn, "name", None),
-                        getattr(fn, "arguments", None),
+                        index if isinstance(index, int) else None,
+                        _text(_field(fragment, "id")),
+                        _text(_field(fn, "name")),
+                        _text(_field(fn, "arguments")),
                     )
-                if delta.function_call is not None:
+                if isinstance(legacy, dict):
                     # The deprecated single-function form, still sent by some servers.
-                    self._add(-1, None, delta.function_call.name, delta.function_call.arguments)
-            if choice.finish_reason:
-                self._finish = choice.finish_reason
+                    self._add(-1, None, _text(legacy.get("name")), _text(legacy.get("arguments")))
+            finish = _field(choice, "finish_reason")
+            if isinstance(finish, str) and finish:
+                self._finish = finish
                 items.extend(self._flush())
         return items
 
@@ -390,25 +415,41 @@ class _ChunkReader:
         return items
 
 
-def _reasoning(delta: Any) -> str | None:
-    extra = getattr(delta, "model_extra", None) or {}
+def _field(obj: object, name: str) -> Any:
+    """A member of a JSON object; None when it is absent or ``obj`` is no object."""
+    return obj.get(name) if isinstance(obj, dict) else None
+
+
+def _list(value: object) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _reasoning(delta: dict[str, Any]) -> str | None:
     for name in _REASONING_FIELDS:
-        value = extra.get(name, getattr(delta, name, None))
+        value = delta.get(name)
         if isinstance(value, str) and value:
             return value
     return None
 
 
-def _usage(raw: Any) -> Usage:
-    details = getattr(raw, "prompt_tokens_details", None)
-    cached = (getattr(details, "cached_tokens", None) or 0) if details else 0
-    written = (getattr(details, "cache_write_tokens", None) or 0) if details else 0
-    prompt = raw.prompt_tokens or 0
+def _usage(raw: dict[str, Any]) -> Usage:
+    details = raw.get("prompt_tokens_details")
+    cached = _count(_field(details, "cached_tokens"))
+    written = _count(_field(details, "cache_write_tokens"))
+    prompt = _count(raw.get("prompt_tokens"))
     # OpenAI counts cached tokens inside prompt_tokens; the engine's Usage
     # counts them apart (as Anthropic does), so pricing never charges twice.
     return Usage(
         input_tokens=max(0, prompt - cached - written),
-        output_tokens=raw.completion_tokens or 0,
+        output_tokens=_count(raw.get("completion_tokens")),
         cache_read_tokens=cached,
         cache_write_tokens=written,
     )
