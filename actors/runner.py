@@ -50,7 +50,6 @@ from personas.routing import Selection, Source, select_targets
 from protocol.tasks import ToolUse
 from store.attachments import AttachmentStore
 from store.base import Group, GroupMessage, Store, StoreError
-from store.chatviews import TurnUsage
 from store.memory import MemoryBackend
 
 log = logging.getLogger(__name__)
@@ -223,9 +222,9 @@ class TurnRunner:
         reply, mentioned = await self.store_reply(ctx.group)
         self.tracker.advance(TurnState.STORED)
         self.ended = self.outcome(result, reply, mentioned)
+        # The usage is read before the result goes out (the bridge forgets its sum then).
         used = self.reported_usage()
-        await self.writer.finish(message_id=reply.id if reply else None)
-        await self.count_usage(used)
+        await self.writer.finish(message_id=reply.id if reply else None, usage=used)
         await self.save(ctx.conv)
         return self.ended
 
@@ -456,19 +455,6 @@ class TurnRunner:
         if stop is not None and (stop.usage.input_tokens or stop.usage.output_tokens):
             return stop.usage
         return self.writer.bridge.usage
-
-    async def count_usage(self, used: Usage) -> None:
-        """Add what the turn used to its group's totals (once per turn id)."""
-        stop = self.writer.sent
-        if stop is None:
-            return
-        cost = stop.cost_usd if math.isfinite(stop.cost_usd) else 0.0
-        usage = TurnUsage(self.req.turn_id, used.input_tokens, used.output_tokens, cost)
-        try:
-            await self.s.store.add_usage(self.req.group_id, usage)
-        except StoreError as exc:
-            # The turn has its result; only the group's running total misses it.
-            log.warning("usage of turn %s not counted: %s", self.req.turn_id, exc)
 
     async def save(self, conv: Conversation) -> None:
         conv.meta["cursor"] = self.req.origin.trigger_id

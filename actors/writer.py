@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from collections.abc import Sequence
 
 from actors.turns import TurnState, TurnTracker
@@ -66,6 +67,7 @@ from protocol import (
 from protocol.attachments import message_attachments
 from protocol.tasks import Task, TaskChanged
 from store.base import GroupMessage, Store, StoreError
+from store.chatviews import TurnUsage
 from store.retry import until_stored
 from store.turns import TurnEnd, TurnRecord
 
@@ -107,14 +109,27 @@ class GroupEvents:
             return await self.store.append_event(self.group_id, frame)
         return (await self.store.append_events(self.group_id, [status, frame]))[-1]
 
-    async def result(self, vp_id: str, turn_id: str, data: ResultData, end: TurnEnd) -> bool:
+    async def result(
+        self,
+        vp_id: str,
+        turn_id: str,
+        data: ResultData,
+        end: TurnEnd,
+        after: AgentStatus | None = None,
+        usage: TurnUsage | None = None,
+    ) -> bool:
         """End the turn with this result, unless it has ended already; True if this did.
 
-        Retried until the store takes it: a turn whose result is lost never ends.
+        ``after`` (the VP's last status) follows the result in the same write,
+        and ``usage`` is added to the group's totals with it (see
+        ``TurnLog.finish_turn``). Retried until the store takes it: a turn
+        whose result is lost never ends.
         """
         frame = self._frame(vp_id, turn_id, data)
         seq = await until_stored(
-            lambda: self.store.finish_turn(self.group_id, turn_id, frame, end),
+            lambda: self.store.finish_turn(
+                self.group_id, turn_id, frame, end, after=after, usage=usage
+            ),
             f"the result of turn {turn_id}",
         )
         return seq is not None
@@ -318,6 +333,9 @@ class TurnWriter:
         self._end = TurnEnd.ANSWERED
         # The id of the reply stored in the group log, named by the result.
         self._message_id: str | None = None
+        # What goes with the result (``finish``): the last status and the usage.
+        self._last: AgentStatus | None = None
+        self._usage: TurnUsage | None = None
         self._held: list[TextDelta] = []
         self._released = False
         # A status change not yet in the log: it goes with the next payload.
@@ -333,7 +351,12 @@ class TurnWriter:
             if self._message_id is not None:
                 data = data.model_copy(update={"message_id": self._message_id})
             self._result_sent = True
-            self.ended = await self.events.result(self.vp_id, self.turn_id, data, self._end)
+            last = self._last
+            self.ended = await self.events.result(
+                self.vp_id, self.turn_id, data, self._end, last, self._usage
+            )
+            if self.ended and last is not None:
+                self.state = last.state
             return
         due, self._due = self._due, None
         await self.events.output(self.vp_id, self.turn_id, data, due)
@@ -427,18 +450,21 @@ class TurnWriter:
         stop: StopEvent | None = None,
         end: TurnEnd = TurnEnd.ANSWERED,
         message_id: str | None = None,
+        usage: Usage | None = None,
     ) -> StopEvent:
         """Send the turn's ``result`` (``stop``, else the engine's) and its last status.
 
         ``message_id`` is the reply the turn stored in the group log, if any;
-        the result names it.
+        the result names it. ``usage``, if given, is what the turn used: it is
+        added to the group's totals in the result's write.
 
         The turn is ``FINISHED`` from the first line on, before any await: a
         second call, whenever it comes, raises
         :class:`~actors.turns.IllegalTransition` and sends nothing. ``end``
         says how the turn ended, for its durable record. Text still held that
         the store refuses is given up, never the result: :attr:`ended` says
-        whether this result ended the turn (False when it had ended elsewhere).
+        whether this result ended the turn (False when it had ended elsewhere),
+        and only a result that did is followed by the last status.
         """
         self.tracker.advance(TurnState.FINISHED)
         final = stop or self.stop
@@ -446,22 +472,22 @@ class TurnWriter:
             final = error_stop(StopReason.ERROR, "the turn ended without a result", "internal")
         self._end = end
         self._message_id = message_id
+        state = AgentState.ERROR if final.reason == StopReason.ERROR else AgentState.IDLE
+        if state is not self.state:
+            self._last = self.events.status_frame(self.vp_id, self.turn_id, state, self.trigger_id)
+        if usage is not None:
+            cost = final.cost_usd if math.isfinite(final.cost_usd) else 0.0
+            self._usage = TurnUsage(self.turn_id, usage.input_tokens, usage.output_tokens, cost)
         try:
             await self.bridge.feed(final)
             await self.bridge.close()
         except StoreError as exc:
             log.warning("turn %s: could not write its last output: %s", self.turn_id, exc)
         if not self._result_sent:
-            usage = self.bridge.usage
-            await self._send(result_payload(final, session_id=self.events.group_id, usage=usage))
+            await self._send(
+                result_payload(final, session_id=self.events.group_id, usage=self.bridge.usage)
+            )
         self.sent = final
-        if self.ended:
-            try:
-                await self.status(
-                    AgentState.ERROR if final.reason == StopReason.ERROR else AgentState.IDLE
-                )
-            except StoreError as exc:
-                log.warning("turn %s: could not write its last status: %s", self.turn_id, exc)
         return final
 
     async def system(self, message: str, **detail: object) -> None:

@@ -232,7 +232,14 @@ class TurnLog(Protocol):
 
     @abstractmethod
     async def finish_turn(
-        self, group_id: str, turn_id: str, frame: EventFrame | None, end: TurnEnd
+        self,
+        group_id: str,
+        turn_id: str,
+        frame: EventFrame | None,
+        end: TurnEnd,
+        *,
+        after: EventFrame | None = None,
+        usage: TurnUsage | None = None,
     ) -> int | None:
         """Append a turn's result ``frame`` and mark the turn finished, in one step.
 
@@ -240,6 +247,11 @@ class TurnLog(Protocol):
         already finished: then nothing is appended, so a turn gets at most one
         result whoever tries to finish it and however often a write is retried.
         A turn with no record gets one, finished.
+
+        ``after`` (the VP's last status) is appended right after the result and
+        only with it. ``usage`` is added to the group's totals in the same step
+        whether or not the turn was finished before (as :meth:`add_usage`: once
+        per turn id).
         """
 
     @abstractmethod

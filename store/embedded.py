@@ -57,6 +57,7 @@ from store.base import (
     encode_user,
     user_record_key,
 )
+from store.chatviews import TurnUsage
 from store.embedded_budgets import GROUP_TABLES as BUDGET_TABLES
 from store.embedded_budgets import EmbeddedBudgets
 from store.embedded_members import EmbeddedMembers
@@ -73,7 +74,7 @@ from store.events import (
     with_seq,
 )
 from store.sqlite import SQLiteThread, read_txn, write_txn
-from store.turns import TurnEnd, TurnRecord
+from store.turns import TurnEnd, TurnRecord, finish_frames
 
 log = logging.getLogger(__name__)
 
@@ -445,13 +446,25 @@ class EmbeddedStore(
         return started
 
     async def finish_turn(
-        self, group_id: str, turn_id: str, frame: EventFrame | None, end: TurnEnd
+        self,
+        group_id: str,
+        turn_id: str,
+        frame: EventFrame | None,
+        end: TurnEnd,
+        *,
+        after: EventFrame | None = None,
+        usage: TurnUsage | None = None,
     ) -> int | None:
-        encoded = encode_event(frame) if frame is not None else None
+        encoded = [encode_event(f) for f in finish_frames(frame, after)]
+
+        def append(conn: sqlite3.Connection) -> int:
+            seqs = [self._append_event_sync(conn, group_id, e) for e in encoded]
+            return seqs[0]  # the result's
 
         def op(conn: sqlite3.Connection) -> int | None:
-            append = self._appender(conn, group_id, encoded)
-            return turn_sql.finish(conn, group_id, turn_id, end, append)
+            count = None if usage is None else lambda: chat_sql.insert_usage(conn, group_id, usage)
+            appends = (lambda: append(conn)) if encoded else None
+            return turn_sql.finish(conn, group_id, turn_id, end, appends, count)
 
         seq = await self._run(op)
         if seq:

@@ -181,22 +181,7 @@ class EmbeddedChatViews:
         return await self._run(op)
 
     async def add_usage(self, group_id: str, usage: TurnUsage) -> bool:
-        def op(conn: sqlite3.Connection) -> bool:
-            cur = conn.execute(
-                "INSERT OR IGNORE INTO turn_usage"
-                " (group_id, turn_id, input_tokens, output_tokens, cost_usd)"
-                " VALUES (?, ?, ?, ?, ?)",
-                (
-                    group_id,
-                    usage.turn_id,
-                    usage.input_tokens,
-                    usage.output_tokens,
-                    usage.cost_usd,
-                ),
-            )
-            return cur.rowcount > 0
-
-        return await self._run(op)
+        return await self._run(lambda conn: insert_usage(conn, group_id, usage))
 
     async def group_usage(self, group_id: str) -> UsageTotals:
         def op(conn: sqlite3.Connection) -> UsageTotals:
@@ -209,6 +194,17 @@ class EmbeddedChatViews:
             return UsageTotals(int(turns), int(tin), int(tout), float(cost))
 
         return await self._run(op)
+
+
+def insert_usage(conn: sqlite3.Connection, group_id: str, usage: TurnUsage) -> bool:
+    """Add one turn's usage to its group's totals; False if that turn was added before."""
+    cur = conn.execute(
+        "INSERT OR IGNORE INTO turn_usage"
+        " (group_id, turn_id, input_tokens, output_tokens, cost_usd)"
+        " VALUES (?, ?, ?, ?, ?)",
+        (group_id, usage.turn_id, usage.input_tokens, usage.output_tokens, usage.cost_usd),
+    )
+    return cur.rowcount > 0
 
 
 def _summary(conn: sqlite3.Connection, group_id: str, username: str) -> GroupSummary:

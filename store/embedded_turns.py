@@ -67,9 +67,16 @@ def finish(
     turn_id: str,
     end: TurnEnd,
     append: Callable[[], int] | None,
+    also: Callable[[], object] | None = None,
 ) -> int | None:
-    """Mark the turn finished and run ``append`` (the result's event insert) with it."""
+    """Mark the turn finished and run ``append`` (the result's event inserts) with it.
+
+    ``also`` is written in the same transaction whether or not the turn was
+    finished before (the turn's usage, which counts once per turn anyway).
+    """
     with write_txn(conn):
+        if also is not None:
+            also()
         phase = _phase(conn, group_id, turn_id)
         if phase == _FINISHED:
             return None

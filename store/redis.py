@@ -69,6 +69,7 @@ from store.base import (
     encode_user,
     user_record_key,
 )
+from store.chatviews import TurnUsage
 from store.events import (
     EncodedEvent,
     EventBatch,
@@ -78,11 +79,11 @@ from store.events import (
     make_batch,
 )
 from store.redis_budgets import BUDGET_KINDS, RedisBudgets
-from store.redis_chat import CHAT_KINDS, RedisChatViews, search_postings
+from store.redis_chat import CHAT_KINDS, RedisChatViews, search_postings, usage_values
 from store.redis_errors import redis_errors as _redis_errors
 from store.redis_members import RedisMembers
 from store.redis_tasks import TASK_KINDS, RedisTasks
-from store.turns import TurnEnd, TurnRecord
+from store.turns import TurnEnd, TurnRecord, finish_frames
 
 # The longest single XREAD BLOCK, and the socket timeout of the blocking
 # pool's connections unless the URL sets one: twice the block, so a busy
@@ -401,17 +402,25 @@ class RedisStore(RedisMembers, RedisChatViews, RedisBudgets, RedisTasks, Store):
         return bool(int(ok))
 
     async def finish_turn(
-        self, group_id: str, turn_id: str, frame: EventFrame | None, end: TurnEnd
+        self,
+        group_id: str,
+        turn_id: str,
+        frame: EventFrame | None,
+        end: TurnEnd,
+        *,
+        after: EventFrame | None = None,
+        usage: TurnUsage | None = None,
     ) -> int | None:
         self._check_open()
-        body, fields = _body_and_header(frame)
-        keys = [self._key(group_id, k) for k in ("tphase", "topen", "eseq", "events")]
+        kinds = ("tphase", "topen", "eseq", "events", "uturns", "usage")
+        keys = [self._key(group_id, k) for k in kinds]
+        args: list[str | int] = [end.value, turn_id, *(usage_values(usage) if usage else [""])]
+        for each in finish_frames(frame, after):
+            encoded = encode_event(each)
+            fields = _header_fields(encoded)
+            args += [len(fields), encoded.body, self.event_retention, *fields]
         with _redis_errors():
-            seq = int(
-                await self._finish_turn(
-                    keys=keys, args=[turn_id, end.value, body, self.event_retention, *fields]
-                )
-            )
+            seq = int(await self._finish_turn(keys=keys, args=args))
         return None if seq < 0 else seq
 
     async def turns_of(self, group_id: str, trigger_id: str) -> list[TurnRecord]:

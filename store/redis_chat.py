@@ -21,11 +21,11 @@ optimistic WATCH/MULTI transaction on the message hash.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import redis.asyncio as aioredis
 from redis.exceptions import WatchError
 
+from store import redis_scripts as scripts
 from store._shared import as_deleted, as_superseded, last_shown
 from store.base import GroupMessage, StoreError
 from store.chatviews import (
@@ -61,15 +61,10 @@ if tonumber(pos) > current then redis.call('HSET', KEYS[2], ARGV[2], pos) end
 return 1
 """
 
-# Count a turn's usage once.
-_ADD_USAGE = """
-if redis.call('SADD', KEYS[1], ARGV[1]) == 0 then return 0 end
-redis.call('HINCRBY', KEYS[2], 'turns', 1)
-redis.call('HINCRBY', KEYS[2], 'input', ARGV[2])
-redis.call('HINCRBY', KEYS[2], 'output', ARGV[3])
-redis.call('HINCRBYFLOAT', KEYS[2], 'cost', ARGV[4])
-return 1
-"""
+
+def usage_values(usage: TurnUsage) -> list[str | int]:
+    """A turn's usage as the usage scripts take it: input, output tokens and cost."""
+    return [int(usage.input_tokens), int(usage.output_tokens), repr(float(usage.cost_usd))]
 
 
 def search_postings(message: GroupMessage) -> dict[str, float]:
@@ -217,14 +212,10 @@ class RedisChatViews:
     async def add_usage(self, group_id: str, usage: TurnUsage) -> bool:
         self._check_open()
         keys = [self._key(group_id, "uturns"), self._key(group_id, "usage")]
-        args: list[Any] = [
-            usage.turn_id,
-            int(usage.input_tokens),
-            int(usage.output_tokens),
-            repr(float(usage.cost_usd)),
-        ]
         with redis_errors():
-            added = await self._r.eval(_ADD_USAGE, 2, *keys, *args)
+            added = await self._r.eval(
+                scripts.ADD_USAGE, 2, *keys, usage.turn_id, *usage_values(usage)
+            )
         return bool(int(added))
 
     async def group_usage(self, group_id: str) -> UsageTotals:

@@ -36,15 +36,16 @@ end
 
 # Appends one event: KEYS[k] is eseq, KEYS[k + 1] events; ARGV[i] is the
 # frame JSON without seq (a non-empty object), ARGV[i + 1] the retention, and
-# the header's field names and values follow. Returns the new seq.
+# the header's field names and values follow, up to ARGV[last]. Returns the
+# new seq.
 # The seq is spliced into the JSON text rather than decoded and re-encoded with
 # cjson, which would turn empty lists into objects and reformat numbers; it is
 # the same splice as store.events.with_seq.
 APPEND_ENTRY = """
-local function append_entry(k, i)
+local function append_entry(k, i, last)
   local seq = redis.call('INCR', KEYS[k])
   local entry = {'d', '{"seq":' .. seq .. ',' .. string.sub(ARGV[i], 2)}
-  for j = i + 2, #ARGV do
+  for j = i + 2, last do
     entry[#entry + 1] = ARGV[j]
   end
   redis.call('XADD', KEYS[k + 1], 'MAXLEN', ARGV[i + 1], seq .. '-0', unpack(entry))
@@ -86,7 +87,7 @@ local p = tonumber(ARGV[5 + n])
 for j = 6 + n, 5 + n + p do
   redis.call('ZADD', KEYS[11], 0, ARGV[j])
 end
-if #ARGV > 5 + n + p then append_entry(9, 6 + n + p) end
+if #ARGV > 5 + n + p then append_entry(9, 6 + n + p, #ARGV) end
 return {1, ARGV[2]}
 """
 )
@@ -95,7 +96,7 @@ return {1, ARGV[2]}
 APPEND_EVENT = (
     APPEND_ENTRY
     + """
-return append_entry(1, 1)
+return append_entry(1, 1, #ARGV)
 """
 )
 
@@ -117,23 +118,58 @@ START_TURN = (
 local phase = redis.call('HGET', KEYS[1], ARGV[1])
 if phase and string.sub(phase, 1, 8) == 'finished' then return 0 end
 if phase then redis.call('HSET', KEYS[1], ARGV[1], 'started') end
-if ARGV[2] ~= '' then append_entry(2, 2) end
+if ARGV[2] ~= '' then append_entry(2, 2, #ARGV) end
 return 1
 """
 )
 
-# KEYS: tphase, topen, eseq, events. ARGV: turn id, end, frame JSON without seq
-# (or '' for none), retention, then the header's field names and values.
-# Returns -1 when the turn was already finished, else the seq (0 without a frame).
+# Counts a turn's usage once: KEYS[k] is uturns, KEYS[k + 1] usage; ARGV[i] is
+# the turn id, then input tokens, output tokens and cost. 1 if counted now.
+COUNT_USAGE = """
+local function count_usage(k, i)
+  if redis.call('SADD', KEYS[k], ARGV[i]) == 0 then return 0 end
+  redis.call('HINCRBY', KEYS[k + 1], 'turns', 1)
+  redis.call('HINCRBY', KEYS[k + 1], 'input', ARGV[i + 1])
+  redis.call('HINCRBY', KEYS[k + 1], 'output', ARGV[i + 2])
+  redis.call('HINCRBYFLOAT', KEYS[k + 1], 'cost', ARGV[i + 3])
+  return 1
+end
+"""
+
+# KEYS: uturns, usage. ARGV: turn id, input tokens, output tokens, cost.
+ADD_USAGE = (
+    COUNT_USAGE
+    + """
+return count_usage(1, 1)
+"""
+)
+
+# KEYS: tphase, topen, eseq, events, uturns, usage. ARGV: end, turn id, the
+# usage to count (input tokens, output tokens, cost; or one '' for none),
+# then each frame to append: the count m of its header values, its JSON
+# without seq, the retention and the m header values. The usage is counted
+# whether or not the turn was finished before. Returns -1 when it was
+# (nothing appended), else the first frame's seq (0 without a frame).
 FINISH_TURN = (
     APPEND_ENTRY
+    + COUNT_USAGE
     + """
-local phase = redis.call('HGET', KEYS[1], ARGV[1])
+local j = 4
+if ARGV[3] ~= '' then
+  count_usage(5, 2)
+  j = 6
+end
+local phase = redis.call('HGET', KEYS[1], ARGV[2])
 if phase and string.sub(phase, 1, 8) == 'finished' then return -1 end
 local seq = 0
-if ARGV[3] ~= '' then seq = append_entry(3, 3) end
-redis.call('HSET', KEYS[1], ARGV[1], 'finished:' .. ARGV[2])
-redis.call('SREM', KEYS[2], ARGV[1])
+while j <= #ARGV do
+  local m = tonumber(ARGV[j])
+  local appended = append_entry(3, j + 1, j + 2 + m)
+  if seq == 0 then seq = appended end
+  j = j + 3 + m
+end
+redis.call('HSET', KEYS[1], ARGV[2], 'finished:' .. ARGV[1])
+redis.call('SREM', KEYS[2], ARGV[2])
 return seq
 """
 )

@@ -25,6 +25,8 @@ from enum import StrEnum
 
 from pydantic import BaseModel, Field
 
+from protocol import EventFrame
+
 
 class TurnPhase(StrEnum):
     """How far a turn got, as the store knows it. Phases only move forward."""
@@ -92,3 +94,16 @@ class TurnRecord(BaseModel):
         record.phase = TurnPhase(phase)
         record.end = TurnEnd(end) if end else None
         return record
+
+
+def finish_frames(frame: EventFrame | None, after: EventFrame | None) -> list[EventFrame]:
+    """The frames a turn's finish appends, in order: its result, then ``after``.
+
+    ``after`` (the VP's last status) belongs to the result: it is appended
+    only with one.
+    """
+    if frame is None:
+        if after is not None:
+            raise ValueError("a frame to append after the result needs a result")
+        return []
+    return [frame] if after is None else [frame, after]

@@ -5,9 +5,12 @@ from __future__ import annotations
 import asyncio
 import json
 
+import pytest
+
 from store import GroupMessage, Store
+from store.chatviews import TurnUsage, UsageTotals
 from store.turns import TurnEnd, TurnPhase, TurnRecord
-from tests.fixtures.store_samples import notice, sample_group
+from tests.fixtures.store_samples import detail_of, notice, sample_group
 from tests.fixtures.stores import StoreFactory
 
 
@@ -84,6 +87,36 @@ async def test_a_turn_without_a_record_runs_and_finishes_once(store: Store) -> N
     # Never handed out as a record: it has none.
     assert await store.turns_of("g1", "") == []
     assert await store.open_turns() == []
+
+
+async def test_a_finish_writes_the_result_its_last_status_and_the_usage_in_one_step(
+    store: Store,
+) -> None:
+    await store.create_group(sample_group(id="g1"))
+    await store.add_turns("g1", [record("t1"), record("t2")])
+    usage = TurnUsage("t1", 120, 30, 0.25)
+    result, last = notice("steve", n="result"), notice("steve", n="idle")
+    seq = await store.finish_turn("g1", "t1", result, TurnEnd.ANSWERED, after=last, usage=usage)
+    assert seq == 1 and await store.head("g1") == 2
+    assert [detail_of(e) for e in (await store.read_events("g1", 0)).events] == [
+        {"n": "result"},
+        {"n": "idle"},
+    ]
+    assert await store.group_usage("g1") == UsageTotals(1, 120, 30, 0.25)
+    # Finished already: nothing more is appended, and the usage counts once.
+    again = await store.finish_turn("g1", "t1", result, TurnEnd.ANSWERED, after=last, usage=usage)
+    assert again is None and await store.head("g1") == 2
+    assert await store.group_usage("g1") == UsageTotals(1, 120, 30, 0.25)
+    # A turn finished elsewhere first still has what it used counted.
+    await store.finish_turn("g1", "t2", None, TurnEnd.INTERRUPTED)
+    late = TurnUsage("t2", 10, 5, 0.5)
+    assert await store.finish_turn("g1", "t2", result, TurnEnd.ANSWERED, usage=late) is None
+    assert await store.head("g1") == 2
+    assert await store.group_usage("g1") == UsageTotals(2, 130, 35, 0.75)
+    # A frame to follow a result needs the result.
+    with pytest.raises(ValueError, match="needs a result"):
+        await store.finish_turn("g1", "t3", None, TurnEnd.ANSWERED, after=last)
+    assert await store.head("g1") == 2
 
 
 async def test_concurrent_finishes_write_one_result(store_factory: StoreFactory) -> None:

@@ -175,8 +175,8 @@ POINTS: dict[str, tuple[Point, StopReason]] = {
     "usage": (call("feed.usage"), ABORTED),
     "engine_stop": (call("feed.stop"), DONE),
     "reply": (is_reply, DONE),
+    # The last status and the usage are written with the result, in one step.
     "result": (frame(is_result), DONE),
-    "last_status": (frame(is_status(AgentState.IDLE)), DONE),
     "transcript_saved": (call("store.save_transcript"), DONE),
 }
 
