@@ -65,6 +65,15 @@ class TurnBudget:
         limit = next(x for x in limits if x.account == refusal.account)
         return refusal.describe(limit)
 
+    def hand_over(self) -> tuple[str, ...]:
+        """The accounts to charge where the turn's usage is counted (``TurnUsage.accounts``).
+
+        They are charged there, once, in the write that ends the turn; :meth:`settle`
+        then charges them nothing more.
+        """
+        unreserved, self.unreserved = self.unreserved, []
+        return tuple(unreserved)
+
     async def settle(self, usage: Usage, cost: float) -> None:
         """Charge what the turn used (``cost`` in US dollars) and release its reservation (once).
 

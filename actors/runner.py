@@ -224,7 +224,9 @@ class TurnRunner:
         self.ended = self.outcome(result, reply, mentioned)
         # The usage is read before the result goes out (the bridge forgets its sum then).
         used = self.reported_usage()
-        await self.writer.finish(message_id=reply.id if reply else None, usage=used)
+        await self.writer.finish(
+            message_id=reply.id if reply else None, usage=used, accounts=self.budget.hand_over()
+        )
         await self.save(ctx.conv)
         return self.ended
 

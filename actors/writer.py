@@ -451,12 +451,14 @@ class TurnWriter:
         end: TurnEnd = TurnEnd.ANSWERED,
         message_id: str | None = None,
         usage: Usage | None = None,
+        accounts: Sequence[str] = (),
     ) -> StopEvent:
         """Send the turn's ``result`` (``stop``, else the engine's) and its last status.
 
         ``message_id`` is the reply the turn stored in the group log, if any;
         the result names it. ``usage``, if given, is what the turn used: it is
-        added to the group's totals in the result's write.
+        added to the group's totals, and charged to the budget ``accounts``, in
+        the result's write.
 
         The turn is ``FINISHED`` from the first line on, before any await: a
         second call, whenever it comes, raises
@@ -477,7 +479,9 @@ class TurnWriter:
             self._last = self.events.status_frame(self.vp_id, self.turn_id, state, self.trigger_id)
         if usage is not None:
             cost = final.cost_usd if math.isfinite(final.cost_usd) else 0.0
-            self._usage = TurnUsage(self.turn_id, usage.input_tokens, usage.output_tokens, cost)
+            self._usage = TurnUsage(
+                self.turn_id, usage.input_tokens, usage.output_tokens, cost, tuple(accounts)
+            )
         try:
             await self.bridge.feed(final)
             await self.bridge.close()

@@ -126,9 +126,19 @@ class UsageTotals:
 
 @dataclass(frozen=True, slots=True)
 class TurnUsage:
-    """What one turn used, added to its group's totals once."""
+    """What one turn used, added to its group's totals once.
+
+    ``accounts`` are budget accounts (``store.budgets``) charged its tokens
+    and cost in the same step, also once: those of a turn that reserved
+    nothing because its group set no limit on them.
+    """
 
     turn_id: str
     input_tokens: int
     output_tokens: int
     cost_usd: float
+    accounts: tuple[str, ...] = ()
+
+    @property
+    def tokens(self) -> int:
+        return self.input_tokens + self.output_tokens

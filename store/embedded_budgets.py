@@ -50,7 +50,7 @@ def _spend(conn: sqlite3.Connection, group_id: str, account: str) -> BudgetSpend
     return BudgetSpend(account, int(row[0]), float(row[1]), int(row[2]), float(row[3]))
 
 
-def _add(
+def add_to_account(
     conn: sqlite3.Connection, group_id: str, account: str, st: int, su: float, rt: int, ru: float
 ) -> None:
     conn.execute(
@@ -94,7 +94,7 @@ class EmbeddedBudgets:
                     if limit.max_usd and s.spent_usd + s.reserved_usd >= limit.max_usd:
                         return BudgetRefusal(limit.account, "usd")
                 for limit in limits:
-                    _add(conn, group_id, limit.account, 0, 0.0, tokens, usd)
+                    add_to_account(conn, group_id, limit.account, 0, 0.0, tokens, usd)
                 conn.execute(
                     "INSERT INTO budget_reservations (group_id, turn_id, accounts, tokens, usd)"
                     " VALUES (?, ?, ?, ?, ?)",
@@ -115,7 +115,8 @@ class EmbeddedBudgets:
                 if row is None:
                     return False
                 for account in json.loads(row[0]):
-                    _add(conn, group_id, account, tokens, usd, -int(row[1]), -float(row[2]))
+                    reserved = -int(row[1]), -float(row[2])
+                    add_to_account(conn, group_id, account, tokens, usd, *reserved)
                 conn.execute(
                     "DELETE FROM budget_reservations WHERE group_id = ? AND turn_id = ?",
                     (group_id, turn_id),
@@ -130,7 +131,7 @@ class EmbeddedBudgets:
         def op(conn: sqlite3.Connection) -> None:
             with write_txn(conn):
                 for account in accounts:
-                    _add(conn, group_id, account, tokens, usd, 0, 0.0)
+                    add_to_account(conn, group_id, account, tokens, usd, 0, 0.0)
 
         await self._run(op)
 

@@ -31,6 +31,7 @@ from store.chatviews import (
     query_terms,
     snippet,
 )
+from store.embedded_budgets import add_to_account
 from store.sqlite import read_txn, write_txn
 
 T = TypeVar("T")
@@ -181,7 +182,11 @@ class EmbeddedChatViews:
         return await self._run(op)
 
     async def add_usage(self, group_id: str, usage: TurnUsage) -> bool:
-        return await self._run(lambda conn: insert_usage(conn, group_id, usage))
+        def op(conn: sqlite3.Connection) -> bool:
+            with write_txn(conn):
+                return insert_usage(conn, group_id, usage)
+
+        return await self._run(op)
 
     async def group_usage(self, group_id: str) -> UsageTotals:
         def op(conn: sqlite3.Connection) -> UsageTotals:
@@ -197,14 +202,22 @@ class EmbeddedChatViews:
 
 
 def insert_usage(conn: sqlite3.Connection, group_id: str, usage: TurnUsage) -> bool:
-    """Add one turn's usage to its group's totals; False if that turn was added before."""
+    """Add one turn's usage to its group's totals and accounts; False if it was added before.
+
+    Inside the caller's write transaction, or one statement after another
+    outside one (:meth:`add_usage` takes its own).
+    """
     cur = conn.execute(
         "INSERT OR IGNORE INTO turn_usage"
         " (group_id, turn_id, input_tokens, output_tokens, cost_usd)"
         " VALUES (?, ?, ?, ?, ?)",
         (group_id, usage.turn_id, usage.input_tokens, usage.output_tokens, usage.cost_usd),
     )
-    return cur.rowcount > 0
+    if cur.rowcount <= 0:
+        return False
+    for account in usage.accounts:
+        add_to_account(conn, group_id, account, usage.tokens, usage.cost_usd, 0, 0.0)
+    return True
 
 
 def _summary(conn: sqlite3.Connection, group_id: str, username: str) -> GroupSummary:

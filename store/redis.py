@@ -412,7 +412,7 @@ class RedisStore(RedisMembers, RedisChatViews, RedisBudgets, RedisTasks, Store):
         usage: TurnUsage | None = None,
     ) -> int | None:
         self._check_open()
-        kinds = ("tphase", "topen", "eseq", "events", "uturns", "usage")
+        kinds = ("tphase", "topen", "eseq", "events", "uturns", "usage", "budget")
         keys = [self._key(group_id, k) for k in kinds]
         args: list[str | int] = [end.value, turn_id, *(usage_values(usage) if usage else [""])]
         for each in finish_frames(frame, after):

@@ -63,8 +63,14 @@ return 1
 
 
 def usage_values(usage: TurnUsage) -> list[str | int]:
-    """A turn's usage as the usage scripts take it: input, output tokens and cost."""
-    return [int(usage.input_tokens), int(usage.output_tokens), repr(float(usage.cost_usd))]
+    """A turn's usage as the usage scripts take it after its turn id (``count_usage``)."""
+    return [
+        int(usage.input_tokens),
+        int(usage.output_tokens),
+        repr(float(usage.cost_usd)),
+        len(usage.accounts),
+        *usage.accounts,
+    ]
 
 
 def search_postings(message: GroupMessage) -> dict[str, float]:
@@ -211,10 +217,10 @@ class RedisChatViews:
     # -- usage ------------------------------------------------------------------
     async def add_usage(self, group_id: str, usage: TurnUsage) -> bool:
         self._check_open()
-        keys = [self._key(group_id, "uturns"), self._key(group_id, "usage")]
+        keys = [self._key(group_id, k) for k in ("uturns", "usage", "budget")]
         with redis_errors():
             added = await self._r.eval(
-                scripts.ADD_USAGE, 2, *keys, usage.turn_id, *usage_values(usage)
+                scripts.ADD_USAGE, len(keys), *keys, usage.turn_id, *usage_values(usage)
             )
         return bool(int(added))
 

@@ -123,32 +123,43 @@ return 1
 """
 )
 
-# Counts a turn's usage once: KEYS[k] is uturns, KEYS[k + 1] usage; ARGV[i] is
-# the turn id, then input tokens, output tokens and cost. 1 if counted now.
+# Counts a turn's usage once: KEYS[k] is uturns, KEYS[k + 1] usage, KEYS[k + 2]
+# budget; ARGV[i] is the turn id, then input tokens, output tokens, cost, the
+# count n of budget accounts to charge with it and the n accounts. Returns
+# 1 if counted now (else 0) and the index of the argument after them.
 COUNT_USAGE = """
 local function count_usage(k, i)
-  if redis.call('SADD', KEYS[k], ARGV[i]) == 0 then return 0 end
-  redis.call('HINCRBY', KEYS[k + 1], 'turns', 1)
-  redis.call('HINCRBY', KEYS[k + 1], 'input', ARGV[i + 1])
-  redis.call('HINCRBY', KEYS[k + 1], 'output', ARGV[i + 2])
-  redis.call('HINCRBYFLOAT', KEYS[k + 1], 'cost', ARGV[i + 3])
-  return 1
+  local n = tonumber(ARGV[i + 4])
+  local counted = redis.call('SADD', KEYS[k], ARGV[i])
+  if counted == 1 then
+    redis.call('HINCRBY', KEYS[k + 1], 'turns', 1)
+    redis.call('HINCRBY', KEYS[k + 1], 'input', ARGV[i + 1])
+    redis.call('HINCRBY', KEYS[k + 1], 'output', ARGV[i + 2])
+    redis.call('HINCRBYFLOAT', KEYS[k + 1], 'cost', ARGV[i + 3])
+    local tokens = tonumber(ARGV[i + 1]) + tonumber(ARGV[i + 2])
+    for a = i + 5, i + 4 + n do
+      redis.call('HINCRBY', KEYS[k + 2], ARGV[a] .. '|st', tokens)
+      redis.call('HINCRBYFLOAT', KEYS[k + 2], ARGV[a] .. '|su', ARGV[i + 3])
+    end
+  end
+  return counted, i + 5 + n
 end
 """
 
-# KEYS: uturns, usage. ARGV: turn id, input tokens, output tokens, cost.
+# KEYS: uturns, usage, budget. ARGV: as count_usage's. 1 if counted now.
 ADD_USAGE = (
     COUNT_USAGE
     + """
-return count_usage(1, 1)
+local counted = count_usage(1, 1)
+return counted
 """
 )
 
-# KEYS: tphase, topen, eseq, events, uturns, usage. ARGV: end, turn id, the
-# usage to count (input tokens, output tokens, cost; or one '' for none),
-# then each frame to append: the count m of its header values, its JSON
-# without seq, the retention and the m header values. The usage is counted
-# whether or not the turn was finished before. Returns -1 when it was
+# KEYS: tphase, topen, eseq, events, uturns, usage, budget. ARGV: end, then
+# the turn id with the usage to count (as count_usage's) or the turn id and
+# one '', then each frame to append: the count m of its header values, its
+# JSON without seq, the retention and the m header values. The usage is
+# counted whether or not the turn was finished before. Returns -1 when it was
 # (nothing appended), else the first frame's seq (0 without a frame).
 FINISH_TURN = (
     APPEND_ENTRY
@@ -156,8 +167,8 @@ FINISH_TURN = (
     + """
 local j = 4
 if ARGV[3] ~= '' then
-  count_usage(5, 2)
-  j = 6
+  local _
+  _, j = count_usage(5, 2)
 end
 local phase = redis.call('HGET', KEYS[1], ARGV[2])
 if phase and string.sub(phase, 1, 8) == 'finished' then return -1 end

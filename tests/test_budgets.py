@@ -150,3 +150,36 @@ async def test_turns_on_several_vp_actors_share_the_group_budget(
         for w in workers:
             await w.services.memory.close()
             await w.services.store.close()
+
+
+async def test_a_turn_without_limits_is_charged_once_with_its_usage(
+    store_factory: StoreFactory,
+) -> None:
+    """No limit set: nothing is reserved, and the write that ends the turn charges both accounts."""
+    cfg = RuntimeConfig(
+        store=store_factory.config,
+        engine=EngineConfig(model="offline:default", offline_tps=0),
+        dream_idle_s=0,
+        dream_every_turns=0,
+    )
+    worker = VPActor(ROSTER[0], cfg)
+    store = worker.services.store
+    try:
+        await store.create_group(Group(id="grp_free", name="g", roster=ROSTER[:1]))
+        msg, _ = await store.append_message(
+            "grp_free", GroupMessage(author="ann", role="user", text="hello")
+        )
+        origin = TurnOrigin(trigger_id=msg.id, chain_id=msg.id, user_id="ann")
+        req = TurnRequest("grp_free", ROSTER[0], TurnRequest.new_turn_id(ROSTER[0]), origin)
+        outcome = await worker.run_turn(req)
+        assert outcome.reason is StopReason.END_TURN
+        totals = await store.group_usage("grp_free")
+        assert totals.turns == 1 and totals.input_tokens > 0
+        used = totals.input_tokens + totals.output_tokens
+        accounts = [day_account(), chain_account(msg.id)]
+        assert await store.budget_spend("grp_free", accounts) == [
+            BudgetSpend(account, used, totals.cost_usd) for account in accounts
+        ]
+    finally:
+        await worker.services.memory.close()
+        await store.close()

@@ -8,6 +8,7 @@ import json
 import pytest
 
 from store import GroupMessage, Store
+from store.budgets import BudgetSpend
 from store.chatviews import TurnUsage, UsageTotals
 from store.turns import TurnEnd, TurnPhase, TurnRecord
 from tests.fixtures.store_samples import detail_of, notice, sample_group
@@ -94,7 +95,7 @@ async def test_a_finish_writes_the_result_its_last_status_and_the_usage_in_one_s
 ) -> None:
     await store.create_group(sample_group(id="g1"))
     await store.add_turns("g1", [record("t1"), record("t2")])
-    usage = TurnUsage("t1", 120, 30, 0.25)
+    usage = TurnUsage("t1", 120, 30, 0.25, ("day:1", "chain:m1"))
     result, last = notice("steve", n="result"), notice("steve", n="idle")
     seq = await store.finish_turn("g1", "t1", result, TurnEnd.ANSWERED, after=last, usage=usage)
     assert seq == 1 and await store.head("g1") == 2
@@ -102,17 +103,23 @@ async def test_a_finish_writes_the_result_its_last_status_and_the_usage_in_one_s
         {"n": "result"},
         {"n": "idle"},
     ]
+    charged = [BudgetSpend("day:1", 150, 0.25, 0, 0.0), BudgetSpend("chain:m1", 150, 0.25, 0, 0.0)]
     assert await store.group_usage("g1") == UsageTotals(1, 120, 30, 0.25)
+    assert await store.budget_spend("g1", ["day:1", "chain:m1"]) == charged
     # Finished already: nothing more is appended, and the usage counts once.
     again = await store.finish_turn("g1", "t1", result, TurnEnd.ANSWERED, after=last, usage=usage)
     assert again is None and await store.head("g1") == 2
     assert await store.group_usage("g1") == UsageTotals(1, 120, 30, 0.25)
+    assert not await store.add_usage("g1", usage)
+    assert await store.budget_spend("g1", ["day:1", "chain:m1"]) == charged
     # A turn finished elsewhere first still has what it used counted.
     await store.finish_turn("g1", "t2", None, TurnEnd.INTERRUPTED)
-    late = TurnUsage("t2", 10, 5, 0.5)
+    late = TurnUsage("t2", 10, 5, 0.5, ("day:1",))
     assert await store.finish_turn("g1", "t2", result, TurnEnd.ANSWERED, usage=late) is None
     assert await store.head("g1") == 2
     assert await store.group_usage("g1") == UsageTotals(2, 130, 35, 0.75)
+    [day] = await store.budget_spend("g1", ["day:1"])
+    assert (day.spent_tokens, day.spent_usd) == (165, 0.75)
     # A frame to follow a result needs the result.
     with pytest.raises(ValueError, match="needs a result"):
         await store.finish_turn("g1", "t3", None, TurnEnd.ANSWERED, after=last)
