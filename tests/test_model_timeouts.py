@@ -203,6 +203,56 @@ async def test_time_the_consumer_takes_is_not_counted_as_silence() -> None:
     assert received == 5  # three words, usage, stop
 
 
+async def test_a_steady_stream_sets_the_deadline_timer_once_not_per_item(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each wait has its deadline, but a stream that never nears one costs no timer per item."""
+    loop = asyncio.get_running_loop()
+    timers: list[float] = []
+    call_at = loop.call_at
+
+    def counted(when: float, *args: Any, **kw: Any) -> asyncio.TimerHandle:
+        timers.append(when)
+        return call_at(when, *args, **kw)
+
+    monkeypatch.setattr(loop, "call_at", counted)
+    provider = OfflineProvider([" ".join(["word"] * 200)])
+    items = await collect(provider.stream(_request()), StreamTimeouts(first_token=60, stall=30))
+    monkeypatch.undo()
+    assert len(items) == 202  # 200 words, usage, stop
+    # The first token's deadline, then the shorter stall deadline once: two timers.
+    assert len(timers) == 2
+
+
+async def test_a_cancel_from_outside_while_waiting_stays_a_cancel() -> None:
+    """An abort while the model is silent is the abort, not a timeout, and ends the stream."""
+    gate = asyncio.Event()
+    closed: list[bool] = []
+
+    async def silent() -> AsyncIterator[StreamItem]:
+        try:
+            yield TextDelta("one")
+            await gate.wait()
+            yield TextDelta("never")
+        finally:
+            closed.append(True)
+
+    received: list[StreamItem] = []
+    first = asyncio.Event()
+
+    async def read() -> None:
+        async for item in watch(silent(), StreamTimeouts(stall=5), "offline:test"):
+            received.append(item)
+            first.set()
+
+    task = asyncio.create_task(read())
+    await first.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert received == [TextDelta("one")] and closed == [True]
+
+
 async def test_a_hung_model_is_retried_then_the_fallback_answers() -> None:
     backup = OfflineProvider(["from the backup"], strict=True)
     engine, provider, sleep = scripted_engine(
