@@ -204,8 +204,7 @@ class EmbeddedChatViews:
 def insert_usage(conn: sqlite3.Connection, group_id: str, usage: TurnUsage) -> bool:
     """Add one turn's usage to its group's totals and accounts; False if it was added before.
 
-    Inside the caller's write transaction, or one statement after another
-    outside one (:meth:`add_usage` takes its own).
+    Runs inside the caller's write transaction.
     """
     cur = conn.execute(
         "INSERT OR IGNORE INTO turn_usage"
