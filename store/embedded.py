@@ -435,13 +435,13 @@ class EmbeddedStore(
     async def start_turn(
         self, group_id: str, turn_id: str, frame: EventFrame | None = None
     ) -> bool:
-        encoded = encode_event(frame) if frame is not None else None
+        encoded = [encode_event(frame)] if frame is not None else []
 
         def op(conn: sqlite3.Connection) -> bool:
             return turn_sql.start(conn, group_id, turn_id, self._appender(conn, group_id, encoded))
 
         started = await self._run(op)
-        if started and encoded is not None:
+        if started and encoded:
             self._waker.wake(group_id)
         return started
 
@@ -457,14 +457,10 @@ class EmbeddedStore(
     ) -> int | None:
         encoded = [encode_event(f) for f in finish_frames(frame, after)]
 
-        def append(conn: sqlite3.Connection) -> int:
-            seqs = [self._append_event_sync(conn, group_id, e) for e in encoded]
-            return seqs[0]  # the result's
-
         def op(conn: sqlite3.Connection) -> int | None:
             count = None if usage is None else lambda: chat_sql.insert_usage(conn, group_id, usage)
-            appends = (lambda: append(conn)) if encoded else None
-            return turn_sql.finish(conn, group_id, turn_id, end, appends, count)
+            append = self._appender(conn, group_id, encoded)
+            return turn_sql.finish(conn, group_id, turn_id, end, append, count)
 
         seq = await self._run(op)
         if seq:
@@ -475,12 +471,20 @@ class EmbeddedStore(
         return await self._run(lambda conn: turn_sql.of_trigger(conn, group_id, trigger_id))
 
     def _appender(
-        self, conn: sqlite3.Connection, group_id: str, encoded: EncodedEvent | None
+        self, conn: sqlite3.Connection, group_id: str, encoded: Sequence[EncodedEvent]
     ) -> Callable[[], int] | None:
-        """The insert of ``encoded`` into the event log, for a turn step's transaction."""
-        if encoded is None:
+        """The inserts of ``encoded`` into the event log, for a turn step's transaction.
+
+        The callable returns the first one's seq; None when there is nothing to insert.
+        """
+        if not encoded:
             return None
-        return lambda: self._append_event_sync(conn, group_id, encoded)
+
+        def append() -> int:
+            seqs = [self._append_event_sync(conn, group_id, e) for e in encoded]
+            return seqs[0]
+
+        return append
 
     async def open_turns(self) -> list[TurnRecord]:
         return await self._run(turn_sql.open_all)

@@ -150,8 +150,7 @@ end
 ADD_USAGE = (
     COUNT_USAGE
     + """
-local counted = count_usage(1, 1)
-return counted
+return (count_usage(1, 1))
 """
 )
 
