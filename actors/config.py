@@ -72,6 +72,10 @@ class RuntimeConfig:
     provider_overrides: Mapping[str, Provider] = field(default_factory=dict)
     # Ray options for VP actors.
     vp_max_restarts: int = -1
+    # VP host processes (actors.vp_host): 0 gives every VP a process of its
+    # own; N > 0 runs all VPs in N processes, each VP in the one its id
+    # hashes to.
+    vp_hosts: int = 0
     # Custom Ray resources each VP / coordinator actor asks for (empty: none),
     # so a deployment can keep them on the nodes that offer those resources
     # (``ray start --resources='{"yeaft_vp": 1000}'``). A restarted actor asks

@@ -1,4 +1,4 @@
-"""The VP actor: one persona's engine, serving every group that has this VP.
+"""One VP: a persona's engine, serving every group that has this VP.
 
 Turns of one group run one at a time in arrival order (a session lane);
 different groups run concurrently under the actor's concurrency cap. The
@@ -6,7 +6,8 @@ actor keeps nothing between turns that the store does not also hold: each
 turn loads the VP's transcript, catches up on the group log, runs the engine,
 and saves the transcript back, so a restarted actor carries on where the
 crashed one stopped. The turn itself is :class:`~actors.runner.TurnRunner`;
-this class only hosts turns and answers the coordinator.
+this class only hosts turns and answers the coordinator. The Ray actor that
+holds it is a :class:`~actors.vp_host.VPHost` (one VP or several per process).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from typing import cast
 
 import ray
+from ray import cloudpickle
 from ray.actor import ActorHandle
 
 from actors.attachments import open_files
@@ -33,11 +35,15 @@ from actors.queueing import BusyLanes, CollectBatch
 from actors.runner import TranscriptCache, TurnRunner, VPServices
 from actors.tools import vp_tools
 from actors.turns import TurnHost, TurnOutcome, TurnRequest, TurnTracker
+from engine.access import ProviderState
 from engine.engine import Engine
 from engine.mcp import McpConfig, McpManager
 from engine.providers.registry import ProviderRegistry
 from engine.tools.registry import ToolRegistry
 from personas.directory import PersonaDirectory
+from store.attachments import AttachmentStore
+from store.base import Store
+from store.memory import MemoryBackend
 from team.calls import ModelCall
 
 # Groups whose last cancel time a VP actor remembers. A turn is in flight to
@@ -54,6 +60,25 @@ class VPStats:
     active_turns: int
     # The actor's process (an operator's or a fault test's way to kill it).
     pid: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class VPShared:
+    """What the VPs of one process share: store connections, memory, provider state, files."""
+
+    store: Store
+    memory: MemoryBackend
+    provider_state: ProviderState
+    attachments: AttachmentStore
+
+    @classmethod
+    def open(cls, config: RuntimeConfig) -> VPShared:
+        return cls(
+            config.open_store(),
+            config.open_memory(),
+            config.store.open_provider_state(),
+            config.store.open_attachments(),
+        )
 
 
 @dataclass(slots=True)
@@ -74,7 +99,9 @@ class VPActor:
     knows, if this actor dies, whether the turn had started.
     """
 
-    def __init__(self, vp_id: str, config: RuntimeConfig) -> None:
+    def __init__(self, vp_id: str, config: RuntimeConfig, shared: VPShared | None = None) -> None:
+        hosted = shared is not None
+        shared = shared or VPShared.open(config)
         personas = PersonaDirectory.open(config.personas_dir)
         persona = personas.library.get(vp_id)
         if persona is None:
@@ -84,11 +111,17 @@ class VPActor:
         if model is None and persona.model_hint == "fast" and settings.fast_model:
             model = settings.fast_model
         self.config = config
-        self.providers = ProviderRegistry(settings, overrides=config.provider_overrides)
+        # A VP's own copy of the test and benchmark providers, as if it had a
+        # process of its own (a scripted model keeps its script per VP).
+        overrides = config.provider_overrides
+        if overrides and hosted:
+            overrides = cloudpickle.loads(cloudpickle.dumps(overrides))
+        self.overrides = overrides
+        self.providers = ProviderRegistry(settings, overrides=overrides)
         tools = ToolRegistry(vp_tools(settings))
         # Credential cooldowns and provider-lane slots, shared by every actor
         # of the deployment through the store.
-        self.provider_state = config.store.open_provider_state()
+        self.provider_state = shared.provider_state
         engine = Engine(
             self.providers,
             model=model,
@@ -96,7 +129,7 @@ class VPActor:
             settings=settings,
             provider_state=self.provider_state,
         )
-        store, memory = config.open_store(), config.open_memory()
+        store, memory = shared.store, shared.memory
         self.services = VPServices(
             persona=persona,
             personas=personas,
@@ -107,7 +140,7 @@ class VPActor:
             questions=QuestionBox(vp_id, config.ask_timeout_s),
             hooks=TurnHooks([]),
             mcp=McpManager(config.mcp),
-            attachments=config.store.open_attachments(),
+            attachments=shared.attachments,
             data_dir=config.store.data_dir,
         )
         self.dreams = DreamScheduler(
@@ -288,5 +321,5 @@ class VPActor:
         await self.services.mcp.aclose()
 
     async def stats(self) -> VPStats:
-        calls = sum(getattr(p, "calls", 0) for p in self.config.provider_overrides.values())
+        calls = sum(getattr(p, "calls", 0) for p in self.overrides.values())
         return VPStats(self.vp_id, calls, len(self._running), os.getpid())

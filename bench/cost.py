@@ -98,6 +98,8 @@ def idle_breakdown(
 async def one_size(args: argparse.Namespace, size: int, roster: list[str]) -> str:
     # A first message on a loaded machine can take longer than the idle timeout.
     env = {"YEAFT_IDLE_TIMEOUT": "3600"}
+    if args.vp_hosts is not None:
+        env["YEAFT_VP_HOSTS"] = str(args.vp_hosts)
     pace = (args.ttft, args.tps, args.tokens)
     with launch(args, args.provider, False, *pace, env) as (server, models):
         row = await measure(args, server, size, roster)
@@ -165,6 +167,7 @@ async def main_async(args: argparse.Namespace) -> None:
         rows = [await one_size(args, n, roster) for n in args.sizes]
     print(
         f"model {model}; store {args.store or 'embedded'}; server {args.server_root}; "
+        f"VP hosts {'default' if args.vp_hosts is None else args.vp_hosts}; "
         f"load {os.getloadavg()[0]:.1f}"
     )
     print(
@@ -184,6 +187,9 @@ def main() -> None:
     parser.add_argument("--idle", type=float, default=10.0, help="seconds of idle measured")
     parser.add_argument("--store", default=None, help="store URL (default: embedded)")
     parser.add_argument("--server-root", type=Path, default=ROOT, help="serve from this checkout")
+    parser.add_argument(
+        "--vp-hosts", type=int, default=None, help="YEAFT_VP_HOSTS (default: the server's)"
+    )
     parser.add_argument(
         "--provider",
         choices=["offline", "openai"],

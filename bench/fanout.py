@@ -39,7 +39,9 @@ def bench_personas(directory: Path, count: int) -> list[str]:
     return ids[:count]
 
 
-async def measure(model: str, store_url: str | None, runs: int, sizes: list[int]) -> None:
+async def measure(
+    model: str, store_url: str | None, runs: int, sizes: list[int], vp_hosts: int
+) -> None:
     from actors.config import RuntimeConfig
     from coordinator.runtime import Runtime
     from engine.settings import EngineConfig
@@ -57,6 +59,7 @@ async def measure(model: str, store_url: str | None, runs: int, sizes: list[int]
                 personas_dir=str(pdir),
                 # The offline model only: nothing from the environment applies.
                 engine=EngineConfig(model=model, offline_tps=0),
+                vp_hosts=vp_hosts,
             )
         )
         group = await rt.create_group("bench", roster, settings=GroupSettingsPatch(fanout_cap=16))
@@ -73,7 +76,7 @@ async def measure(model: str, store_url: str | None, runs: int, sizes: list[int]
                     assert len(out.dispatched) == n, out
                     assert await rt.group(group.id).wait_idle(120)
                     timings.setdefault(n, []).append(time.perf_counter() - started)
-            report(model, store_url, runs, timings)
+            report(f"{model}; VP hosts {vp_hosts}", store_url, runs, timings)
         finally:
             # Leave nothing behind in a shared Redis.
             await rt.group(group.id).delete_group()
@@ -98,10 +101,13 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=60)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--store", default=None, help="store URL (default: embedded)")
+    parser.add_argument(
+        "--vp-hosts", type=int, default=0, help="VP processes (0: one per VP; N: N pooled)"
+    )
     args = parser.parse_args()
     model = f"offline:default?ttft={args.ttft}&tps={args.tps}&tokens={args.tokens}"
     start_ray(NAMESPACE)
-    asyncio.run(measure(model, args.store, args.runs, [1, 5, 16]))
+    asyncio.run(measure(model, args.store, args.runs, [1, 5, 16], args.vp_hosts))
 
 
 if __name__ == "__main__":

@@ -24,10 +24,8 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import cast
 
 import ray
-from ray.actor import ActorHandle
 from ray.exceptions import ActorUnavailableError, RayError
 
 from actors.config import RuntimeConfig
@@ -39,17 +37,17 @@ from actors.turns import (
     TurnTracker,
     question_vp,
 )
-from actors.vp_actor import VPActor, VPStats
+from actors.vp_actor import VPStats
 from actors.writer import GroupEvents, error_stop
 from coordinator.admission import Admission
 from coordinator.results import CancelResult, DrainResult, RecoveryReport
+from coordinator.vps import VPClient, find_host, start_host
 from engine.events import StopReason
 from store.base import Group, Store
 from store.turns import TurnEnd, TurnPhase, TurnRecord
 
 log = logging.getLogger(__name__)
 
-VPActorClass = ray.remote(VPActor)
 # A turn sent while its VP actor restarts waits for it, this often and this long.
 RESTART_RETRIES = 3
 RESTART_WAIT_S = 30.0
@@ -89,30 +87,18 @@ class Dispatcher:
         self.store = store
         self._host = host
         self._on_outcome = on_outcome
-        self._vps: dict[str, ActorHandle[VPActor]] = {}
+        self._vps: dict[str, VPClient] = {}
         self._turns: dict[str, dict[str, _Turn]] = {}
         self._tasks: dict[str, set[asyncio.Task[None]]] = {}
         # Counts every turn from its dispatch until its task ends.
         self.admission = Admission.for_shard(config)
 
-    def vp(self, vp_id: str) -> ActorHandle[VPActor]:
-        """The VP's actor (started on first use, found by name if it exists)."""
-        handle = self._vps.get(vp_id)
-        if handle is None:
-            started = VPActorClass.options(
-                name=self.config.actor_name("vp", vp_id),
-                namespace=self.config.namespace,
-                get_if_exists=True,
-                lifetime="detached",
-                max_restarts=self.config.vp_max_restarts,
-                max_task_retries=0,
-                num_cpus=0,
-                resources=dict(self.config.vp_resources),
-                scheduling_strategy=self.config.actor_placement.strategy,
-                max_concurrency=1000,
-            ).remote(vp_id, self.config)
-            handle = self._vps[vp_id] = cast("ActorHandle[VPActor]", started)
-        return handle
+    def vp(self, vp_id: str) -> VPClient:
+        """The VP, in its host actor (started on first use, found by name if it exists)."""
+        client = self._vps.get(vp_id)
+        if client is None:
+            client = self._vps[vp_id] = VPClient(start_host(self.config, vp_id), vp_id)
+        return client
 
     def plan(
         self, group: Group, vp: str, origin: TurnOrigin, turn_id: str | None = None
@@ -148,7 +134,7 @@ class Dispatcher:
         turn = _Turn(req, TurnTracker(req.turn_id), ended)
         if send:
             try:
-                turn.sent = self.vp(req.vp_id).run_turn.remote(req)
+                turn.sent = self.vp(req.vp_id).run_turn(req)
             except Exception:
                 # Sent again by the turn's task, which reports why it cannot be.
                 log.warning("turn %s not sent at once", req.turn_id, exc_info=True)
@@ -206,7 +192,7 @@ class Dispatcher:
         """Send the turn and wait for its outcome (its start is reported apart)."""
         sent, turn.sent = turn.sent, None
         if sent is None:
-            sent = self.vp(turn.request.vp_id).run_turn.remote(turn.request)
+            sent = self.vp(turn.request.vp_id).run_turn(turn.request)
         outcome: TurnOutcome = await sent
         if not turn.tracker.finished:  # a shutdown may have ended it meanwhile
             turn.tracker.advance(TurnState.FINISHED)
@@ -236,7 +222,7 @@ class Dispatcher:
         deadline = loop.time() + RESTART_WAIT_S
         while loop.time() < deadline:
             try:
-                await self.vp(vp_id).ping.remote()
+                await self.vp(vp_id).ping()
                 return True
             except ActorUnavailableError:
                 await asyncio.sleep(delay)
@@ -289,7 +275,7 @@ class Dispatcher:
         turns = self._turns.get(group_id, {}).values()
         vps = sorted({t.request.vp_id for t in turns if vp_id is None or t.request.vp_id == vp_id})
         counts = await asyncio.gather(
-            *(self.vp(v).abort.remote(group_id, None, at) for v in vps), return_exceptions=True
+            *(self.vp(v).abort(group_id, None, at) for v in vps), return_exceptions=True
         )
         aborted = 0
         for count in counts:
@@ -303,7 +289,7 @@ class Dispatcher:
         if vp is None or vp not in group.roster:
             return False
         try:
-            delivered: bool = await self.vp(vp).answer.remote(request_id, answer, group.id)
+            delivered: bool = await self.vp(vp).answer(request_id, answer, group.id)
         except RayError:
             return False
         return delivered
@@ -314,7 +300,7 @@ class Dispatcher:
         if vp is None:
             return None
         try:
-            group_id: str | None = await self.vp(vp).question_group.remote(request_id)
+            group_id: str | None = await self.vp(vp).question_group(request_id)
         except RayError:
             return None
         return group_id
@@ -337,11 +323,11 @@ class Dispatcher:
         background, so the group's first turn does not wait for it.
         """
         for vp_id in vp_ids:
-            self.vp(vp_id)
+            self.vp(vp_id).warm()
 
     async def stats(self, vp_ids: list[str]) -> list[VPStats]:
         """Per-VP counters; also starts the actors (benchmarks warm up with it)."""
-        return list(await asyncio.gather(*(self.vp(v).stats.remote() for v in vp_ids)))
+        return list(await asyncio.gather(*(self.vp(v).stats() for v in vp_ids)))
 
     def forget(self, group_id: str) -> None:
         self._turns.pop(group_id, None)
@@ -390,20 +376,22 @@ class Dispatcher:
         """
         held: dict[str, set[str]] = {}
         for vp_id in vp_ids:
-            name = self.config.actor_name("vp", vp_id)
-            try:
-                handle = ray.get_actor(name, namespace=self.config.namespace)
-                held[vp_id] = set(await handle.running.remote())
-            except (ValueError, RayError):
+            host = find_host(self.config, vp_id)
+            if host is None:
                 continue
-            self._vps.setdefault(vp_id, cast("ActorHandle[VPActor]", handle))
+            client = VPClient(host, vp_id)
+            try:
+                held[vp_id] = set(await client.running())
+            except RayError:
+                continue
+            self._vps.setdefault(vp_id, client)
         return held
 
     async def _follow_again(self, turn: _Turn) -> None:
         """Follow a turn a live VP actor still runs (its first follower is gone)."""
         req = turn.request
         try:
-            outcome: TurnOutcome | None = await self.vp(req.vp_id).follow.remote(req.turn_id)
+            outcome: TurnOutcome | None = await self.vp(req.vp_id).follow(req.turn_id)
         except RayError as exc:
             await self._lost(turn, exc)
             return
@@ -415,8 +403,8 @@ class Dispatcher:
     async def _stop_task_run(self, turn: _Turn) -> None:
         req = turn.request
         try:
-            await self.vp(req.vp_id).abort.remote(req.group_id, req.turn_id)
-            await self.vp(req.vp_id).follow.remote(req.turn_id)
+            await self.vp(req.vp_id).abort(req.group_id, req.turn_id)
+            await self.vp(req.vp_id).follow(req.turn_id)
         except RayError as exc:
             await self._lost(turn, exc)
             return

@@ -17,11 +17,12 @@ import ray
 from ray.actor import ActorHandle
 
 from actors.config import RuntimeConfig
-from actors.vp_actor import VPActor
+from actors.vp_host import VPHost
 from coordinator.client import CoordinatorClient
 from coordinator.coordinator import CoordinatorWorker
 from coordinator.results import DrainResult, RecoveryReport
 from coordinator.shards import shard_of
+from coordinator.vps import host_prefixes
 from engine.mcp import McpConfig
 from protocol.settings import GroupSettingsPatch
 from store.base import Group, Store, new_id
@@ -129,27 +130,28 @@ class Runtime:
         return group_id
 
     async def set_mcp(self, config: McpConfig) -> int:
-        """Use these MCP servers everywhere, without a restart; returns the VP actors told.
+        """Use these MCP servers everywhere, without a restart; returns the VP hosts told.
 
-        The coordinator shards start new VP actors with them, and every VP
-        actor of this deployment that is running now switches at once: a
-        server that is gone or changed is closed, a new one is opened on
-        first use. A VP actor that Ray restarts after a crash comes back with
-        the configuration it was first started with, until the next change
-        or a restart of the server (which reads the servers file again).
+        The coordinator shards start new VP hosts with them, and every VP of
+        this deployment that is running now switches at once (a VP a host
+        makes later too): a server that is gone or changed is closed, a new
+        one is opened on first use. A host that Ray restarts after a crash
+        comes back with the configuration it was first started with, until
+        the next change or a restart of the server (which reads the servers
+        file again).
         """
         self.config = dataclasses.replace(self.config, mcp=config)
         shards = range(self.config.coordinator_shards)
         await asyncio.gather(*(self._shard(i).set_mcp.remote(config) for i in shards))
-        head = self.config.actor_name("vp", "")
+        heads = host_prefixes(self.config)
         told = 0
         for actor in ray.util.list_named_actors(all_namespaces=True):
             name = actor["name"] if isinstance(actor, dict) else actor
             ns = actor.get("namespace") if isinstance(actor, dict) else self.config.namespace
-            if ns != self.config.namespace or not name.startswith(head):
+            if ns != self.config.namespace or not name.startswith(heads):
                 continue
             try:
-                handle = cast("ActorHandle[VPActor]", ray.get_actor(name, namespace=ns))
+                handle = cast("ActorHandle[VPHost]", ray.get_actor(name, namespace=ns))
                 await handle.set_mcp.remote(config)
                 told += 1
             except (ValueError, ray.exceptions.RayActorError):

@@ -62,9 +62,9 @@ class VPComplete:
         self.model = group.settings.model or None
 
     async def __call__(self, call: ModelCall) -> str:
-        actor = self.turns.vp(self.vp_id)
+        vp = self.turns.vp(self.vp_id)
         try:
-            text: str = await actor.complete.remote(call, self.model, self.group_id, self.chain_id)
+            text = await vp.complete(call, self.model, self.group_id, self.chain_id)
         except RayError as exc:
             if _timed_out(exc):
                 # The caller retries a timeout; any other failure falls back.

@@ -309,15 +309,23 @@ def configure_ray_auth(data_dir: Path, *, local: bool) -> None:
 
 # Coordinator shards of a gateway that joins a cluster, unless configured.
 CLUSTER_SHARDS = 2
+# The most VP host processes a local instance starts, unless configured.
+LOCAL_VP_HOSTS = 4
 
 
-def with_shards(settings: GatewaySettings, *, local: bool) -> GatewaySettings:
-    """``settings`` with its coordinator shards decided: as configured, else one
-    for a local instance (an actor process less) and two on a cluster."""
-    if settings.coordinator_shards is not None:
-        return settings
-    shards = 1 if local else CLUSTER_SHARDS
-    return settings.model_copy(update={"coordinator_shards": shards})
+def with_actor_layout(settings: GatewaySettings, *, local: bool) -> GatewaySettings:
+    """``settings`` with its actor layout decided where it is not configured.
+
+    Coordinator shards: one for a local instance (an actor process less),
+    two on a cluster. VP hosts: on a local instance one per core, at most
+    four (several VPs to a process); on a cluster a process per VP.
+    """
+    update: dict[str, int] = {}
+    if settings.coordinator_shards is None:
+        update["coordinator_shards"] = 1 if local else CLUSTER_SHARDS
+    if settings.vp_hosts is None:
+        update["vp_hosts"] = min(os.cpu_count() or 1, LOCAL_VP_HOSTS) if local else 0
+    return settings.model_copy(update=update) if update else settings
 
 
 def runtime_config(settings: GatewaySettings, engine: EngineConfig) -> RuntimeConfig:
@@ -334,6 +342,7 @@ def runtime_config(settings: GatewaySettings, engine: EngineConfig) -> RuntimeCo
         engine=engine,
         personas_dir=str(settings.persona_dir()),
         coordinator_shards=settings.coordinator_shards or CLUSTER_SHARDS,
+        vp_hosts=settings.vp_hosts or 0,
         vp_resources=settings.vp_resources,
         coordinator_resources=settings.coordinator_resources,
         actor_placement=settings.actor_placement,
@@ -369,7 +378,7 @@ def run_server(
             "use the cluster's GCS address (host:6379) or run the gateway in the cluster"
         )
     local = address is None
-    settings = with_shards(settings, local=local)
+    settings = with_actor_layout(settings, local=local)
     configure_ray_auth(settings.data_dir, local=local)
 
     import ray  # only now: RAY_AUTH_MODE must be set before ray is imported

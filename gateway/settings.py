@@ -180,6 +180,12 @@ class GatewaySettings(StoreSettings):
     # a cluster; every gateway of a cluster must use the same number.
     ray_namespace: str = "yeaft"
     coordinator_shards: int | None = Field(default=None, ge=1)
+    # YEAFT_VP_HOSTS: the processes the VPs run in. 0 gives every VP a
+    # process of its own (the default on a cluster: Ray spreads them over the
+    # nodes); N > 0 runs all VPs in N processes (the default for a local
+    # instance: the machine's cores, at most 4). Every gateway of a cluster
+    # must use the same number.
+    vp_hosts: int | None = Field(default=None, ge=0)
     # YEAFT_VP_RESOURCES / YEAFT_COORDINATOR_RESOURCES: custom Ray resources
     # (a JSON object, e.g. {"yeaft_vp": 1}) each VP / coordinator actor asks
     # for, to keep them on the nodes started with those resources.

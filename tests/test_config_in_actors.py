@@ -19,7 +19,8 @@ from pydantic import SecretStr
 
 from actors.config import RuntimeConfig
 from actors.turns import TurnOrigin, TurnOutcome, TurnRequest
-from actors.vp_actor import VPActor
+from actors.vp_host import VPHost
+from coordinator.vps import host_name
 from engine.settings import EngineConfig
 from store.base import Group, GroupMessage
 from tests.fixtures.llm_server import FakeLLM
@@ -53,8 +54,8 @@ WRONG_ENV = {
 PREFIXES = ("YEAFT_", "OPENAI_", "ANTHROPIC_")
 
 
-class ProbedVPActor(VPActor):
-    """The VP actor, plus a check of the environment of the process it runs in."""
+class ProbedVPHost(VPHost):
+    """The VP host actor, plus a check of the environment of the process it runs in."""
 
     async def provider_environment(self, expected: dict[str, str]) -> dict[str, str]:
         """Asserts, in the worker, that ``expected`` is its environment; returns what it saw."""
@@ -84,14 +85,14 @@ async def test_a_vp_actor_answers_through_the_configured_provider_whatever_its_e
     )
     env = {**WRONG_ENV, "PYTHONPATH": str(ROOT)}
     actor: Any = (
-        ray.remote(ProbedVPActor)
+        ray.remote(ProbedVPHost)
         .options(
-            name=config.actor_name("vp", "steve"),
+            name=host_name(config, "steve"),
             namespace=NAMESPACE,
             num_cpus=0,
             runtime_env={"env_vars": env},
         )
-        .remote("steve", config)
+        .remote(config)
     )
     store = store_factory()
     try:

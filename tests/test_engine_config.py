@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import os
 import pickle
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from engine.messages import Conversation, Message
 from engine.pricing import Price
 from engine.providers.registry import ANTHROPIC_URL, ProviderRegistry
 from engine.settings import EngineConfig, EngineSettings
-from gateway.server import runtime_config, with_shards
+from gateway.server import runtime_config, with_actor_layout
 from gateway.settings import GatewaySettings
 from tests.fixtures.llm_server import FakeLLM
 
@@ -198,10 +199,25 @@ def test_gateway_builds_one_runtime_config_with_the_engine_config(tmp_path: Path
 
 def test_a_local_instance_has_one_coordinator_shard_and_a_cluster_two(tmp_path: Path) -> None:
     unset = GatewaySettings(data_dir=tmp_path)
-    assert with_shards(unset, local=True).coordinator_shards == 1
-    assert with_shards(unset, local=False).coordinator_shards == 2
+    assert with_actor_layout(unset, local=True).coordinator_shards == 1
+    assert with_actor_layout(unset, local=False).coordinator_shards == 2
     chosen = GatewaySettings(data_dir=tmp_path, coordinator_shards=3)
-    assert with_shards(chosen, local=True).coordinator_shards == 3
+    assert with_actor_layout(chosen, local=True).coordinator_shards == 3
+
+
+def test_a_local_instance_pools_its_vps_and_a_cluster_gives_each_a_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    unset = GatewaySettings(data_dir=tmp_path)
+    assert with_actor_layout(unset, local=True).vp_hosts == 2
+    assert with_actor_layout(unset, local=False).vp_hosts == 0
+    monkeypatch.setattr(os, "cpu_count", lambda: 64)
+    assert with_actor_layout(unset, local=True).vp_hosts == 4
+    chosen = GatewaySettings(data_dir=tmp_path, vp_hosts=0)
+    assert with_actor_layout(chosen, local=True).vp_hosts == 0
+    laid_out = with_actor_layout(GatewaySettings(data_dir=tmp_path, vp_hosts=3), local=False)
+    assert runtime_config(laid_out, EngineConfig()).vp_hosts == 3
 
 
 # --- providers take credentials from the config, not the environment -------

@@ -77,3 +77,44 @@ async def test_a_sigkilled_vp_process_ends_its_turn_and_runs_the_queued_one(
     [back] = _results(await all_events(rt, group.id))[nxt.turns["linus"]]
     assert back["subtype"] == "success"
     await _one_result_per_turn(rt, group.id, [first.message_id, queued.message_id, nxt.message_id])
+
+
+async def test_a_sigkilled_vp_host_ends_the_turns_of_every_vp_it_held(
+    make_runtime: MakeRuntime,
+) -> None:
+    """One pooled process hosts both VPs: killing it ends both running turns, and
+    both VPs answer again from the process Ray starts in its place."""
+    pair = ["linus", "steve"]
+    rt = make_runtime(engine=SLOW, vp_hosts=1)
+    group = await rt.create_group("team", pair, members=["ann"])
+    client = rt.group(group.id)
+    before = await client.vp_stats(pair)
+    assert before[0].pid == before[1].pid
+    first = await client.ingest("ann", "@linus @steve long answers please", client_message_id="c1")
+    for vp in pair:
+        await wait_for_event(
+            rt,
+            group.id,
+            lambda e, vp=vp: (
+                e.get("turnId") == first.turns[vp]
+                and e.get("type") == "yeaft_output"
+                and e["data"]["type"] == "assistant"
+            ),
+        )
+    os.kill(before[0].pid, signal.SIGKILL)
+
+    assert await client.wait_idle(60)
+    by_turn = _results(await all_events(rt, group.id))
+    for vp in pair:
+        [lost] = by_turn[first.turns[vp]]
+        assert lost["is_error"] and lost["error_kind"] == "actor_died", lost
+        assert f"@{vp} stopped unexpectedly and this turn was lost" in lost["error"]
+
+    # Sent while Ray may still be starting the process again: the turns wait for it.
+    nxt = await client.ingest("ann", "@linus @steve are you back?", client_message_id="c2")
+    assert await client.wait_idle(60)
+    by_turn = _results(await all_events(rt, group.id))
+    assert [by_turn[nxt.turns[vp]][0]["subtype"] for vp in pair] == ["success", "success"]
+    after = await client.vp_stats(pair)
+    assert after[0].pid == after[1].pid != before[0].pid
+    await _one_result_per_turn(rt, group.id, [first.message_id, nxt.message_id])

@@ -36,7 +36,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 PAIR = ["steve", "linus"]
 # About three seconds a reply: long enough to kill a node mid-stream.
 MODEL = "offline:default?ttft=0&tps=40&tokens=120"
-VP_ACTOR = "ray::VPActor"
+VP_ACTOR = "ray::VPHost"
 
 
 @dataclass

@@ -10,6 +10,7 @@ import ray
 from actors.transcripts import load_conversation
 from coordinator.errors import GroupError, GroupErrorCode
 from coordinator.results import CancelResult
+from coordinator.vps import host_name
 from engine.providers.offline import OfflineProvider
 from protocol import GroupSettingsPatch
 from tests.fixtures.ray_cluster import MakeRuntime
@@ -59,6 +60,29 @@ async def test_mentions_answer_concurrently(make_runtime: MakeRuntime) -> None:
     assert out.dispatched == ROSTER
     assert set(results(await all_events(rt, group.id))) == set(ROSTER)
     assert wall < 0.6 * 3 * 0.75, f"took {wall:.2f}s: not concurrent"
+
+
+async def test_vps_sharing_a_process_answer_concurrently_each_with_its_own_model(
+    make_runtime: MakeRuntime,
+) -> None:
+    rt = make_runtime(engine={"model": "offline:default?ttft=0.6"}, vp_hosts=1)
+    group = await rt.create_group("team", ROSTER)
+    before = await rt.group(group.id).vp_stats(ROSTER)
+    assert len({s.pid for s in before}) == 1
+    started = time.monotonic()
+    await rt.group(group.id).ingest("ann", "@steve @linus @martin thoughts?")
+    assert await rt.group(group.id).wait_idle()
+    wall = time.monotonic() - started
+    assert set(results(await all_events(rt, group.id))) == set(ROSTER)
+    assert wall < 0.6 * 3 * 0.75, f"took {wall:.2f}s: not concurrent"
+
+    # A scripted model is each VP's own, as if it had a process of its own.
+    scripted = make_runtime(provider_overrides={"offline": OfflineProvider()}, vp_hosts=1)
+    group = await scripted.create_group("team", ROSTER)
+    await scripted.group(group.id).ingest("ann", "@all thoughts?")
+    assert await scripted.group(group.id).wait_idle()
+    stats = await scripted.group(group.id).vp_stats(ROSTER)
+    assert [s.model_calls for s in stats] == [1, 1, 1]
 
 
 async def test_all_and_fanout_cap(make_runtime: MakeRuntime) -> None:
@@ -247,7 +271,7 @@ async def test_killed_vp_actor_restarts_and_the_group_goes_on(make_runtime: Make
         ),
     )
     ray.kill(
-        ray.get_actor(rt.config.actor_name("vp", "linus"), namespace=rt.config.namespace),
+        ray.get_actor(host_name(rt.config, "linus"), namespace=rt.config.namespace),
         no_restart=False,
     )
     assert await rt.group(group.id).wait_idle(20)
@@ -273,7 +297,7 @@ async def test_a_vp_actor_killed_for_good_says_it_was_not_restarted(
     await wait_for_event(
         rt, group.id, lambda e: e.get("vpId") == "linus" and e.get("type") == "yeaft_output"
     )
-    vp = ray.get_actor(rt.config.actor_name("vp", "linus"), namespace=rt.config.namespace)
+    vp = ray.get_actor(host_name(rt.config, "linus"), namespace=rt.config.namespace)
     ray.kill(vp, no_restart=True)
     assert await rt.group(group.id).wait_idle(20)
     (lost,) = results(await all_events(rt, group.id))["linus"]
@@ -390,9 +414,8 @@ async def test_a_new_groups_vp_actors_start_before_its_first_message(
 ) -> None:
     rt = make_runtime()
     group = await rt.create_group("warm", ["kent", "grace"], members=["ann"])
-    names = [rt.config.actor_name("vp", v) for v in group.roster]
     # Nothing was sent to the group: the actors exist because it was created.
-    for name in names:
-        handle = ray.get_actor(name, namespace=rt.config.namespace)
-        stats = await handle.stats.remote()
-        assert stats.vp_id in group.roster and stats.model_calls == 0
+    for vp in group.roster:
+        handle = ray.get_actor(host_name(rt.config, vp), namespace=rt.config.namespace)
+        stats = await handle.stats.remote(vp)
+        assert stats.vp_id == vp and stats.model_calls == 0

@@ -1,0 +1,89 @@
+"""The Ray actor that hosts VPs: one VP per process, or several in a pool.
+
+A VP (:class:`~actors.vp_actor.VPActor`) is a persona's engine and turns;
+a :class:`VPHost` is the process it runs in. With ``RuntimeConfig.vp_hosts``
+at 0 every VP has a host of its own (the cluster shape: Ray spreads them over
+the nodes, and a crash takes one VP with it); with N > 0 the VPs share N
+hosts, each VP in the one its id hashes to (the laptop shape: a process, its
+Ray core worker and its imports serve several VPs, so memory, idle CPU and
+the first message's wait for processes to start shrink with the roster).
+Either way a VP behaves the same: its turns, queue, questions, MCP
+connections and scripted test models are its own; the host shares only the
+store, memory and provider-state connections and the attachment store.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from actors.config import RuntimeConfig
+from actors.turns import TurnOutcome, TurnRequest
+from actors.vp_actor import VPActor, VPShared, VPStats
+from engine.mcp import McpConfig
+from team.calls import ModelCall
+
+
+class VPHost:
+    """The Ray-facing side of the VPs in one process; each call names its VP.
+
+    VPs are made on their first call, so a host restarted by Ray after a
+    crash makes them again as their turns arrive, with the configuration it
+    holds (the last one ``set_mcp`` gave it, for VPs made since).
+    """
+
+    def __init__(self, config: RuntimeConfig) -> None:
+        self.config = config
+        self._shared: VPShared | None = None
+        self._vps: dict[str, VPActor] = {}
+
+    def _vp(self, vp_id: str) -> VPActor:
+        vp = self._vps.get(vp_id)
+        if vp is None:
+            if self._shared is None:
+                self._shared = VPShared.open(self.config)
+            vp = self._vps[vp_id] = VPActor(vp_id, self.config, self._shared)
+        return vp
+
+    async def ping(self, vp_id: str) -> str:
+        return await self._vp(vp_id).ping()
+
+    async def run_turn(self, req: TurnRequest) -> TurnOutcome:
+        """Run a turn on its VP (``req.vp_id``): see :meth:`VPActor.run_turn`."""
+        return await self._vp(req.vp_id).run_turn(req)
+
+    async def running(self, vp_id: str) -> list[str]:
+        """The turns ``vp_id`` holds here, queued or running (none if it was never made)."""
+        vp = self._vps.get(vp_id)
+        return [] if vp is None else await vp.running()
+
+    async def follow(self, vp_id: str, turn_id: str) -> TurnOutcome | None:
+        vp = self._vps.get(vp_id)
+        return None if vp is None else await vp.follow(turn_id)
+
+    async def abort(
+        self, vp_id: str, group_id: str, turn_id: str | None = None, at: float | None = None
+    ) -> int:
+        return await self._vp(vp_id).abort(group_id, turn_id, at)
+
+    async def answer(
+        self, vp_id: str, request_id: str, answer: str, group_id: str | None = None
+    ) -> bool:
+        return await self._vp(vp_id).answer(request_id, answer, group_id)
+
+    async def question_group(self, vp_id: str, request_id: str) -> str | None:
+        vp = self._vps.get(vp_id)
+        return None if vp is None else await vp.question_group(request_id)
+
+    async def complete(
+        self, vp_id: str, call: ModelCall, model: str | None, group_id: str, chain_id: str
+    ) -> str:
+        return await self._vp(vp_id).complete(call, model, group_id, chain_id)
+
+    async def set_mcp(self, config: McpConfig) -> None:
+        """Every VP here uses these MCP servers from its next turn on; VPs made later too."""
+        self.config = dataclasses.replace(self.config, mcp=config)
+        for vp in list(self._vps.values()):
+            await vp.set_mcp(config)
+
+    async def stats(self, vp_id: str) -> VPStats:
+        return await self._vp(vp_id).stats()

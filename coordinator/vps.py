@@ -1,0 +1,116 @@
+"""How the coordinator reaches a VP: the host actor it runs in, and typed calls on it.
+
+Which host runs a VP is decided by its id alone (``RuntimeConfig.vp_hosts``:
+0 gives each VP a host named after it, N > 0 hashes VPs over N pooled
+hosts), so every coordinator shard and every gateway finds the same one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import cast
+
+import ray
+from ray.actor import ActorHandle
+
+from actors.config import RuntimeConfig
+from actors.turns import TurnOutcome, TurnRequest
+from actors.vp_actor import VPStats
+from actors.vp_host import VPHost
+from coordinator.shards import shard_of
+from team.calls import ModelCall
+
+VPHostActor = ray.remote(VPHost)
+# A VP's own host is named after the VP; pooled hosts by their number.
+OWN_HOST = "vp"
+POOLED_HOST = "vps"
+
+
+def host_name(config: RuntimeConfig, vp_id: str) -> str:
+    """The actor name of the host that runs ``vp_id``."""
+    if config.vp_hosts <= 0:
+        return config.actor_name(OWN_HOST, vp_id)
+    return config.actor_name(POOLED_HOST, shard_of(vp_id, config.vp_hosts))
+
+
+def host_prefixes(config: RuntimeConfig) -> tuple[str, str]:
+    """The name prefixes of a deployment's VP hosts, of either kind."""
+    return config.actor_name(OWN_HOST, ""), config.actor_name(POOLED_HOST, "")
+
+
+def start_host(config: RuntimeConfig, vp_id: str) -> ActorHandle[VPHost]:
+    """The host of ``vp_id``, found by name or started (at once: its process starts behind)."""
+    started = VPHostActor.options(
+        name=host_name(config, vp_id),
+        namespace=config.namespace,
+        get_if_exists=True,
+        lifetime="detached",
+        max_restarts=config.vp_max_restarts,
+        max_task_retries=0,
+        num_cpus=0,
+        resources=dict(config.vp_resources),
+        scheduling_strategy=config.actor_placement.strategy,
+        max_concurrency=1000,
+    ).remote(config)
+    return cast("ActorHandle[VPHost]", started)
+
+
+def find_host(config: RuntimeConfig, vp_id: str) -> ActorHandle[VPHost] | None:
+    """The host of ``vp_id`` if it is running; never starts one."""
+    try:
+        found = ray.get_actor(host_name(config, vp_id), namespace=config.namespace)
+    except ValueError:
+        return None
+    return cast("ActorHandle[VPHost]", found)
+
+
+@dataclass(frozen=True, slots=True)
+class VPClient:
+    """One VP as the coordinator calls it: its host's handle and its id."""
+
+    host: ActorHandle[VPHost]
+    vp_id: str
+
+    def run_turn(self, req: TurnRequest) -> ray.ObjectRef[TurnOutcome]:
+        """Send a turn; the reference resolves to its outcome."""
+        return self.host.run_turn.remote(req)
+
+    def warm(self) -> None:
+        """Make the VP in its host now (not awaited): its first turn finds it ready."""
+        self.host.ping.remote(self.vp_id)
+
+    async def ping(self) -> str:
+        answer: str = await self.host.ping.remote(self.vp_id)
+        return answer
+
+    async def running(self) -> list[str]:
+        turns: list[str] = await self.host.running.remote(self.vp_id)
+        return turns
+
+    async def follow(self, turn_id: str) -> TurnOutcome | None:
+        outcome: TurnOutcome | None = await self.host.follow.remote(self.vp_id, turn_id)
+        return outcome
+
+    async def abort(
+        self, group_id: str, turn_id: str | None = None, at: float | None = None
+    ) -> int:
+        count: int = await self.host.abort.remote(self.vp_id, group_id, turn_id, at)
+        return count
+
+    async def answer(self, request_id: str, answer: str, group_id: str) -> bool:
+        delivered: bool = await self.host.answer.remote(self.vp_id, request_id, answer, group_id)
+        return delivered
+
+    async def question_group(self, request_id: str) -> str | None:
+        group_id: str | None = await self.host.question_group.remote(self.vp_id, request_id)
+        return group_id
+
+    async def complete(
+        self, call: ModelCall, model: str | None, group_id: str, chain_id: str
+    ) -> str:
+        text: str = await self.host.complete.remote(self.vp_id, call, model, group_id, chain_id)
+        return text
+
+    async def stats(self) -> VPStats:
+        stats: VPStats = await self.host.stats.remote(self.vp_id)
+        return stats
