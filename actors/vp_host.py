@@ -20,6 +20,8 @@ from actors.config import RuntimeConfig
 from actors.turns import TurnOutcome, TurnRequest
 from actors.vp_actor import VPActor, VPShared, VPStats
 from engine.mcp import McpConfig
+from engine.models import UnknownModel
+from engine.providers.registry import ProviderRegistry
 from team.calls import ModelCall
 
 
@@ -33,14 +35,21 @@ class VPHost:
 
     def __init__(self, config: RuntimeConfig) -> None:
         self.config = config
-        self._shared: VPShared | None = None
+        self._shared = VPShared.open(config)
+        # The SDKs of the configured models are imported while the process
+        # is idle, not in the first turn of each process.
+        engine = config.engine
+        try:
+            default: str | None = engine.default_model()
+        except UnknownModel:
+            default = None
+        registry = ProviderRegistry(engine, overrides=config.provider_overrides)
+        registry.preload([default, engine.fast_model, *engine.fallback_models])
         self._vps: dict[str, VPActor] = {}
 
     def _vp(self, vp_id: str) -> VPActor:
         vp = self._vps.get(vp_id)
         if vp is None:
-            if self._shared is None:
-                self._shared = VPShared.open(self.config)
             vp = self._vps[vp_id] = VPActor(vp_id, self.config, self._shared)
         return vp
 

@@ -115,6 +115,7 @@ async def measure(args: argparse.Namespace, server: Server, size: int, roster: l
         await server.start()
         ready = time.perf_counter() - server.created
         token, http = await login(server.url, server.password)
+        await asyncio.sleep(args.settle)
         t0 = time.perf_counter()
         gid = await new_group(http, "cost", roster[:size])
         client = Client(server.url, token)
@@ -185,6 +186,9 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[1, 5, 16])
     parser.add_argument("--messages", type=int, default=5)
     parser.add_argument("--idle", type=float, default=10.0, help="seconds of idle measured")
+    parser.add_argument(
+        "--settle", type=float, default=0.0, help="seconds between ready and the first message"
+    )
     parser.add_argument("--store", default=None, help="store URL (default: embedded)")
     parser.add_argument("--server-root", type=Path, default=ROOT, help="serve from this checkout")
     parser.add_argument(

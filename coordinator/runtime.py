@@ -22,7 +22,7 @@ from coordinator.client import CoordinatorClient
 from coordinator.coordinator import CoordinatorWorker
 from coordinator.results import DrainResult, RecoveryReport
 from coordinator.shards import shard_of
-from coordinator.vps import host_prefixes
+from coordinator.vps import host_prefixes, start_pool
 from engine.mcp import McpConfig
 from protocol.settings import GroupSettingsPatch
 from store.base import Group, Store, new_id
@@ -66,6 +66,10 @@ class Runtime:
     def group(self, group_id: str) -> CoordinatorClient:
         """The typed client for ``group_id``'s coordinator."""
         return CoordinatorClient(self._coordinator(group_id), group_id)
+
+    def start_vp_hosts(self) -> int:
+        """Start the pooled VP host processes now, not on a first message; returns how many."""
+        return start_pool(self.config)
 
     async def recover(self) -> RecoveryReport:
         """Start every coordinator shard and wait until each took back its unfinished turns.

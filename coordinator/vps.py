@@ -40,8 +40,23 @@ def host_prefixes(config: RuntimeConfig) -> tuple[str, str]:
 
 def start_host(config: RuntimeConfig, vp_id: str) -> ActorHandle[VPHost]:
     """The host of ``vp_id``, found by name or started (at once: its process starts behind)."""
+    return _start(config, host_name(config, vp_id))
+
+
+def start_pool(config: RuntimeConfig) -> int:
+    """Start every pooled host now (none with a host per VP); returns how many.
+
+    A local instance calls this at start, so no first message waits for a
+    process to start and import the engine.
+    """
+    for i in range(max(0, config.vp_hosts)):
+        _start(config, config.actor_name(POOLED_HOST, i))
+    return max(0, config.vp_hosts)
+
+
+def _start(config: RuntimeConfig, name: str) -> ActorHandle[VPHost]:
     started = VPHostActor.options(
-        name=host_name(config, vp_id),
+        name=name,
         namespace=config.namespace,
         get_if_exists=True,
         lifetime="detached",

@@ -393,6 +393,10 @@ def run_server(
         init.update(
             include_dashboard=False,
             runtime_env={"env_vars": {"PYTHONPATH": pythonpath}},
+            # Ray starts a worker per core for the first driver, without this
+            # job's runtime env; no actor can use them (an actor's worker
+            # must have it), so they would only take memory and start-up CPU.
+            _system_config={"prestart_worker_first_driver": False},
         )
     else:
         init["address"] = address
@@ -406,6 +410,8 @@ def run_server(
 
 async def _serve(settings: GatewaySettings, runtime: Runtime, *, owns_cluster: bool) -> None:
     """Recover unfinished turns, serve, and on a stop drain the turns of a local instance."""
+    # Their processes start beside the coordinators' and the server's own.
+    runtime.start_vp_hosts()
     recovered = await runtime.recover()
     if recovered.followed or recovered.rerun or recovered.interrupted:
         log.warning(

@@ -409,6 +409,17 @@ async def test_cancel_one_vp_leaves_the_others(make_runtime: MakeRuntime) -> Non
     assert res["steve"][-1]["subtype"] == "success"
 
 
+async def test_pooled_vp_hosts_start_with_the_runtime_before_any_group(
+    make_runtime: MakeRuntime,
+) -> None:
+    rt = make_runtime()
+    assert rt.start_vp_hosts() == 2
+    for i in range(2):
+        handle = ray.get_actor(rt.config.actor_name("vps", i), namespace=rt.config.namespace)
+        assert await handle.running.remote("steve") == []
+    assert make_runtime(vp_hosts=0).start_vp_hosts() == 0
+
+
 async def test_a_new_groups_vp_actors_start_before_its_first_message(
     make_runtime: MakeRuntime,
 ) -> None:

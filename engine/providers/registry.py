@@ -9,7 +9,8 @@ here, as the SDK client is made.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import importlib
+from collections.abc import Iterable, Mapping
 
 from engine.credentials import Credential
 from engine.errors import ErrorKind, ModelError
@@ -19,6 +20,8 @@ from engine.providers.offline import OfflineProvider
 from engine.settings import EngineConfig
 
 KNOWN = ("openai", "anthropic", "offline")
+# The vendors whose SDK a provider module imports (about half a second each).
+SDK_VENDORS = ("openai", "anthropic")
 # Passed when no base URL is configured, so the SDK never falls back to
 # ANTHROPIC_BASE_URL from the environment of the process it runs in.
 ANTHROPIC_URL = "https://api.anthropic.com"
@@ -114,6 +117,22 @@ class ProviderRegistry:
             ErrorKind.MODEL_NOT_FOUND,
             f"unknown provider {vendor!r}; use one of {', '.join(KNOWN)} (e.g. openai:gpt-4o)",
         )
+
+    def preload(self, models: Iterable[str | None]) -> None:
+        """Import the SDKs of these models' vendors now instead of at their first call.
+
+        A process that starts idle pays the import before anyone waits on
+        it; a model string that does not resolve is left to its first call.
+        """
+        for model in models:
+            if not model:
+                continue
+            try:
+                vendor, _ = split_model(model, self.settings.registry())
+            except ModelError:
+                continue
+            if vendor in SDK_VENDORS and vendor not in self._overrides:
+                importlib.import_module(f"engine.providers.{vendor}")
 
     def has_override(self, vendor: str) -> bool:
         return vendor in self._overrides
