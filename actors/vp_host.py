@@ -28,9 +28,10 @@ from team.calls import ModelCall
 class VPHost:
     """The Ray-facing side of the VPs in one process; each call names its VP.
 
-    VPs are made on their first call, so a host restarted by Ray after a
-    crash makes them again as their turns arrive, with the configuration it
-    holds (the last one ``set_mcp`` gave it, for VPs made since).
+    VPs are made on their first call (a group's creation warms them), so a
+    host that Ray restarts after a crash makes them again as their turns
+    arrive, with the configuration it was started with; ``set_mcp`` changes
+    it for the VPs it holds and those it makes later.
     """
 
     def __init__(self, config: RuntimeConfig) -> None:

@@ -65,7 +65,10 @@ def _start(config: RuntimeConfig, name: str) -> ActorHandle[VPHost]:
         num_cpus=0,
         resources=dict(config.vp_resources),
         scheduling_strategy=config.actor_placement.strategy,
-        max_concurrency=1000,
+        # Every VP of a pooled host may have its admitted turns waiting in
+        # their lanes (each holds a call), and an abort or an answer that
+        # releases them must still get in.
+        max_concurrency=10_000,
     ).remote(config)
     return cast("ActorHandle[VPHost]", started)
 
