@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from typing import cast
 
 import ray
-from ray import cloudpickle
 from ray.actor import ActorHandle
 
 from actors.attachments import open_files
@@ -100,7 +99,6 @@ class VPActor:
     """
 
     def __init__(self, vp_id: str, config: RuntimeConfig, shared: VPShared | None = None) -> None:
-        hosted = shared is not None
         shared = shared or VPShared.open(config)
         personas = PersonaDirectory.open(config.personas_dir)
         persona = personas.library.get(vp_id)
@@ -111,13 +109,7 @@ class VPActor:
         if model is None and persona.model_hint == "fast" and settings.fast_model:
             model = settings.fast_model
         self.config = config
-        # A VP's own copy of the test and benchmark providers, as if it had a
-        # process of its own (a scripted model keeps its script per VP).
-        overrides = config.provider_overrides
-        if overrides and hosted:
-            overrides = cloudpickle.loads(cloudpickle.dumps(overrides))
-        self.overrides = overrides
-        self.providers = ProviderRegistry(settings, overrides=overrides)
+        self.providers = ProviderRegistry(settings, overrides=config.provider_overrides)
         tools = ToolRegistry(vp_tools(settings))
         # Credential cooldowns and provider-lane slots, shared by every actor
         # of the deployment through the store.
@@ -321,5 +313,5 @@ class VPActor:
         await self.services.mcp.aclose()
 
     async def stats(self) -> VPStats:
-        calls = sum(getattr(p, "calls", 0) for p in self.overrides.values())
+        calls = sum(getattr(p, "calls", 0) for p in self.config.provider_overrides.values())
         return VPStats(self.vp_id, calls, len(self._running), os.getpid())

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import dataclasses
 
+from ray import cloudpickle
+
 from actors.config import RuntimeConfig
 from actors.turns import TurnOutcome, TurnRequest
 from actors.vp_actor import VPActor, VPShared, VPStats
 from engine.mcp import McpConfig
-from engine.models import UnknownModel
 from engine.providers.registry import ProviderRegistry
 from team.calls import ModelCall
 
@@ -39,19 +40,19 @@ class VPHost:
         self._shared = VPShared.open(config)
         # The SDKs of the configured models are imported while the process
         # is idle, not in the first turn of each process.
-        engine = config.engine
-        try:
-            default: str | None = engine.default_model()
-        except UnknownModel:
-            default = None
-        registry = ProviderRegistry(engine, overrides=config.provider_overrides)
-        registry.preload([default, engine.fast_model, *engine.fallback_models])
+        ProviderRegistry(config.engine, overrides=config.provider_overrides).preload()
         self._vps: dict[str, VPActor] = {}
 
     def _vp(self, vp_id: str) -> VPActor:
         vp = self._vps.get(vp_id)
         if vp is None:
-            vp = self._vps[vp_id] = VPActor(vp_id, self.config, self._shared)
+            config = self.config
+            if config.provider_overrides:
+                # A VP's own copy of the test and benchmark providers, as if it
+                # had a process of its own (a scripted model keeps its script).
+                own = cloudpickle.loads(cloudpickle.dumps(config.provider_overrides))
+                config = dataclasses.replace(config, provider_overrides=own)
+            vp = self._vps[vp_id] = VPActor(vp_id, config, self._shared)
         return vp
 
     async def ping(self, vp_id: str) -> str:

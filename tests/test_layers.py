@@ -65,17 +65,36 @@ def test_a_vp_actor_without_mcp_servers_never_loads_an_sdk() -> None:
     # most of a second and about 25 MB, redis 150 ms and 9 MB): they are
     # imported on first use, redis only by a deployment on Redis.
     code = (
-        "import sys\n"
         "import actors.vp_actor, coordinator.coordinator, gateway.server\n"
         "from engine.mcp import McpConfig, McpManager\n"
         "McpManager(McpConfig())\n"
+    )
+    loaded = _sdks_loaded_by(code)
+    assert loaded == "[]", loaded
+
+
+def test_preload_imports_the_sdks_of_the_configured_models_only() -> None:
+    code = (
+        "from engine.providers.registry import ProviderRegistry\n"
+        "from engine.settings import EngineConfig\n"
+        "config = EngineConfig(model='openai:gpt-4o', fast_model='nobody:x',\n"
+        "                      fallback_models=('offline:default',))\n"
+        "ProviderRegistry(config).preload()\n"
+    )
+    assert _sdks_loaded_by(code) == "['openai']"
+
+
+def _sdks_loaded_by(code: str) -> str:
+    """The SDKs (sorted, printed) a fresh interpreter has loaded after running ``code``."""
+    probe = code + (
+        "import sys\n"
         "sdks = ('mcp', 'mcp_types', 'openai', 'anthropic', 'redis')\n"
         "print(sorted(m for m in sdks if m in sys.modules))"
     )
     out = subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True
     )
-    assert out.stdout.strip() == "[]", out.stdout
+    return out.stdout.strip()
 
 
 def _module_name(path: Path) -> str:

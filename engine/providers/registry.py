@@ -10,7 +10,7 @@ here, as the SDK client is made.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 
 from engine.credentials import Credential
 from engine.errors import ErrorKind, ModelError
@@ -118,13 +118,18 @@ class ProviderRegistry:
             f"unknown provider {vendor!r}; use one of {', '.join(KNOWN)} (e.g. openai:gpt-4o)",
         )
 
-    def preload(self, models: Iterable[str | None]) -> None:
-        """Import the SDKs of these models' vendors now instead of at their first call.
+    def preload(self) -> None:
+        """Import the SDKs of the configured models' vendors now, not at their first call.
 
         A process that starts idle pays the import before anyone waits on
         it; a model string that does not resolve is left to its first call.
         """
-        for model in models:
+        s = self.settings
+        try:
+            default: str | None = s.default_model()
+        except UnknownModel:
+            default = None
+        for model in (default, s.fast_model, *s.fallback_models):
             if not model:
                 continue
             try:
