@@ -5,8 +5,11 @@ watching client would cost a frame, an event-log append and a fan-out per
 few characters. ``WebBridge`` therefore coalesces text and thinking deltas:
 the first delta of a stretch goes out at once (so time to first token is not
 delayed), later ones are held until ``flush_chars`` characters are waiting or
-``flush_interval`` seconds have passed since the last flush. Any other event
-flushes what is held first, so the client sees events in engine order.
+``flush_interval`` seconds have passed since the last flush was taken (its
+send returned: under load a flush waits for the store, and the deltas that
+arrive meanwhile join the next one instead of each becoming a write). Any
+other event flushes what is held first, so the client sees events in engine
+order.
 
 The mapping itself is a set of pure functions (``text_payload``,
 ``result_payload``...) so that other producers of ``data`` payloads can
@@ -300,11 +303,16 @@ class WebBridge:
         text = "".join(self._held)
         signature = self._signature
         self._held, self._held_chars, self._signature = [], 0, None
-        self._last_flush = self._clock()
-        if kind == "text":
-            await self._send(text_payload(text))
-        else:
-            await self._send(thinking_payload(text, signature))
+        try:
+            if kind == "text":
+                await self._send(text_payload(text))
+            else:
+                await self._send(thinking_payload(text, signature))
+        finally:
+            # Counted from when the send returned, not from when it began: a
+            # slow store (a busy machine) must mean fewer, larger writes, not
+            # one write per delta that arrives while the last one is queued.
+            self._last_flush = self._clock()
 
     async def _run_timer(self) -> None:
         """Flush held deltas once ``flush_interval`` has passed since the last flush."""

@@ -346,6 +346,27 @@ async def test_flush_when_interval_passed_by_the_clock(recorder: Recorder) -> No
     await bridge.close()
 
 
+async def test_a_slow_send_makes_the_next_flush_larger(recorder: Recorder) -> None:
+    """The interval counts from when a flush's send returned, not from when it began.
+
+    Under load the store is slow; counted from the start, every delta that
+    arrives after a slow write would be due at once and become a write of
+    its own, and more writes make the store slower still.
+    """
+    clock = FakeClock()
+
+    async def slow_store(payload: Payload) -> None:
+        await recorder(payload)
+        clock.now += 1.0
+
+    bridge = WebBridge(slow_store, "c", flush_interval=0.5, clock=clock)
+    for piece in "abcdefgh":
+        await bridge.feed(TextDelta(piece))
+        clock.now += 0.125
+    await bridge.close()
+    assert recorder.blocks() == [("text", "a"), ("text", "bcde"), ("text", "fgh")]
+
+
 async def test_timer_flushes_without_another_delta(recorder: Recorder) -> None:
     bridge = WebBridge(recorder, "c", flush_interval=0.01)
     await bridge.feed(TextDelta("a"))
