@@ -19,6 +19,7 @@ import dataclasses
 from ray import cloudpickle
 
 from actors.config import RuntimeConfig
+from actors.process import settle
 from actors.turns import TurnOutcome, TurnRequest
 from actors.vp_actor import VPActor, VPShared, VPStats
 from engine.mcp import McpConfig
@@ -42,6 +43,7 @@ class VPHost:
         # is idle, not in the first turn of each process.
         ProviderRegistry(config.engine, overrides=config.provider_overrides).preload()
         self._vps: dict[str, VPActor] = {}
+        settle()
 
     def _vp(self, vp_id: str) -> VPActor:
         vp = self._vps.get(vp_id)

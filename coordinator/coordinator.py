@@ -20,6 +20,7 @@ from dataclasses import replace
 from typing import Any
 
 from actors.config import RuntimeConfig
+from actors.process import settle
 from actors.tools import vp_tools
 from actors.turns import ForwardRequest, QueuePolicy, TurnOrigin, TurnOutcome, TurnRequest
 from actors.vp_actor import VPStats
@@ -95,6 +96,7 @@ class CoordinatorWorker:
         # on its event loop), so a coordinator Ray restarts takes its turns
         # back even if no call comes; every turn operation waits for it.
         self._recovery: asyncio.Task[RecoveryReport] | None = None
+        settle()
         try:
             asyncio.get_running_loop()
         except RuntimeError:

@@ -31,6 +31,7 @@ from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from actors.process import settle
 from gateway import (
     attachments_http,
     conversations_http,
@@ -454,4 +455,5 @@ class _AnnouncingServer(uvicorn.Server):
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
         if self.started:
+            settle()
             print(f"{READY_LINE} {self.url}", flush=True)
