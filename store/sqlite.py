@@ -14,6 +14,11 @@ Why it looks like this:
   Every operation handed to ``run`` is therefore either read-only or one
   transaction that rolls back whole on failure, so running it again is safe.
 - Every ``sqlite3.Error`` leaves as ``StoreError`` naming the file.
+- The WAL is copied back into the database (a checkpoint, which syncs the
+  file to disk) by a thread of its own, never by a committing write: SQLite
+  would otherwise run it inside whichever COMMIT crossed 1,000 pages, and
+  that write, and every write queued behind it on the thread (all the VPs of
+  a process share one), would wait tens of milliseconds on the disk.
 """
 
 from __future__ import annotations
@@ -22,9 +27,11 @@ import asyncio
 import contextlib
 import logging
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
@@ -36,6 +43,11 @@ T = TypeVar("T")
 
 _FIRST_BACKOFF = 0.01
 _MAX_BACKOFF = 0.5
+
+CHECKPOINT_INTERVAL = 2.0
+"""Seconds after a write at most before the checkpointer copies it into the database."""
+CHECKPOINT_WRITES = 500
+"""Writes of this process that make the checkpointer run at once."""
 
 
 def is_busy(exc: sqlite3.Error) -> bool:
@@ -63,13 +75,19 @@ def _retrying(fn: Callable[[], T], budget: float) -> T:
         delay = min(delay * 2, _MAX_BACKOFF)
 
 
-def connect(path: Path, busy_timeout: float) -> sqlite3.Connection:
+def connect(
+    path: Path, busy_timeout: float, *, checkpoints: bool = True, any_thread: bool = False
+) -> sqlite3.Connection:
     """A connection to ``path`` in WAL mode with a busy timeout, in autocommit mode.
 
     Transactions are explicit (``write_txn``, ``read_txn``). Call it on the
-    thread that will use the connection.
+    thread that will use the connection, or pass ``any_thread`` and use it
+    under a lock. ``checkpoints=False``: its commits never checkpoint
+    (someone else does, see the module notes).
     """
-    conn = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None)
+    conn = sqlite3.connect(
+        path, timeout=busy_timeout, isolation_level=None, check_same_thread=not any_thread
+    )
     try:
         conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
         # Switching a new file to WAL needs a brief exclusive lock that the
@@ -79,6 +97,8 @@ def connect(path: Path, busy_timeout: float) -> sqlite3.Connection:
         # NORMAL in WAL mode survives a crash of any process; only a power
         # loss can drop the last commits. FULL would fsync every commit.
         conn.execute("PRAGMA synchronous = NORMAL")
+        if not checkpoints:
+            conn.execute("PRAGMA wal_autocheckpoint = 0")
     except BaseException:
         conn.close()
         raise
@@ -115,6 +135,97 @@ def read_txn(conn: sqlite3.Connection) -> Iterator[None]:
             conn.execute("COMMIT")
 
 
+@dataclass(frozen=True)
+class Checkpoint:
+    """One checkpoint's outcome: frames in the WAL, and how many are now in the database."""
+
+    busy: bool
+    wal_frames: int
+    copied: int
+
+
+def checkpoint(conn: sqlite3.Connection) -> Checkpoint:
+    """Copy what no reader still needs from the WAL into the database (never blocks writers)."""
+    busy, frames, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+    return Checkpoint(bool(busy), int(frames), int(copied))
+
+
+class _Checkpointer:
+    """The thread that checkpoints one file after writes, and sleeps while none come.
+
+    It runs ``interval`` seconds after the first write since its last pass,
+    or as soon as ``writes`` writes have gathered, whichever comes first: at
+    most as often as SQLite's own 1,000-page rule under load, and the WAL
+    stays about as small.
+    """
+
+    def __init__(
+        self, path: Path, busy_timeout: float, interval: float, writes: int, label: str
+    ) -> None:
+        self.path = path
+        self.busy_timeout = busy_timeout
+        self.interval = interval
+        self.writes = writes
+        self.label = label
+        self.last: Checkpoint | None = None
+        self._count = 0  # writes since the last pass (approximate: two threads touch it)
+        self._wrote = threading.Event()
+        self._due = threading.Event()
+        self._stop = threading.Event()
+        self.passed = threading.Event()  # set by each pass of the thread
+        self._lock = threading.Lock()  # one checkpoint at a time on the one connection
+        self._conn: sqlite3.Connection | None = None
+        self._thread: threading.Thread | None = None
+
+    def wrote(self) -> None:
+        """A write committed: checkpoint soon (starts the thread on the first)."""
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._run, name=f"yeaft-{self.label}-checkpoint", daemon=True
+            )
+            self._thread.start()
+        self._count += 1
+        if self._count >= self.writes:
+            self._due.set()
+        self._wrote.set()
+
+    def run_once(self) -> Checkpoint:
+        with self._lock:
+            if self._conn is None:
+                self._conn = connect(self.path, self.busy_timeout, any_thread=True)
+            self.last = checkpoint(self._conn)
+            return self.last
+
+    def _run(self) -> None:
+        while True:
+            self._wrote.wait()
+            self._due.wait(self.interval)
+            if self._stop.is_set():
+                return
+            self._wrote.clear()
+            self._due.clear()
+            self._count = 0
+            try:
+                self.run_once()
+            except sqlite3.Error:
+                # Another process checkpointing, or a broken file: the next
+                # write asks again, and the writes themselves are unaffected.
+                log.debug("checkpoint of %s failed", self.path, exc_info=True)
+            self.passed.set()
+
+    def close(self) -> None:
+        """Stop the thread (the last connection to close checkpoints what is left)."""
+        self._stop.set()
+        self._wrote.set()
+        self._due.set()
+        if self._thread is not None:
+            self._thread.join()
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+
 class SQLiteThread:
     """One connection to one SQLite file, used only from one dedicated thread.
 
@@ -136,11 +247,16 @@ class SQLiteThread:
         setup: Callable[[sqlite3.Connection], None],
         busy_timeout: float = 10.0,
         label: str = "sqlite",
+        checkpoint_interval: float = CHECKPOINT_INTERVAL,
+        checkpoint_writes: int = CHECKPOINT_WRITES,
     ) -> None:
         self.path = path
         self.busy_timeout = busy_timeout
         self.label = label
         self._setup = setup
+        self._checkpointer = _Checkpointer(
+            path, busy_timeout, checkpoint_interval, checkpoint_writes, label
+        )
         self._conn: sqlite3.Connection | None = None
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"yeaft-{label}")
         self._reader: sqlite3.Connection | None = None
@@ -163,7 +279,21 @@ class SQLiteThread:
         if self._closed:
             raise StoreError(f"{self.label} ({self.path}) is closed")
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, self._call, fn)
+        result = await loop.run_in_executor(self._executor, self._call, fn)
+        self._checkpointer.wrote()
+        return result
+
+    async def checkpoint(self) -> Checkpoint:
+        """Checkpoint now, on the checkpointer's connection (what its thread does after writes)."""
+        try:
+            return await asyncio.to_thread(self._checkpointer.run_once)
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.label} ({self.path}): {exc}") from exc
+
+    @property
+    def last_checkpoint(self) -> Checkpoint | None:
+        """The outcome of the latest checkpoint, or None before the first."""
+        return self._checkpointer.last
 
     async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run the read-only ``fn`` on the reading connection (see the class notes)."""
@@ -193,7 +323,7 @@ class SQLiteThread:
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            conn = connect(self.path, self.busy_timeout)
+            conn = connect(self.path, self.busy_timeout, checkpoints=False)
             try:
                 self._setup(conn)
             except BaseException:
@@ -211,6 +341,7 @@ class SQLiteThread:
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(self._read_executor, self._close_reader)
         await loop.run_in_executor(self._executor, self._close_conn)
+        await asyncio.to_thread(self._checkpointer.close)
         self._read_executor.shutdown(wait=False)
         self._executor.shutdown(wait=False)
 

@@ -118,3 +118,42 @@ async def test_the_memory_backend_reports_store_errors(tmp_path: Path) -> None:
     await memory.close()
     with pytest.raises(StoreError):
         await memory.get("nothing")
+
+
+def _blobs(conn: sqlite3.Connection) -> None:
+    with write_txn(conn):
+        conn.execute("CREATE TABLE IF NOT EXISTS b (v BLOB)")
+
+
+def _insert_blob(conn: sqlite3.Connection) -> None:
+    with write_txn(conn):
+        conn.execute("INSERT INTO b (v) VALUES (?)", (b"x" * 8192,))
+
+
+async def test_writes_leave_checkpoints_to_the_checkpointer(tmp_path: Path) -> None:
+    # The thread would wait an hour: only the explicit checkpoint below runs.
+    db = SQLiteThread(tmp_path / "x.sqlite3", setup=_blobs, checkpoint_interval=3600)
+    try:
+        for _ in range(400):
+            await db.run(_insert_blob)
+        done = await db.checkpoint()
+        # ~1,200 pages written: a commit that checkpointed would have let the
+        # WAL start over once it passed 1,000.
+        assert done.wal_frames > 1_100
+        assert done.copied == done.wal_frames
+        assert not done.busy
+    finally:
+        await db.close()
+
+
+async def test_the_checkpointer_copies_writes_on_its_own(tmp_path: Path) -> None:
+    db = SQLiteThread(tmp_path / "x.sqlite3", setup=_blobs, checkpoint_interval=0)
+    try:
+        await db.run(_insert_blob)
+        passed = db._checkpointer.passed
+        assert await asyncio.to_thread(passed.wait, 10)
+        done = db.last_checkpoint
+        assert done is not None and done.wal_frames > 0
+        assert done.copied == done.wal_frames
+    finally:
+        await db.close()
