@@ -19,7 +19,7 @@ import sqlite3
 import threading
 import time
 import weakref
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from pathlib import Path
 
 from store.embedded_schema import event_counter
@@ -113,15 +113,20 @@ class EventWaker:
 
     def wake(self, group_id: str) -> None:
         """A commit to ``group_id`` just happened here: wake every waiting reader of it."""
+        self.wake_all((group_id,))
+
+    def wake_all(self, group_ids: Collection[str]) -> None:
+        """A commit to these groups just happened here: wake their readers, here and elsewhere."""
         with _PEERS_LOCK:
             peers = list(_PEERS.get(str(self.path), ()))
         for peer in peers:
-            peer.notify((group_id,))
+            peer.notify(group_ids)
         try:
-            self._notifier.send(group_id)
+            # One datagram per process says "look"; the log says at what.
+            self._notifier.send(next(iter(group_ids)))
         except OSError:
             # The waiting processes still look on their own (poll_interval).
-            log.debug("wake-up datagrams for %s failed", group_id, exc_info=True)
+            log.debug("wake-up datagrams for %s failed", group_ids, exc_info=True)
 
     def _run(self) -> None:
         conn: sqlite3.Connection | None = None
