@@ -17,7 +17,7 @@ actor processes and a gateway) may open the same directory at once:
   subscriber filter reads, so a read never decodes JSON. A database made
   before those columns existed gets them, filled from the JSON, on open.
 - Appends that wait for the store thread together go in one transaction
-  (``store.embedded_appends``): under load, fewer and larger writes.
+  (``store.appends``): under load, fewer and larger writes.
 - A turn's result is appended in the same transaction that marks its record
   finished (``store.embedded_turns``), and only if it was not finished yet.
   The tables and migrations are in ``store.embedded_schema``.
@@ -49,6 +49,7 @@ from protocol import EventFrame
 from store import embedded_chat as chat_sql
 from store import embedded_turns as turn_sql
 from store._shared import DEFAULT_EVENT_RETENTION, check_retention, client_message_id
+from store.appends import Append, AppendQueue, Outcome
 from store.base import (
     Group,
     GroupMessage,
@@ -60,7 +61,6 @@ from store.base import (
     user_record_key,
 )
 from store.chatviews import TurnUsage
-from store.embedded_appends import AppendQueue
 from store.embedded_budgets import GROUP_TABLES as BUDGET_TABLES
 from store.embedded_budgets import EmbeddedBudgets
 from store.embedded_members import EmbeddedMembers
@@ -112,8 +112,8 @@ class EmbeddedStore(
             self.path, setup=self._setup, busy_timeout=busy_timeout, label="embedded store"
         )
         self._waker = EventWaker(self.path, poll_interval, busy_timeout)
-        # Appends waiting together share one transaction (store.embedded_appends).
-        self._appends = AppendQueue(self._run, self._append_event_sync, self._waker.wake_all)
+        # Appends waiting together share one transaction (store.appends).
+        self._appends = AppendQueue(self._write_appends, self._waker.wake_all)
 
     # -- plumbing ----------------------------------------------------------
     def _setup(self, conn: sqlite3.Connection) -> None:
@@ -324,6 +324,17 @@ class EmbeddedStore(
         if not encoded:
             return []
         return await self._appends.append(group_id, encoded)
+
+    async def _write_appends(self, appends: Sequence[Append]) -> list[Outcome]:
+        """One transaction for a batch of appends (``AppendQueue``); it fails whole."""
+
+        def op(conn: sqlite3.Connection) -> list[Outcome]:
+            with write_txn(conn):
+                return [
+                    [self._append_event_sync(conn, g, e) for e in events] for g, events in appends
+                ]
+
+        return await self._run(op)
 
     def _append_event_sync(
         self, conn: sqlite3.Connection, group_id: str, encoded: EncodedEvent

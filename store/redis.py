@@ -59,6 +59,7 @@ import redis.asyncio as aioredis
 from protocol import EventFrame
 from store import redis_scripts as scripts
 from store._shared import DEFAULT_EVENT_RETENTION, check_retention, client_message_id
+from store.appends import Append, AppendQueue, Outcome
 from store.base import (
     Group,
     GroupMessage,
@@ -169,6 +170,8 @@ class RedisStore(RedisMembers, RedisChatViews, RedisBudgets, RedisTasks, Store):
         self._create_group = self._r.register_script(scripts.CREATE_GROUP)
         self._append_message = self._r.register_script(scripts.APPEND_MESSAGE)
         self._append_event = self._r.register_script(scripts.APPEND_EVENT)
+        # Appends waiting together go in one round trip (store.appends).
+        self._appends = AppendQueue(self._write_appends)
         self._read_events = self._r.register_script(scripts.READ_EVENTS)
         self._add_turns = self._r.register_script(scripts.ADD_TURNS)
         self._start_turn = self._r.register_script(scripts.START_TURN)
@@ -311,29 +314,50 @@ class RedisStore(RedisMembers, RedisChatViews, RedisBudgets, RedisTasks, Store):
     # -- event log ---------------------------------------------------------
     async def append_event(self, group_id: str, frame: EventFrame) -> int:
         self._check_open()
-        encoded = encode_event(frame)
-        with _redis_errors():
-            seq = await self._append_event(
-                keys=self._event_keys(group_id),
-                args=[encoded.body, self.event_retention, *_header_fields(encoded)],
-            )
-        return int(seq)
+        return (await self._appends.append(group_id, [encode_event(frame)]))[0]
 
     async def append_events(self, group_id: str, frames: Sequence[EventFrame]) -> list[int]:
         self._check_open()
-        keys = self._event_keys(group_id)
+        encoded = [encode_event(frame) for frame in frames]
+        if not encoded:
+            return []
+        return await self._appends.append(group_id, encoded)
+
+    async def _write_appends(self, appends: Sequence[Append]) -> list[Outcome]:
+        """A batch of appends in one round trip (``AppendQueue``); each succeeds or fails alone.
+
+        MULTI keeps other writers' entries from coming between the events of
+        one append (and of the batch).
+        """
+        if len(appends) == 1 and len(appends[0][1]) == 1:
+            # Alone: one script call, not a MULTI/EXEC pipeline around it.
+            (group_id, [encoded]) = appends[0]
+            with _redis_errors():
+                seq = await self._append_event(
+                    keys=self._event_keys(group_id),
+                    args=[encoded.body, self.event_retention, *_header_fields(encoded)],
+                )
+            return [[int(seq)]]
         with _redis_errors():
-            # One round trip; MULTI keeps other writers' entries from coming between.
             async with self._r.pipeline(transaction=True) as pipe:
-                for frame in frames:
-                    encoded = encode_event(frame)
-                    await self._append_event(
-                        keys=keys,
-                        args=[encoded.body, self.event_retention, *_header_fields(encoded)],
-                        client=pipe,
-                    )
-                seqs = await pipe.execute()
-        return [int(seq) for seq in seqs]
+                for group_id, events in appends:
+                    keys = self._event_keys(group_id)
+                    for encoded in events:
+                        await self._append_event(
+                            keys=keys,
+                            args=[encoded.body, self.event_retention, *_header_fields(encoded)],
+                            client=pipe,
+                        )
+                replies = iter(await pipe.execute(raise_on_error=False))
+        outcomes: list[Outcome] = []
+        for _, events in appends:
+            got = [next(replies) for _ in events]
+            failed = next((r for r in got if isinstance(r, Exception)), None)
+            if failed is None:
+                outcomes.append([int(seq) for seq in got])
+            else:
+                outcomes.append(StoreError(f"redis store: {failed}"))
+        return outcomes
 
     async def read_events(
         self, group_id: str, after_seq: int, *, limit: int = 500, wait: float = 0.0

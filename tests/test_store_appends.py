@@ -1,4 +1,4 @@
-"""Group commit in the embedded store: appends that wait together share one transaction."""
+"""Group commit on both backends: appends that wait together share one write."""
 
 from __future__ import annotations
 
@@ -6,48 +6,55 @@ import asyncio
 import json
 from pathlib import Path
 
-from store import StoreError, new_id
+from store import Store, StoreError, new_id
+from store.appends import AppendQueue
 from store.embedded import EmbeddedStore
 from tests.fixtures.store_samples import notice
 
 
-async def test_an_append_alone_is_one_transaction(tmp_path: Path) -> None:
-    store = EmbeddedStore(tmp_path)
-    try:
-        gid = new_id("grp")
-        for i in range(3):
-            assert await store.append_event(gid, notice(i=i)) == i + 1
-        assert store._appends.transactions == 3
-    finally:
-        await store.close()
+def _queue(store: Store) -> AppendQueue:
+    queue = store._appends  # type: ignore[attr-defined]
+    assert isinstance(queue, AppendQueue)
+    return queue
 
 
-async def test_appends_waiting_together_share_a_transaction_and_keep_their_order(
-    tmp_path: Path,
-) -> None:
-    store = EmbeddedStore(tmp_path)
-    try:
-        groups = [new_id("grp") for _ in range(20)]
-        await store.append_event(groups[0], notice(i=-1))  # the file exists: no setup below
-        before = store._appends.transactions
+async def test_an_append_alone_is_one_write(store: Store) -> None:
+    gid = new_id("grp")
+    before = _queue(store).writes
+    for i in range(3):
+        assert await store.append_event(gid, notice(i=i)) == i + 1
+    assert _queue(store).writes - before == 3
 
-        async def stream(gid: str) -> list[int]:
-            # Each caller awaits its own appends one after another, as a turn does.
-            return [await store.append_event(gid, notice(g=gid, i=i)) for i in range(10)]
 
-        seqs = await asyncio.gather(*(stream(g) for g in groups))
-        took = store._appends.transactions - before
-        # 200 appends; each round of the 20 streams waits together.
-        assert took <= 40, took
-        first = 2  # groups[0] had one event already
-        assert seqs[0] == list(range(first, first + 10))
-        assert all(s == list(range(1, 11)) for s in seqs[1:])
-        for gid in groups:
-            batch = await store.read_events(gid, 0)
-            mine = [json.loads(e.text)["data"]["detail"] for e in batch.events]
-            assert [d["i"] for d in mine if d.get("g") == gid] == list(range(10))
-    finally:
-        await store.close()
+async def test_appends_waiting_together_share_a_write_and_keep_their_order(store: Store) -> None:
+    groups = [new_id("grp") for _ in range(20)]
+    await store.append_event(groups[0], notice(i=-1))
+    before = _queue(store).writes
+
+    async def stream(gid: str) -> list[int]:
+        # Each caller awaits its appends one after another, as a turn does;
+        # the second of each pair is a status and a payload together.
+        seqs = []
+        for i in range(5):
+            seqs.append(await store.append_event(gid, notice(g=gid, i=2 * i)))
+            seqs += await store.append_events(
+                gid, [notice(g=gid, i=2 * i + 1, part=0), notice(g=gid, i=2 * i + 1, part=1)]
+            )
+        return seqs
+
+    seqs = await asyncio.gather(*(stream(g) for g in groups))
+    # 200 appends of 300 events; each round of the 20 streams waits together.
+    assert _queue(store).writes - before <= 40
+    assert seqs[0] == list(range(2, 17))
+    assert all(s == list(range(1, 16)) for s in seqs[1:])
+    expected: list[tuple[int, int | None]] = []
+    for i in range(5):
+        expected += [(2 * i, None), (2 * i + 1, 0), (2 * i + 1, 1)]
+    for gid in groups:
+        batch = await store.read_events(gid, 0)
+        details = [json.loads(e.text)["data"]["detail"] for e in batch.events]
+        mine = [(d["i"], d.get("part")) for d in details if d.get("g") == gid]
+        assert mine == expected
 
 
 async def test_a_failed_shared_transaction_fails_every_append_in_it(tmp_path: Path) -> None:
