@@ -45,9 +45,9 @@ _FIRST_BACKOFF = 0.01
 _MAX_BACKOFF = 0.5
 
 CHECKPOINT_INTERVAL = 2.0
-"""Seconds after a write at most before the checkpointer copies it into the database."""
+"""Seconds without a write after which the checkpointer copies what was written."""
 CHECKPOINT_WRITES = 500
-"""Writes of this process that make the checkpointer run at once."""
+"""Writes of this process that make the checkpointer run even while writes go on."""
 
 
 def is_busy(exc: sqlite3.Error) -> bool:
@@ -153,10 +153,11 @@ def checkpoint(conn: sqlite3.Connection) -> Checkpoint:
 class _Checkpointer:
     """The thread that checkpoints one file after writes, and sleeps while none come.
 
-    It runs ``interval`` seconds after the first write since its last pass,
-    or as soon as ``writes`` writes have gathered, whichever comes first: at
-    most as often as SQLite's own 1,000-page rule under load, and the WAL
-    stays about as small.
+    It runs once ``writes`` writes have gathered since its last pass (a few
+    pages each: about as often as SQLite's own 1,000-page rule), or once the
+    writes pause for ``interval`` seconds. Not on a timer while writes go
+    on: each checkpoint syncs the file to disk, and a sync every few seconds
+    in each process slowed everyone's writes more than the rare large one.
     """
 
     def __init__(
@@ -199,10 +200,12 @@ class _Checkpointer:
     def _run(self) -> None:
         while True:
             self._wrote.wait()
-            self._due.wait(self.interval)
+            while True:
+                self._wrote.clear()
+                if self._due.wait(self.interval) or not self._wrote.is_set():
+                    break  # enough writes, or a pause in them
             if self._stop.is_set():
                 return
-            self._wrote.clear()
             self._due.clear()
             self._count = 0
             try:
