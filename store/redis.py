@@ -262,7 +262,7 @@ class RedisStore(RedisMembers, RedisChatViews, RedisBudgets, RedisTasks, Store):
         args += [len(postings), *postings]
         if announce is not None:
             encoded = encode_event(announce)
-            args += [encoded.body, self.event_retention, *_header_fields(encoded)]
+            args += self._event_args(encoded)
         with _redis_errors():
             stored, data = await self._append_message(keys=keys, args=args)
         if int(stored):
@@ -335,7 +335,7 @@ class RedisStore(RedisMembers, RedisChatViews, RedisBudgets, RedisTasks, Store):
             with _redis_errors():
                 seq = await self._append_event(
                     keys=self._event_keys(group_id),
-                    args=[encoded.body, self.event_retention, *_header_fields(encoded)],
+                    args=self._event_args(encoded),
                 )
             return [[int(seq)]]
         with _redis_errors():
@@ -345,7 +345,7 @@ class RedisStore(RedisMembers, RedisChatViews, RedisBudgets, RedisTasks, Store):
                     for encoded in events:
                         await self._append_event(
                             keys=keys,
-                            args=[encoded.body, self.event_retention, *_header_fields(encoded)],
+                            args=self._event_args(encoded),
                             client=pipe,
                         )
                 replies = iter(await pipe.execute(raise_on_error=False))
@@ -358,6 +358,10 @@ class RedisStore(RedisMembers, RedisChatViews, RedisBudgets, RedisTasks, Store):
             else:
                 outcomes.append(StoreError(f"redis store: {failed}"))
         return outcomes
+
+    def _event_args(self, encoded: EncodedEvent) -> list[str | int]:
+        """The APPEND_EVENT script's arguments for one event (also the tail of APPEND_MESSAGE's)."""
+        return [encoded.body, self.event_retention, *_header_fields(encoded)]
 
     async def read_events(
         self, group_id: str, after_seq: int, *, limit: int = 500, wait: float = 0.0
