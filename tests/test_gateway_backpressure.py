@@ -144,7 +144,7 @@ async def test_a_client_the_server_read_late_is_not_closed_as_abusive(
         await ws.send({"type": "ping"})
         await asyncio.sleep(0.15)
     release.set()
-    replies = [await ws.recv() for _ in range(9)]
+    replies = [await ws.next() for _ in range(9)]
     assert replies[0]["type"] == "group_update"
     limited = [r for r in replies if r["type"] == "error"]
     assert len(limited) > 3 and {r["code"] for r in limited} == {"rate_limited"}

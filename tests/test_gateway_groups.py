@@ -209,7 +209,7 @@ async def test_chat_is_acked_after_storage_and_resends_are_harmless(
     sent = [line for line in metrics.splitlines() if line.startswith("yeaft_envelopes_sent_total")]
     assert sent and float(sent[0].split()[1]) == len(ws.envelopes())
     await ws.send("{oops")
-    assert (await ws.recv())["code"] == "bad_json"
+    assert (await ws.next())["code"] == "bad_json"
     metrics = (await gw.http.get("/metrics")).text
     assert 'yeaft_error_frames_total{code="bad_json"} 1.0' in metrics
     await ws.close()

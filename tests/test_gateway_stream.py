@@ -192,7 +192,7 @@ async def test_last_seq_older_than_retention_gets_a_gap_error_then_continues(
 
     ws = await WsClient.open(gw, "ann")
     assert (await ws.request({"type": "subscribe", "groupId": gid, "lastSeq": 1}))["action"]
-    gap = await ws.recv()
+    gap = await ws.next()
     assert gap["type"] == "error" and gap["code"] == "gap"
     assert gap["detail"] == {
         "groupId": gid,
@@ -202,7 +202,7 @@ async def test_last_seq_older_than_retention_gets_a_gap_error_then_continues(
     await ws.recv_until(lambda f: f.get("seq") == 12)
     assert [e["seq"] for e in ws.envelopes()] == [8, 9, 10, 11, 12]
     await store.append_event(gid, _notice(gid, 12))
-    live = await ws.recv()
+    live = await ws.next()
     assert live["seq"] == 13 and live["data"]["detail"] == {"i": 12}
 
     # Just inside retention: no gap.
@@ -226,7 +226,7 @@ async def test_subscribing_without_last_seq_is_live_only_and_resubscribing_repla
     ws = await WsClient.open(gw, "ann")
     await ws.request({"type": "subscribe", "groupId": gid})
     await store.append_event(gid, _notice(gid, 1))
-    assert (await ws.recv())["seq"] == 2  # seq 1 was before the subscription
+    assert (await ws.next())["seq"] == 2  # seq 1 was before the subscription
     # Subscribing again (here with lastSeq) replaces the subscription.
     await ws.request({"type": "subscribe", "groupId": gid, "lastSeq": 0})
     await ws.recv_until(lambda f: f.get("seq") == 2)
@@ -252,7 +252,7 @@ async def test_last_seq_beyond_the_head_gets_a_conflict_error_then_continues(
     ahead = await WsClient.open(gw, "ann")
     reply = await ahead.request({"type": "subscribe", "groupId": gid, "lastSeq": 50})
     assert reply["action"] == "subscribed"
-    error = await ahead.recv()
+    error = await ahead.next()
     assert (error["type"], error["code"], error["field"]) == ("error", "conflict", "lastSeq")
     assert error["detail"] == {
         "groupId": gid,
@@ -261,7 +261,7 @@ async def test_last_seq_beyond_the_head_gets_a_conflict_error_then_continues(
     }
     # It goes on after the head: the next envelope is not hidden.
     await store.append_event(gid, _notice(gid, 3))
-    live = await ahead.recv()
+    live = await ahead.next()
     assert live["seq"] == 4 and live["data"]["detail"] == {"i": 3}
 
     # lastSeq at the head, with the tail already running, is no conflict.

@@ -134,7 +134,7 @@ async def test_rate_limit_drops_frames_with_an_error(start_gateway: StartGateway
     ws = await WsClient.open(gw, "ann")
     for _ in range(12):
         await ws.send({"type": "ping"})
-    replies = [await ws.recv() for _ in range(12)]
+    replies = [await ws.next() for _ in range(12)]
     kinds = [r["type"] for r in replies]
     assert kinds[:5] == ["pong"] * 5 and kinds.count("pong") in (5, 6)
     limited = [r for r in replies if r["type"] == "error"]
