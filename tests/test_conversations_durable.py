@@ -27,6 +27,7 @@ def results(frames: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(300)
 async def test_a_conversation_survives_a_crash_and_goes_on(
     start_gateway: StartGateway, make_runtime: MakeRuntime
 ) -> None:

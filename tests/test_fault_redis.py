@@ -27,7 +27,7 @@ from tests.fixtures.gateway import StartGateway, WsClient
 from tests.fixtures.ray_cluster import MakeRuntime
 from tests.fixtures.stores import RedisProcess
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]  # whole deployments start here
 
 PAIR = ["steve", "linus"]
 # About three seconds a reply: the restart lands mid-stream.

@@ -71,7 +71,9 @@ def _notice(gid: str, i: int, size: int = 10) -> YeaftOutput:
 async def test_reconnect_with_last_seq_ends_exactly_like_an_uninterrupted_client(
     start_gateway: StartGateway, make_runtime: MakeRuntime
 ) -> None:
-    runtime = make_runtime(engine={"model": "offline:default?tps=20"})
+    # Replies of 40 tokens at 20 a second: still streaming when the client drops,
+    # however many deltas a loaded machine merges into one envelope.
+    runtime = make_runtime(engine={"model": "offline:default?tps=20&tokens=40"})
     gw = await start_gateway(runtime)
     await gw.user("ann")
     created = await gw.http.post(
@@ -164,10 +166,10 @@ async def test_a_slow_client_is_dropped_without_delaying_a_fast_one(
     started = time.monotonic()
     for i in range(count):
         await store.append_event(gid, _notice(gid, i, size))
-    await fast.recv_until(lambda f: f.get("seq") == count, within=20)
+    await fast.recv_until(lambda f: f.get("seq") == count, within=60)
     elapsed = time.monotonic() - started
     assert [e["seq"] for e in fast.envelopes()] == list(range(1, count + 1))
-    assert elapsed < 10, f"the fast client took {elapsed:.1f} s"
+    assert elapsed < 30, f"the fast client took {elapsed:.1f} s"
     await _eventually(lambda: len(gw.ctx.hub.tails[gid].subscriptions) == 1)
 
     # Reading again, the slow client finds what was sent, then the close code.
@@ -331,7 +333,7 @@ async def test_subscribed_is_said_only_once_the_start_is_fixed(
     async def event_log() -> Any:
         return slow
 
-    hub = Hub(event_log, GatewaySettings(tail_wait_s=0.2), Metrics())
+    hub = Hub(event_log, GatewaySettings(tail_wait_s=2.0), Metrics())
     sink, said = _Sink(), asyncio.Event()
     subscribing = asyncio.create_task(hub.subscribe(sink, group.id, None, None, pinned=said.set))
     await asyncio.sleep(0)  # the tail starts and asks for the head

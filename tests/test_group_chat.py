@@ -50,7 +50,7 @@ async def test_one_mention_one_answer(make_runtime: MakeRuntime) -> None:
 
 
 async def test_mentions_answer_concurrently(make_runtime: MakeRuntime) -> None:
-    rt = make_runtime(engine={"model": "offline:default?ttft=0.6"})
+    rt = make_runtime(engine={"model": "offline:default?ttft=1.5"})
     group = await rt.create_group("team", ROSTER)
     await rt.group(group.id).vp_stats(ROSTER)  # start the actors before timing
     started = time.monotonic()
@@ -59,13 +59,14 @@ async def test_mentions_answer_concurrently(make_runtime: MakeRuntime) -> None:
     wall = time.monotonic() - started
     assert out.dispatched == ROSTER
     assert set(results(await all_events(rt, group.id))) == set(ROSTER)
-    assert wall < 0.6 * 3 * 0.75, f"took {wall:.2f}s: not concurrent"
+    # One after another they would take 4.5 s; the rest is a loaded machine's margin.
+    assert wall < 1.5 * 2, f"took {wall:.2f}s: not concurrent"
 
 
 async def test_vps_sharing_a_process_answer_concurrently_each_with_its_own_model(
     make_runtime: MakeRuntime,
 ) -> None:
-    rt = make_runtime(engine={"model": "offline:default?ttft=0.6"}, vp_hosts=1)
+    rt = make_runtime(engine={"model": "offline:default?ttft=1.5"}, vp_hosts=1)
     group = await rt.create_group("team", ROSTER)
     before = await rt.group(group.id).vp_stats(ROSTER)
     assert len({s.pid for s in before}) == 1
@@ -74,7 +75,8 @@ async def test_vps_sharing_a_process_answer_concurrently_each_with_its_own_model
     assert await rt.group(group.id).wait_idle()
     wall = time.monotonic() - started
     assert set(results(await all_events(rt, group.id))) == set(ROSTER)
-    assert wall < 0.6 * 3 * 0.75, f"took {wall:.2f}s: not concurrent"
+    # One after another they would take 4.5 s; the rest is a loaded machine's margin.
+    assert wall < 1.5 * 2, f"took {wall:.2f}s: not concurrent"
 
     # A scripted model is each VP's own, as if it had a process of its own.
     scripted = make_runtime(provider_overrides={"offline": OfflineProvider()}, vp_hosts=1)

@@ -165,12 +165,12 @@ async def test_silence_after_some_output_is_a_stall() -> None:
 async def test_progress_restarts_the_clock_and_is_not_passed_on() -> None:
     async def long_tool_call() -> AsyncIterator[StreamItem]:
         for _ in range(8):
-            await asyncio.sleep(0.03)
+            await asyncio.sleep(0.1)
             yield PROGRESS
         yield ToolCallEvent("c1", "write", {"text": "long"})
 
-    # 0.24 s in all, more than either deadline, but never 0.15 s of silence.
-    items = await collect(long_tool_call(), StreamTimeouts(first_token=0.15, stall=0.15))
+    # 0.8 s in all, more than either deadline, but never 0.5 s of silence.
+    items = await collect(long_tool_call(), StreamTimeouts(first_token=0.5, stall=0.5))
 
     assert items == [ToolCallEvent("c1", "write", {"text": "long"})]
 
@@ -178,19 +178,19 @@ async def test_progress_restarts_the_clock_and_is_not_passed_on() -> None:
 async def test_a_steady_stream_past_the_total_limit_is_a_timeout() -> None:
     async def drip() -> AsyncIterator[StreamItem]:
         for _ in range(20):
-            await asyncio.sleep(0.03)
+            await asyncio.sleep(0.1)
             yield TextDelta("x")
 
     received: list[StreamItem] = []
     with pytest.raises(ModelError) as info:
-        limits = StreamTimeouts(first_token=0.2, stall=0.2, total=0.15)
+        limits = StreamTimeouts(first_token=0.6, stall=0.6, total=0.5)
         async for item in watch(drip(), limits, "offline:test"):
             received.append(item)
 
-    # Never 0.2 s of silence, but 0.15 s of waiting in all.
+    # Never 0.6 s of silence, but 0.5 s of waiting in all.
     assert 2 <= len(received) < 20
     assert info.value.kind is ErrorKind.TIMEOUT
-    assert info.value.message == "the call to offline:test ran past its 0.15 s limit"
+    assert info.value.message == "the call to offline:test ran past its 0.5 s limit"
 
 
 async def test_time_the_consumer_takes_is_not_counted_as_silence() -> None:

@@ -150,13 +150,17 @@ async def fx(store_factory: StoreFactory) -> AsyncIterator[Fixture]:
     await worker.services.store.close()
 
 
-async def settle(cond: Callable[[], bool]) -> None:
-    """Let the event loop run until ``cond`` holds (tasks reach a sync point)."""
-    for _ in range(5000):
-        if cond():
-            return
+async def settle(cond: Callable[[], bool], within: float = 10.0) -> None:
+    """Let the event loop run until ``cond`` holds (tasks reach a sync point).
+
+    Bounded by time, not by turns of the loop: a step on the way may wait
+    for a store write on another thread or server.
+    """
+    deadline = asyncio.get_running_loop().time() + within
+    while not cond():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError("the condition never held")
         await asyncio.sleep(0)
-    raise AssertionError("the condition never held")
 
 
 def offered(monkeypatch: pytest.MonkeyPatch) -> asyncio.Event:

@@ -28,7 +28,7 @@ from store import Store
 from tests.fixtures.stores import StoreFactory
 from tests.test_cli import PROVIDER_VARS, ROOT
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]  # whole deployments start here
 
 SLOW = "offline:default?ttft=0.05&tps=20&tokens=200"  # a 10 s reply
 QUICK = "offline:default?ttft=0&tps=1000&tokens=5"

@@ -20,7 +20,7 @@ from tests.fixtures.ray_cluster import MakeRuntime
 from tests.fixtures.stores import RedisProcess
 from tests.group_helpers import wait_for_event
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]  # whole deployments start here
 
 
 def _result(env: dict[str, object]) -> bool:

@@ -31,7 +31,7 @@ from tests.fixtures.gateway import PASSWORD, WsClient
 from tests.fixtures.stores import _delete_prefix
 from tests.test_cli import PROVIDER_VARS, ROOT
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]  # whole deployments start here
 
 ROSTER = ["linus", "steve", "ken"]
 # Each reply streams for about two seconds: long enough to kill a gateway mid-stream.
