@@ -391,14 +391,14 @@ def run_server(
         pythonpath = os.pathsep.join(
             filter(None, [str(PROJECT_ROOT), os.environ.get("PYTHONPATH")])
         )
-        init.update(
-            include_dashboard=False,
-            runtime_env={"env_vars": {"PYTHONPATH": pythonpath}},
-            # Ray starts a worker per core for the first driver, without this
-            # job's runtime env; no actor can use them (an actor's worker
-            # must have it), so they would only take memory and start-up CPU.
-            _system_config={"prestart_worker_first_driver": False},
-        )
+        # Ray's processes import the project from this tree: the raylet this
+        # process starts inherits its environment, and so does every worker
+        # the raylet starts. Not a runtime env: the workers Ray starts (one a
+        # core) as the first driver connects carry none, and an actor takes
+        # only a worker whose runtime env matches its job's, so with one the
+        # coordinator and the VP hosts each waited for a new process.
+        os.environ["PYTHONPATH"] = pythonpath
+        init.update(include_dashboard=False)
     else:
         init["address"] = address
     ray.init(**init)
