@@ -12,7 +12,10 @@ For each roster size (1, 5 and 16 VPs by default) it starts ``yeaft serve``
 - idle CPU: CPU seconds per second of the tree while a client watches the
   group and nothing happens;
 - peak RSS: the largest sum of resident memory over the tree, sampled every
-  0.2 s, and the number of processes.
+  0.2 s, and the number of processes;
+- idle PSS: the tree's proportional set size at the end of the idle spell
+  (a page shared by several processes counted once between them, where a
+  sum of RSS counts it in each): the memory the idle instance holds.
 
 The process tree is read from ``/proc`` (Linux). With ``--provider openai``
 the VPs call ``bench/model_server.py`` (a local OpenAI-compatible server
@@ -42,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.fanout import bench_personas
 from bench.latency import ROOT, Client, Server, launch, login, new_group
-from bench.proctree import cpu_of, tree
+from bench.proctree import cpu_of, pss, tree
 
 
 class Sampler:
@@ -130,6 +133,7 @@ async def measure(args: argparse.Namespace, server: Server, size: int, roster: l
         snap0, i0 = tree(pid), time.perf_counter()
         await asyncio.sleep(args.idle)
         snap1, spell = tree(pid), time.perf_counter() - i0
+        held = pss(snap1)
         idle = sum(c for c, _ in snap1.values()) - sum(c for c, _ in snap0.values())
         idle /= spell
         breakdown = idle_breakdown(snap0, snap1, spell)
@@ -141,6 +145,7 @@ async def measure(args: argparse.Namespace, server: Server, size: int, roster: l
     return (
         f"{size:>4} {ready:>8.2f} {first:>8.2f} {warm_s:>8.2f} {first / warm_s:>6.2f} "
         f"{per_msg:>10.3f} {idle:>9.3f} {sampler.peak / 2**20:>9.0f} {sampler.processes:>6}"
+        f" {held / 2**20:>12.0f}"
         f"\n     idle CPU s/s by process: {breakdown}"
     )
 
@@ -173,7 +178,7 @@ async def main_async(args: argparse.Namespace) -> None:
     )
     print(
         f"{'VPs':>4} {'ready s':>8} {'first s':>8} {'warm s':>8} {'ratio':>6} "
-        f"{'CPU s/msg':>10} {'idle CPU':>9} {'peak MB':>9} {'procs':>6}"
+        f"{'CPU s/msg':>10} {'idle CPU':>9} {'peak MB':>9} {'procs':>6} {'idle PSS MB':>12}"
     )
     print("\n".join(rows))
 

@@ -8,6 +8,7 @@ gateway, Ray's processes and the actor workers), and nothing else.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 
 _TICK = os.sysconf("SC_CLK_TCK")
 _PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -46,3 +47,23 @@ def tree(root: int) -> dict[int, tuple[float, int]]:
 def cpu_of(root: int) -> float:
     """User and system CPU seconds of ``root``'s tree so far (reaped children included)."""
     return sum(c for c, _ in tree(root).values())
+
+
+def pss(pids: Iterable[int]) -> int:
+    """Proportional set size of ``pids``, in bytes: a page n processes share counts 1/n in each.
+
+    A sum of RSS over a tree counts every shared page (the libraries each of
+    Ray's processes maps, the interpreter's own) once per process that maps
+    it; a sum of PSS is the memory the processes hold between them.
+    """
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/smaps_rollup") as f:
+                for line in f:
+                    if line.startswith("Pss:"):
+                        total += int(line.split()[1]) * 1024
+                        break
+        except OSError:
+            continue
+    return total
