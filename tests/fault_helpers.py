@@ -170,8 +170,9 @@ class RayNode:
         if left:
             kill_session(self.sid)
             left = wait_gone(self.sid)
-        if self.head_address is None:
-            shutil.rmtree(self.temp_dir, ignore_errors=True)
+        # A worker node never uses its directory (Ray takes the head's), but
+        # it was made all the same.
+        shutil.rmtree(self.temp_dir, ignore_errors=True)
         return left
 
 
