@@ -105,9 +105,7 @@ async def test_files_reach_the_group_the_history_and_an_openai_vision_model(
     assert ack["type"] == "ack", ack
     # The ack comes back from the coordinator, the frame through the group's
     # tail: either may arrive first.
-    shown = next((e for e in client.envelopes() if e["type"] == "group_message"), None)
-    if shown is None:
-        shown = await client.recv_until(lambda f: f.get("type") == "group_message")
+    shown = await client.seen(lambda f: "seq" in f and f["type"] == "group_message")
     assert [(a["name"], a["size"]) for a in shown["attachments"]] == [
         ("dot.png", len(PNG)),
         ("plan.md", 14),

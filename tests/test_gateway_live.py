@@ -22,14 +22,6 @@ def _is_result(frame: dict[str, Any]) -> bool:
     return frame.get("type") == "yeaft_output" and frame["data"].get("type") == "result"
 
 
-async def _frame(client: WsClient, pred: Any) -> dict[str, Any]:
-    """The first frame matching ``pred``: one already read, else the next that comes."""
-    for frame in client.received:
-        if pred(frame):
-            return frame
-    return await client.recv_until(pred)
-
-
 async def _shared_group(gw: Gateway) -> str:
     made = await gw.http.post(
         "/api/groups", json={"name": "pair", "roster": ["linus", "steve"]}, headers=gw.auth("ann")
@@ -66,7 +58,7 @@ async def test_every_member_sees_a_message_live_once_and_before_its_replies(
     ack = await sender.request({**chat, "clientMessageId": "c-1"})
     assert ack["type"] == "ack" and not ack["duplicate"]
 
-    said = await _frame(bob, _is_message("c-1"))
+    said = await bob.seen(_is_message("c-1"))
     assert isinstance(said["seq"], int) and said["seq"] > 0
     assert (said["messageId"], said["groupId"], said["author"], said["role"]) == (
         ack["messageId"],
@@ -77,10 +69,10 @@ async def test_every_member_sees_a_message_live_once_and_before_its_replies(
     assert (said["text"], said["mentions"]) == ("@linus ready?", ["linus"])
     # The sender's own connections get it too, the same frame (same seq).
     for client in (sender, other_tab, bob_steve_only):
-        assert (await _frame(client, _is_message("c-1")))["seq"] == said["seq"]
+        assert (await client.seen(_is_message("c-1")))["seq"] == said["seq"]
 
     # Nothing of linus's answer comes before the message it answers.
-    await _frame(bob, lambda f: _is_result(f) and f["vpId"] == "linus")
+    await bob.seen(lambda f: _is_result(f) and f["vpId"] == "linus")
     linus = [e for e in bob.envelopes() if e.get("vpId") == "linus"]
     assert linus and all(e["seq"] > said["seq"] for e in linus)
     assert bob.envelopes().index(said) < bob.envelopes().index(linus[0])
@@ -92,7 +84,7 @@ async def test_every_member_sees_a_message_live_once_and_before_its_replies(
     assert again["duplicate"] and again["messageId"] == ack["messageId"]
     await sender.request({**chat, "text": "@steve and you?", "clientMessageId": "c-2"})
     for client in (sender, other_tab, bob, bob_steve_only):
-        await _frame(client, _is_message("c-2"))
+        await client.seen(_is_message("c-2"))
         shown = [f for f in client.envelopes() if f["type"] == "group_message"]
         assert [f["clientMessageId"] for f in shown] == ["c-1", "c-2"]
     assert await gw.runtime.group(gid).wait_idle()
@@ -133,7 +125,7 @@ async def test_a_reload_replays_no_message_the_history_already_has(
             "clientMessageId": "c-2",
         }
     )
-    said = await _frame(bob, _is_message("c-2"))
+    said = await bob.seen(_is_message("c-2"))
     assert [f["type"] for f in bob.envelopes()] == ["group_message"]
     assert said["seq"] == page["lastSeq"] + 1
     assert await gw.runtime.group(gid).wait_idle()

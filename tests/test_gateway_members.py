@@ -39,14 +39,6 @@ async def _watch(gw: Gateway, user: str, gid: str) -> tuple[WsClient, dict[str, 
     return client, reply
 
 
-async def _seen(client: WsClient, pred: Any, within: float = 30.0) -> dict[str, Any]:
-    """The first frame matching ``pred``: one already read, else the next that comes."""
-    for frame in client.received:
-        if pred(frame):
-            return frame
-    return await client.recv_until(pred, within)
-
-
 def _token(gw: Gateway, user: str) -> str:
     return issue_token(gw.settings, user)
 
@@ -78,10 +70,10 @@ async def test_invite_remove_transfer_and_leave_over_the_websocket(
     )
     assert invited["action"] == "invited" and invited["requestId"] == "i1"
     assert invited["group"]["members"] == ["ann", "bob"]
-    added = await _seen(bob_lobby, lambda f: f.get("action") == "added")
+    added = await bob_lobby.seen(lambda f: f.get("action") == "added")
     assert added["group"]["id"] == gid and added["group"]["name"] == "crew"
     # Every subscriber sees the change in the group's stream, in order, with its seq.
-    live = await _seen(ann, _update("members"))
+    live = await ann.seen(_update("members"))
     assert live["group"]["members"] == ["ann", "bob"] and live["by"] == "ann"
 
     bob, subscribed = await _watch(gw, "bob", gid)
@@ -104,16 +96,16 @@ async def test_invite_remove_transfer_and_leave_over_the_websocket(
 
     handed = await ann.request({"type": "transfer_ownership", "groupId": gid, "username": "bob"})
     assert handed["action"] == "owner" and handed["group"]["owner"] == "bob"
-    owner_change = await _seen(bob, _update("owner"))
+    owner_change = await bob.seen(_update("owner"))
     assert owner_change["group"]["owner"] == "bob"
 
     # The new owner removes ann: her subscription ends at once, with a frame saying so.
     removed = await bob.request({"type": "remove_member", "groupId": gid, "username": "ann"})
     assert removed["action"] == "removed" and removed["group"]["members"] == ["bob"]
-    ended = await _seen(ann, lambda f: f["type"] == "removed")
+    ended = await ann.seen(lambda f: f["type"] == "removed")
     assert ended["groupId"] == gid and ended["reason"] == "removed"
     assert "removed" in ended["message"]
-    await _seen(ann, lambda f: f.get("action") == "removed" and f["group"] == {"id": gid})
+    await ann.seen(lambda f: f.get("action") == "removed" and f["group"] == {"id": gid})
     assert not [s for s in gw.ctx.hub.group_subscriptions(gid) if s.sink.username == "ann"]
     gone = await ann.request({"type": "subscribe", "groupId": gid})
     assert gone["code"] == "not_found"
@@ -122,9 +114,9 @@ async def test_invite_remove_transfer_and_leave_over_the_websocket(
     await bob.request({"type": "invite_member", "groupId": gid, "username": "cat"})
     cat, _ = await _watch(gw, "cat", gid)
     await cat.send({"type": "leave_group", "groupId": gid, "requestId": "l1"})
-    left = await _seen(cat, lambda f: f.get("requestId") == "l1")
+    left = await cat.seen(lambda f: f.get("requestId") == "l1")
     assert left["action"] == "left" and left["group"] == {"id": gid}
-    bye = await _seen(cat, lambda f: f["type"] == "removed")
+    bye = await cat.seen(lambda f: f["type"] == "removed")
     assert bye["reason"] == "left"
     last = await bob.request({"type": "leave_group", "groupId": gid})
     assert last["code"] == "conflict"
@@ -193,10 +185,10 @@ async def test_settings_change_is_live_noticed_validated_and_used_for_the_next_m
     assert group["name"] == "crew two" and group["defaultVpId"] == "linus"
     assert group["settings"]["language"] == "zh" and group["settings"]["maxChainDepth"] == 3
     # The other member sees it live, and a notice saying what changed.
-    live = await _seen(bob, _update("settings"))
+    live = await bob.seen(_update("settings"))
     assert live["group"]["settings"]["model"] == "offline:group-model" and live["by"] == "ann"
-    notice = await _seen(
-        bob, lambda f: f["type"] == "yeaft_output" and f["vpId"] == "system" and "data" in f
+    notice = await bob.seen(
+        lambda f: f["type"] == "yeaft_output" and f["vpId"] == "system" and "data" in f
     )
     text = notice["data"]["message"]
     assert text.startswith("ann changed the group settings: ")
@@ -211,9 +203,7 @@ async def test_settings_change_is_live_noticed_validated_and_used_for_the_next_m
         {"type": "yeaft_session_chat", "groupId": gid, "text": "hello", "clientMessageId": "m1"}
     )
     assert ack["type"] == "ack"
-    result = await _seen(
-        bob, lambda f: f["type"] == "yeaft_output" and f["data"]["type"] == "result"
-    )
+    result = await bob.seen(lambda f: f["type"] == "yeaft_output" and f["data"]["type"] == "result")
     assert result["vpId"] == "linus" and result["data"]["model"] == "offline:group-model"
     assert await gw.runtime.group(gid).wait_idle()
     page = (await gw.http.get(f"/api/groups/{gid}/messages", headers=gw.auth("bob"))).json()
@@ -236,7 +226,7 @@ async def test_presence_on_subscribe_and_as_people_come_and_go(
     await gw.ctx.people.started()
 
     bob = await WsClient.open(gw, "bob")
-    came = await _seen(ann, lambda f: f["type"] == "presence" and f.get("user") == "bob")
+    came = await ann.seen(lambda f: f["type"] == "presence" and f.get("user") == "bob")
     assert came == {
         "type": "presence",
         "groupId": gid,
@@ -250,8 +240,8 @@ async def test_presence_on_subscribe_and_as_people_come_and_go(
     assert (await bob_tab.request({"type": "ping"}))["type"] == "pong"
     await bob.close()
     await bob_tab.close()
-    went = await _seen(
-        ann, lambda f: f["type"] == "presence" and f.get("state") == "offline", within=15
+    went = await ann.seen(
+        lambda f: f["type"] == "presence" and f.get("state") == "offline", within=15
     )
     assert went["online"] == ["ann"] and went["user"] == "bob"
     # One frame for his coming, one for his going (a renewal may add a bare list,
@@ -349,18 +339,18 @@ async def test_a_second_gateway_process_sees_removals_deletions_and_presence(
     bob, _ = await _watch(second, "bob", gid)
     cat_lobby = await WsClient.open(second, "cat")
     # Bob's arrival on the second gateway shows on the first.
-    await _seen(
-        ann, lambda f: f["type"] == "presence" and f.get("user") == "bob" and "bob" in f["online"]
+    await ann.seen(
+        lambda f: f["type"] == "presence" and f.get("user") == "bob" and "bob" in f["online"]
     )
 
     # A settings change on the first reaches a subscriber of the second.
     await ann.request({"type": "update_group_settings", "groupId": gid, "name": "moved"})
-    live = await _seen(bob, _update("settings"))
+    live = await bob.seen(_update("settings"))
     assert live["group"]["name"] == "moved"
 
     # Bob is removed through the first gateway: his subscription on the second ends.
     await ann.request({"type": "remove_member", "groupId": gid, "username": "bob"})
-    ended = await _seen(bob, lambda f: f["type"] == "removed")
+    ended = await bob.seen(lambda f: f["type"] == "removed")
     assert ended["groupId"] == gid and ended["reason"] == "removed"
     assert not second.ctx.hub.group_subscriptions(gid)
 
@@ -368,9 +358,9 @@ async def test_a_second_gateway_process_sees_removals_deletions_and_presence(
     cat, _ = await _watch(second, "cat", gid)
     deleted = await ann.request({"type": "delete_group", "groupId": gid})
     assert deleted["action"] == "deleted"
-    told = await _seen(cat, lambda f: f.get("action") == "deleted")
+    told = await cat.seen(lambda f: f.get("action") == "deleted")
     assert told["group"] == {"id": gid}
-    await _seen(cat_lobby, lambda f: f.get("action") == "deleted")
+    await cat_lobby.seen(lambda f: f.get("action") == "deleted")
     assert gid not in second.ctx.hub.tails
     for client in (ann, bob, cat, cat_lobby):
         await client.close()
