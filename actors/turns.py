@@ -34,7 +34,7 @@ class TurnState(StrEnum):
     """Where a turn is. Every turn ends ``FINISHED`` exactly once."""
 
     QUEUED = "queued"  # requested, waiting for its (group, VP) lane
-    STARTED = "started"  # the VP acknowledged it: context, memory, prompt
+    STARTED = "started"  # out of its lane's queue: context, memory, prompt
     RUNNING = "running"  # the engine is answering
     STORED = "stored"  # the reply, if any, is in the group log; the result is next
     FINISHED = "finished"  # the result envelope is claimed and sent; no other can follow
@@ -161,8 +161,9 @@ class TurnRequest:
     """One turn the coordinator asks a VP actor to run.
 
     ``coordinator`` is the actor name of the coordinator that sent it: the VP
-    acknowledges the turn's start to it and, when ``can_forward`` (a group
-    with more than one VP), hands work on through it with ``route_forward``.
+    asks it to remember a tool a person allowed for good and, when
+    ``can_forward`` (a group with more than one VP), hands work on through it
+    with ``route_forward``.
     A name rather than a handle: the VP keeps one handle per coordinator,
     because a handle unpickled with every turn costs a lookup before its
     first call. None runs the turn on its own (tests).
@@ -256,10 +257,6 @@ def question_vp(request_id: str) -> str | None:
 
 class TurnHost(Protocol):
     """The coordinator, as a VP actor sees it across a Ray handle."""
-
-    async def turn_started(self, group_id: str, turn_id: str) -> None:
-        """The turn left its lane's queue: from now on it is not simply re-sent."""
-        ...
 
     async def forward(self, request: ForwardRequest) -> ForwardResult:
         """Hand work to other VPs of the group (``route_forward``)."""

@@ -168,7 +168,7 @@ class VPActor:
         return self.vp_id
 
     async def run_turn(self, req: TurnRequest) -> TurnOutcome:
-        """Queue a turn in its group's lane, acknowledge its start, run it."""
+        """Queue a turn in its group's lane and run it."""
         outcome_of = asyncio.get_running_loop().create_future()
         running = _Running(req.group_id, asyncio.Event(), TurnTracker(req.turn_id), outcome_of)
         self._running[req.turn_id] = running
@@ -191,12 +191,6 @@ class VPActor:
                 if batch is not None:
                     req, overflow = await self.queue.collected(req, batch, running.abort)
                 host = self._host(req.coordinator)
-                if host is not None:
-                    # Sent, not awaited, and only once the turn first waits (on
-                    # the store, before it writes anything a client sees): the
-                    # call's cost then overlaps that read instead of preceding it.
-                    loop = asyncio.get_running_loop()
-                    loop.call_soon(host.turn_started.remote, req.group_id, req.turn_id)
                 inbox = self.queue.open_inbox(req)
                 try:
                     runner = TurnRunner(

@@ -473,10 +473,6 @@ class CoordinatorWorker:
             turn_id = self.turns.launch(req)
         return RegenerateResult(reply.id, reply.author, turn_id, origin.trigger_id)
 
-    async def turn_started(self, group_id: str, turn_id: str) -> None:
-        """A VP actor's acknowledgement that a turn left its queue and started."""
-        self.turns.started(group_id, turn_id)
-
     async def cancel(self, group_id: str, vp_id: str | None = None) -> CancelResult:
         """Abort one VP's turns in a group, or every turn (which also ends its chains)."""
         group = await self.groups.require(group_id)

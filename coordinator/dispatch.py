@@ -2,12 +2,13 @@
 
 Every turn is recorded in the store (``store.turns``) before it is sent, so
 a turn outlives the processes that run it. It is sent to its VP actor, which
-tells the coordinator when the turn leaves its lane's queue
-(``turn_started``) and then returns its :class:`~actors.turns.TurnOutcome`.
-The coordinator's copy of the turn's state follows those two answers, so
-when a VP actor dies the dispatcher knows without searching any log whether
-the turn had started: one that had not goes to the restarted actor; one that
-had ends with an error result.
+returns its :class:`~actors.turns.TurnOutcome`; the VP marks the record
+started in the same store step as the turn's first status, before anything
+of it is visible. So when a VP actor dies, the dispatcher reads that one
+record to know whether the turn had started: one that had not goes to the
+restarted actor; one that had ends with an error result. (No message from
+the VP says so on the way: a Ray call per turn, on the VP's path to its
+model call, would cost more than this read on the rare failure path.)
 
 When the coordinator itself starts again (a new deployment on the same
 store, or Ray restarting the actor), :meth:`Dispatcher.recover` takes every
@@ -43,7 +44,7 @@ from coordinator.admission import Admission
 from coordinator.results import CancelResult, DrainResult, RecoveryReport
 from coordinator.vps import VPClient, find_host, start_host
 from engine.events import StopReason
-from store.base import Group, Store
+from store.base import Group, Store, StoreError
 from store.turns import TurnEnd, TurnPhase, TurnRecord
 
 log = logging.getLogger(__name__)
@@ -72,7 +73,7 @@ class Dispatcher:
     """The turns of one coordinator's groups, from dispatch to their single result.
 
     ``host`` is the coordinator's own actor name, handed to every turn (for
-    its start and, in groups of more than one VP, for ``route_forward``). ``on_outcome`` runs
+    tool approvals and, in groups of more than one VP, ``route_forward``). ``on_outcome`` runs
     after each turn that ended with an outcome (it routes replies on).
     """
 
@@ -170,7 +171,7 @@ class Dispatcher:
             except ActorUnavailableError as exc:
                 # The actor is restarting. A turn that never started can simply
                 # go to the restarted actor; one that was running is lost.
-                started = turn.tracker.state is not TurnState.QUEUED
+                started = await self._began(req)
                 if attempt < RESTART_RETRIES and not started and await self._wait_alive(req.vp_id):
                     continue
                 await self._lost(turn, exc)
@@ -209,11 +210,17 @@ class Dispatcher:
         """Whether ``vp_id`` has a turn in ``group_id`` that has not ended."""
         return any(t.request.vp_id == vp_id for t in self._turns.get(group_id, {}).values())
 
-    def started(self, group_id: str, turn_id: str) -> None:
-        """The VP acknowledged a turn's start (it may arrive after the outcome)."""
-        turn = self._turns.get(group_id, {}).get(turn_id)
-        if turn is not None and turn.tracker.state is TurnState.QUEUED:
-            turn.tracker.advance(TurnState.STARTED)
+    async def _began(self, req: TurnRequest) -> bool:
+        """Whether the turn's record says it started: clients may have seen some of it.
+
+        True when the store cannot say: a turn is never run twice on a guess.
+        """
+        try:
+            records = await self.store.turns_of(req.group_id, req.origin.trigger_id)
+        except StoreError:
+            log.warning("turn %s: its record could not be read", req.turn_id, exc_info=True)
+            return True
+        return any(r.turn_id == req.turn_id and r.phase is not TurnPhase.REQUESTED for r in records)
 
     async def _wait_alive(self, vp_id: str) -> bool:
         """Ping a restarting VP actor until it answers (about half a minute at most)."""
