@@ -171,7 +171,7 @@ class Dispatcher:
             except ActorUnavailableError as exc:
                 # The actor is restarting. A turn that never started can simply
                 # go to the restarted actor; one that was running is lost.
-                started = await self._began(req)
+                started = await self.began(req)
                 if attempt < RESTART_RETRIES and not started and await self._wait_alive(req.vp_id):
                     continue
                 await self._lost(turn, exc)
@@ -210,7 +210,7 @@ class Dispatcher:
         """Whether ``vp_id`` has a turn in ``group_id`` that has not ended."""
         return any(t.request.vp_id == vp_id for t in self._turns.get(group_id, {}).values())
 
-    async def _began(self, req: TurnRequest) -> bool:
+    async def began(self, req: TurnRequest) -> bool:
         """Whether the turn's record says it started: clients may have seen some of it.
 
         True when the store cannot say: a turn is never run twice on a guess.
