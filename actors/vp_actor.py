@@ -93,9 +93,10 @@ class _Running:
 class VPActor:
     """The Ray-facing side of one VP: run, abort and answer turns; dream; report stats.
 
-    ``run_turn`` tells the coordinator when the turn leaves its lane's queue
-    and starts, then returns the :class:`TurnOutcome`. The coordinator thus
-    knows, if this actor dies, whether the turn had started.
+    ``run_turn`` queues the turn in its group's lane, runs it and returns the
+    :class:`TurnOutcome`. The turn's record in the store, marked started with
+    its first status, tells the coordinator whether it had started if this
+    actor dies.
     """
 
     def __init__(self, vp_id: str, config: RuntimeConfig, shared: VPShared | None = None) -> None:

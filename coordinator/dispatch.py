@@ -190,7 +190,7 @@ class Dispatcher:
             log.exception("follow-up of turn %s failed", req.turn_id)
 
     async def _follow(self, turn: _Turn) -> TurnOutcome:
-        """Send the turn and wait for its outcome (its start is reported apart)."""
+        """Send the turn (unless it was sent already) and wait for its outcome."""
         sent, turn.sent = turn.sent, None
         if sent is None:
             sent = self.vp(turn.request.vp_id).run_turn(turn.request)

@@ -8,7 +8,7 @@ a record (``REQUESTED``) before it dispatches the turn, the VP marks it
 ``FINISHED`` (:meth:`~store.base.TurnLog.finish_turn`). So:
 
 - a restarted deployment finds every turn without a result and knows whether
-  it ever started (re-run it) or not (end it with an error result);
+  it never started (run it) or did (end it with an error result);
 - a turn can never get two results: whoever finishes it second (a late VP, a
   recovery, a retried write whose first attempt did land) appends nothing.
 

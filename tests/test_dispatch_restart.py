@@ -15,33 +15,41 @@ from actors.turns import TurnOrigin, TurnOutcome, TurnRequest
 from coordinator.dispatch import Dispatcher
 from store import Store
 from store.embedded import EmbeddedStore
-from tests.fixtures.store_samples import sample_group
+from store.turns import TurnEnd
+from tests.fixtures.store_samples import notice, sample_group
 
 
 async def _ignore(_req: TurnRequest, _outcome: TurnOutcome) -> None:
     return None
 
 
-def _request() -> TurnRequest:
-    return TurnRequest("g1", "steve", "t1:steve", TurnOrigin("msg_1", "msg_1"))
+def _request(turn_id: str, vp: str) -> TurnRequest:
+    # A reply two hops down a chain: its trigger is not the chain's root.
+    origin = TurnOrigin("msg_reply", "msg_root", caused_by=("msg_root",))
+    return TurnRequest("g1", vp, turn_id, origin)
 
 
-async def test_a_turn_counts_as_started_once_its_record_says_so(store: Store) -> None:
+async def test_a_turn_counts_as_started_once_its_own_record_says_so(store: Store) -> None:
     await store.create_group(sample_group(id="g1"))
     dispatcher = Dispatcher(RuntimeConfig(), store, "coordinator-0", _ignore)
-    req = _request()
-    await store.add_turns("g1", [req.record()])
-    assert await dispatcher.began(req) is False
+    mine, other = _request("t1:steve", "steve"), _request("t2:linus", "linus")
+    await store.add_turns("g1", [mine.record(), other.record()])
+    # Another turn on the same message started: this one has not.
+    assert await store.start_turn("g1", other.turn_id) is True
+    assert await dispatcher.began(other) is True
+    assert await dispatcher.began(mine) is False
 
-    assert await store.start_turn("g1", req.turn_id) is True
-    assert await dispatcher.began(req) is True
+    assert await store.start_turn("g1", mine.turn_id) is True
+    assert await dispatcher.began(mine) is True
+    await store.finish_turn("g1", mine.turn_id, notice("steve"), TurnEnd.ANSWERED)
+    assert await dispatcher.began(mine) is True
 
 
 async def test_a_turn_whose_record_cannot_be_read_counts_as_started(tmp_path: Path) -> None:
     store = EmbeddedStore(tmp_path)
     await store.create_group(sample_group(id="g1"))
     dispatcher = Dispatcher(RuntimeConfig(), store, "coordinator-0", _ignore)
-    req = _request()
+    req = _request("t1:steve", "steve")
     await store.add_turns("g1", [req.record()])
     await store.close()
     assert await dispatcher.began(req) is True
