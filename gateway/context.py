@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from gateway.conversations import ConversationService
 from gateway.groups import GroupService
-from gateway.limits import LagMeter, UserBuckets
+from gateway.limits import LagProbe, UserBuckets
 from gateway.lockout import LoginLockout
 from gateway.metrics import Metrics
 from gateway.people import People
@@ -34,7 +34,7 @@ class GatewayContext:
     logins: LoginLockout
     # Shared by the WebSocket connections of this process.
     user_rates: UserBuckets
-    lag: LagMeter
+    lag: LagProbe
     conversations: ConversationService
     # The MCP servers as this process lists them (gateway.mcp).
     mcp: McpCatalog

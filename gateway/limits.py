@@ -3,15 +3,16 @@ a lag meter, a login throttle.
 
 All take the clock as a parameter (``time.monotonic`` by default) so they are
 exact in tests, and none of them sleeps: they only answer "allowed?". The one
-task here, :func:`probe_loop_lag`, feeds a :class:`LagMeter`.
+task here, :meth:`LagProbe.run`, feeds a :class:`LagMeter`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 Clock = Callable[[], float]
 
@@ -104,13 +105,55 @@ class LagMeter:
         return self._last is not None and self._clock() - self._last <= seconds
 
 
-async def probe_loop_lag(meter: LagMeter, interval: float = 0.05) -> None:
-    """Measure how late this event loop wakes a sleeper, for ever, into ``meter``."""
-    loop = asyncio.get_running_loop()
-    while True:
-        before = loop.time()
-        await asyncio.sleep(interval)
-        meter.record(loop.time() - before - interval)
+# The probe waits once no frame has come for this long: lag matters only to
+# a rate-limit refusal, and a refusal needs frames.
+PROBE_QUIET_S = 10.0
+
+
+class LagProbe:
+    """Measures how late this event loop wakes a sleeper, into ``meter``, while frames come in.
+
+    It sleeps ``interval`` seconds at a time and records how much later it
+    woke. Once no frame has come for ``quiet`` seconds it waits for the next
+    one instead, so an idle server does not wake 20 times a second for it.
+    """
+
+    def __init__(
+        self,
+        meter: LagMeter,
+        interval: float = 0.05,
+        quiet: float = PROBE_QUIET_S,
+        clock: Clock = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self.meter = meter
+        self.interval = interval
+        self.quiet = quiet
+        self._clock = clock
+        self._sleep = sleep
+        self._last_frame = -math.inf
+        self._frames = asyncio.Event()
+
+    def frame(self) -> None:
+        """A client frame came in: probe again if the probe was waiting for one."""
+        self._last_frame = self._clock()
+        if not self._frames.is_set():
+            self._frames.set()
+
+    @property
+    def waiting(self) -> bool:
+        """Whether the probe waits for a frame (no frame for ``quiet`` seconds)."""
+        return not self._frames.is_set()
+
+    async def run(self) -> None:
+        """Probe for ever (cancel to stop)."""
+        while True:
+            if self._clock() - self._last_frame > self.quiet:
+                self._frames.clear()
+                await self._frames.wait()
+            before = self._clock()
+            await self._sleep(self.interval)
+            self.meter.record(self._clock() - before - self.interval)
 
 
 class AbuseMeter:

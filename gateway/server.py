@@ -47,7 +47,7 @@ from gateway.context import GatewayContext
 from gateway.conversations import ConversationService
 from gateway.errors import GatewayError
 from gateway.groups import GroupService
-from gateway.limits import LagMeter, UserBuckets, probe_loop_lag
+from gateway.limits import LagMeter, LagProbe, UserBuckets
 from gateway.lockout import LoginLockout
 from gateway.mcp import McpCatalog
 from gateway.mcp_admin import McpServersFile
@@ -70,6 +70,8 @@ STATIC_DIR = Path(__file__).resolve().with_name("static")
 RAY_TOKEN_FILENAME = "ray_auth_token"
 # What `yeaft serve` prints, then the URL, once it accepts connections.
 READY_LINE = "Yeaft is ready on"
+# How often the server's main loop wakes while nothing happens.
+DATE_REFRESH_S = 1.0
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
 _PLACEHOLDER = """<!doctype html><meta charset="utf-8"><title>Yeaft</title>
@@ -106,7 +108,7 @@ def create_app(
             settings.login_max_failures, settings.login_window_s, settings.login_lockout_s
         ),
         user_rates=UserBuckets(settings.user_rate_limit_per_s, settings.user_rate_limit_burst),
-        lag=LagMeter(),
+        lag=LagProbe(LagMeter()),
         mcp=McpCatalog(runtime.config.mcp, McpServersFile.of(settings)),
         people=People(runtime.store, hub, wait_s=settings.tail_wait_s),
         conversations=ConversationService(runtime, groups, personas, settings.data_dir),
@@ -118,7 +120,7 @@ def create_app(
         # Resolve the secret now, so a weak or unreadable one stops the
         # server at start rather than at the first login.
         settings.jwt_key()
-        lag_probe = asyncio.create_task(probe_loop_lag(ctx.lag), name="lag-probe")
+        lag_probe = asyncio.create_task(ctx.lag.run(), name="lag-probe")
         try:
             yield
         finally:
@@ -441,7 +443,47 @@ async def _serve(settings: GatewaySettings, runtime: Runtime, *, owns_cluster: b
         await runtime.aclose()
 
 
-class _AnnouncingServer(uvicorn.Server):
+class QuietServer(uvicorn.Server):
+    """uvicorn that sleeps while nothing happens.
+
+    uvicorn's main loop wakes ten times a second to see whether it was asked
+    to stop. Here a stop request (a signal, or ``should_exit`` set by its
+    owner) wakes the loop itself, which otherwise wakes once a second to
+    refresh the ``Date`` header (uvicorn's own refresh rate).
+    """
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        self._exit_requested = False
+        self._wake: tuple[asyncio.AbstractEventLoop, asyncio.Event] | None = None
+        super().__init__(config)
+
+    @property
+    def should_exit(self) -> bool:
+        return self._exit_requested
+
+    @should_exit.setter
+    def should_exit(self, value: bool) -> None:
+        self._exit_requested = value
+        wake = self._wake
+        if value and wake is not None and not wake[0].is_closed():
+            # Also safe from a signal handler, which may run at any point of the loop.
+            wake[0].call_soon_threadsafe(wake[1].set)
+
+    async def main_loop(self) -> None:
+        stop = asyncio.Event()
+        self._wake = (asyncio.get_running_loop(), stop)
+        ticks = 0
+        try:
+            # uvicorn refreshes the Date header on every tenth tick.
+            while not await self.on_tick(ticks):
+                ticks = (ticks + 10) % 864_000
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), DATE_REFRESH_S)
+        finally:
+            self._wake = None
+
+
+class _AnnouncingServer(QuietServer):
     """Prints ``Yeaft is ready on URL`` once the app has started and the socket listens.
 
     Scripts and tests that start ``yeaft serve --port 0`` read the port from

@@ -163,6 +163,7 @@ class ClientSession:
         A chat frame is handled off this (the receive) loop; the others in it.
         """
         self.ctx.metrics.frames_received.inc()
+        self.ctx.lag.frame()
         if not self._within_rate():
             return
         try:
@@ -213,7 +214,7 @@ class ClientSession:
         fills up within ``burst / rate`` seconds, so lag before that is moot.
         """
         span = max(bucket.burst / bucket.rate, 1.0)
-        return self.ctx.lag.lagged_within(span) or self.stalls.lagged_within(span)
+        return self.ctx.lag.meter.lagged_within(span) or self.stalls.lagged_within(span)
 
     def _busy(self, frame: YeaftSessionChat | SendMessage) -> None:
         limit = self.ctx.settings.chat_in_flight
