@@ -169,7 +169,18 @@ class VPActor:
         return self.vp_id
 
     async def run_turn(self, req: TurnRequest) -> TurnOutcome:
-        """Queue a turn in its group's lane and run it."""
+        """Queue a turn in its group's lane and run it.
+
+        A turn this actor already holds is not run again: a coordinator whose
+        call looked lost (the actor unreachable for a moment, not dead) sends
+        it once more, and that call waits for the one run's outcome.
+        """
+        held = self._running.get(req.turn_id)
+        if held is not None:
+            again = await asyncio.shield(held.outcome)
+            if again is None:
+                raise RuntimeError(f"turn {req.turn_id} failed on {self.vp_id}")
+            return again
         outcome_of = asyncio.get_running_loop().create_future()
         running = _Running(req.group_id, asyncio.Event(), TurnTracker(req.turn_id), outcome_of)
         self._running[req.turn_id] = running

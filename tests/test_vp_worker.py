@@ -28,6 +28,7 @@ from engine.settings import EngineConfig
 from store.base import Group, GroupMessage
 from store.memory import vp_scope
 from tests.fixtures.stores import StoreFactory
+from tests.test_turn_endings import results
 
 MakeWorker = Callable[..., VPActor]
 
@@ -164,3 +165,41 @@ async def test_compaction_summary_is_persisted_and_used_on_resume(
     await say(resumed, gid, "q5")
     assert "SUMMARY: ann asked three things" in script.requests[-1].system
     assert all("q1" not in m.content for m in script.requests[-1].messages)
+
+
+class GatedTurns(OfflineProvider):
+    """The offline model; every call waits for ``gate``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = asyncio.Event()
+        self.called = asyncio.Event()
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
+        self.called.set()
+        await self.gate.wait()
+        async for item in super().stream(request):
+            yield item
+
+
+async def test_a_turn_sent_again_while_it_runs_runs_once(make_worker: MakeWorker) -> None:
+    # A coordinator that lost sight of the actor for a moment sends the same
+    # turn again: the second call gets the one run's outcome.
+    provider = GatedTurns()
+    steve = make_worker("steve", provider)
+    gid = await group(steve, ["steve"])
+    store = steve.services.store
+    msg, _ = await store.append_message(gid, GroupMessage(author="ann", role="user", text="hi"))
+    origin = TurnOrigin(trigger_id=msg.id, chain_id=msg.id, user_id="ann")
+    req = TurnRequest(gid, steve.vp_id, uuid.uuid4().hex, origin)
+    first = asyncio.create_task(steve.run_turn(req))
+    await provider.called.wait()
+    again = asyncio.create_task(steve.run_turn(req))
+    assert await steve.running() == [req.turn_id]
+    provider.gate.set()
+    one, two = await asyncio.gather(first, again)
+    assert one == two and one.reason is StopReason.END_TURN
+    assert len(await results(steve, req)) == 1
+    assert provider.calls == 1
+    # Ended, it is no longer held.
+    assert await steve.running() == []
