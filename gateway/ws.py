@@ -163,7 +163,6 @@ class ClientSession:
         A chat frame is handled off this (the receive) loop; the others in it.
         """
         self.ctx.metrics.frames_received.inc()
-        self.ctx.lag.frame()
         if not self._within_rate():
             return
         try:
@@ -171,6 +170,10 @@ class ClientSession:
         except ProtocolError as exc:
             self.error(exc.to_error_frame())
             return
+        if not isinstance(frame, Ping):
+            # A client's keepalive (every 20 s from the web UI) never makes a
+            # burst; with nothing else coming in, the lag probe stays asleep.
+            self.ctx.lag.frame()
         if isinstance(frame, YeaftSessionChat | SendMessage):
             key = frame.group_id if isinstance(frame, YeaftSessionChat) else frame.conversation_id
             if not self.chats.start(key, lambda: self.handle(frame)):

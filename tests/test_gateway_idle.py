@@ -1,7 +1,8 @@
 """An idle gateway does not poll: its timers wake it only while something happens.
 
-The loop-lag probe runs while client frames come in and waits for the next
-frame once none has come for a while; the server's main loop wakes on a
+The loop-lag probe runs while client frames come in (a keepalive ping is
+not one that counts) and waits for the next frame once none has come for
+a while; the server's main loop wakes on a
 stop request instead of looking ten times a second. Clocks and sleeps are
 injected, and every wait is for an event.
 """
@@ -21,6 +22,7 @@ from fastapi import FastAPI
 from gateway import server as server_module
 from gateway.limits import LagMeter, LagProbe
 from gateway.server import QuietServer
+from tests.fixtures.gateway import StartGateway, WsClient
 
 
 class FakeTime:
@@ -163,3 +165,16 @@ async def test_every_tick_of_the_quiet_server_refreshes_the_date(
     # uvicorn refreshes the Date header on the ticks its counter makes a multiple of 10.
     assert server.ticks == [0, 10, 20, 30]
     assert any(name == b"date" for name, _ in server.server_state.default_headers)
+
+
+async def test_a_keepalive_ping_leaves_the_lag_probe_asleep(start_gateway: StartGateway) -> None:
+    gw = await start_gateway()
+    await gw.user("ann")
+    ws = await WsClient.open(gw, "ann")
+    probe = gw.ctx.lag
+    assert probe.waiting  # no frame yet
+    assert (await ws.request({"type": "ping"}))["type"] == "pong"
+    assert probe.waiting
+    await ws.request({"type": "list_groups"})
+    assert not probe.waiting
+    await ws.close()
