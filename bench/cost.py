@@ -7,6 +7,9 @@ For each roster size (1, 5 and 16 VPs by default) it starts ``yeaft serve``
 - first: seconds from then until the first ``@all`` message is fully
   answered (group created and every VP's turn ended), and a warm message's
   time for comparison;
+- token / tokens: for a warm ``@all`` message, seconds to the first VP's
+  first token and to the last VP's first token (flat as VPs are added,
+  when the VPs really answer side by side);
 - CPU per message: user+system seconds of the server's whole process tree
   (gateway, Ray, actor workers) per fully answered ``@all`` message;
 - idle CPU: CPU seconds per second of the tree while a client watches the
@@ -33,12 +36,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import os
 import statistics
 import sys
 import tempfile
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -141,25 +146,41 @@ async def measure(args: argparse.Namespace, server: Server, size: int, roster: l
         await http.aclose()
     finally:
         sampler.stop()
-    warm_s = statistics.median(warm + times)
+    warm_s = statistics.median(a.all_done for a in warm + times)
+    token = statistics.median(a.first_token for a in warm + times)
+    last_token = statistics.median(a.last_first_token for a in warm + times)
     return (
         f"{size:>4} {ready:>8.2f} {first:>8.2f} {warm_s:>8.2f} {first / warm_s:>6.2f} "
+        f"{token:>9.3f} {last_token:>9.3f} "
         f"{per_msg:>10.3f} {idle:>9.3f} {sampler.peak / 2**20:>9.0f} {sampler.processes:>6}"
         f" {held / 2**20:>12.0f}"
         f"\n     idle CPU s/s by process: {breakdown}"
     )
 
 
-async def all_answered(client: Client, gid: str, size: int, text: str) -> float:
-    """Seconds until every VP's turn for ``text`` ended (``size`` more results)."""
+@dataclass(frozen=True)
+class Answered:
+    """One ``@all`` message: seconds from sending it until every VP's turn
+    ended, until the first VP's first token, and until the last VP's."""
+
+    all_done: float
+    first_token: float
+    last_first_token: float
+
+
+async def all_answered(client: Client, gid: str, size: int, text: str) -> Answered:
+    """Send ``text`` and wait until every VP's turn for it ended (``size`` more results)."""
     target = client.results.get(gid, 0) + size
+    tokens_before = len(client.first_tokens)
     started = time.perf_counter()
     frame = {"type": "yeaft_session_chat", "groupId": gid, "text": text}
     await client.ws.send(json.dumps(frame | {"clientMessageId": uuid.uuid4().hex}))
     while client.results.get(gid, 0) < target:
         client.result_seen.clear()
         await asyncio.wait_for(client.result_seen.wait(), 300)
-    return time.perf_counter() - started
+    ended = time.perf_counter() - started
+    tokens = [t - started for t in client.first_tokens[tokens_before:]] or [math.nan]
+    return Answered(ended, min(tokens), max(tokens))
 
 
 async def main_async(args: argparse.Namespace) -> None:
@@ -178,7 +199,8 @@ async def main_async(args: argparse.Namespace) -> None:
     )
     print(
         f"{'VPs':>4} {'ready s':>8} {'first s':>8} {'warm s':>8} {'ratio':>6} "
-        f"{'CPU s/msg':>10} {'idle CPU':>9} {'peak MB':>9} {'procs':>6} {'idle PSS MB':>12}"
+        f"{'token s':>9} {'tokens s':>9} {'CPU s/msg':>10} {'idle CPU':>9} {'peak MB':>9} "
+        f"{'procs':>6} {'idle PSS MB':>12}"
     )
     print("\n".join(rows))
 

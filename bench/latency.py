@@ -208,6 +208,8 @@ class Client:
         self.seen_turns: set[str] = set()
         self.done: dict[str, asyncio.Event] = {}
         self.envelopes = 0
+        # When each turn's first text arrived (perf_counter), in arrival order.
+        self.first_tokens: list[float] = []
         self.results: dict[str, int] = {}  # turn results seen, per group
         self.result_seen = asyncio.Event()
         self._reader: asyncio.Task[None] | None = None
@@ -229,6 +231,7 @@ class Client:
             gid, turn, data = frame["groupId"], frame["turnId"], frame["data"]
             if data["type"] == "assistant" and turn not in self.seen_turns:
                 self.seen_turns.add(turn)
+                self.first_tokens.append(time.perf_counter())
                 fut = self.waiting.pop(gid, None)
                 if fut is not None and not fut.done():
                     fut.set_result(time.perf_counter())
