@@ -111,28 +111,29 @@ async def test_dream_writes_resident_memories_after_n_turns(make_worker: MakeWor
     assert (await steve.dream(gid)) == DreamReport(ran=False, reason="nothing new")
 
 
-class GatedDreams(OfflineProvider):
-    """The offline model, except that dream calls wait for ``gate``."""
+class Gated(OfflineProvider):
+    """The offline model, except that the calls ``holds`` picks wait for ``gate``."""
 
-    def __init__(self) -> None:
+    def __init__(self, holds: Callable[[ModelRequest], bool] = lambda request: True) -> None:
         super().__init__()
+        self.holds = holds
         self.gate = asyncio.Event()
-        self.dreaming = asyncio.Event()
+        self.held = asyncio.Event()
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
-        if request.options.get("mode") == "dream":
-            self.dreaming.set()
+        if self.holds(request):
+            self.held.set()
             await self.gate.wait()
         async for item in super().stream(request):
             yield item
 
 
 async def test_a_running_dream_never_delays_a_person(make_worker: MakeWorker) -> None:
-    provider = GatedDreams()
+    provider = Gated(lambda request: request.options.get("mode") == "dream")
     steve = make_worker("steve", provider, dream_every_turns=1)
     gid = await group(steve, ["steve"])
     await say(steve, gid, "first")
-    await provider.dreaming.wait()  # the dream is stuck inside its model call
+    await provider.held.wait()  # the dream is stuck inside its model call
     answered = await asyncio.wait_for(say(steve, gid, "second"), 10)
     assert answered.reason is StopReason.END_TURN
     provider.gate.set()
@@ -167,25 +168,10 @@ async def test_compaction_summary_is_persisted_and_used_on_resume(
     assert all("q1" not in m.content for m in script.requests[-1].messages)
 
 
-class GatedTurns(OfflineProvider):
-    """The offline model; every call waits for ``gate``."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.gate = asyncio.Event()
-        self.called = asyncio.Event()
-
-    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:
-        self.called.set()
-        await self.gate.wait()
-        async for item in super().stream(request):
-            yield item
-
-
 async def test_a_turn_sent_again_while_it_runs_runs_once(make_worker: MakeWorker) -> None:
     # A coordinator that lost sight of the actor for a moment sends the same
     # turn again: the second call gets the one run's outcome.
-    provider = GatedTurns()
+    provider = Gated()
     steve = make_worker("steve", provider)
     gid = await group(steve, ["steve"])
     store = steve.services.store
@@ -193,7 +179,7 @@ async def test_a_turn_sent_again_while_it_runs_runs_once(make_worker: MakeWorker
     origin = TurnOrigin(trigger_id=msg.id, chain_id=msg.id, user_id="ann")
     req = TurnRequest(gid, steve.vp_id, uuid.uuid4().hex, origin)
     first = asyncio.create_task(steve.run_turn(req))
-    await provider.called.wait()
+    await provider.held.wait()
     again = asyncio.create_task(steve.run_turn(req))
     assert await steve.running() == [req.turn_id]
     provider.gate.set()
