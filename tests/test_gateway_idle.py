@@ -2,9 +2,9 @@
 
 The loop-lag probe runs while client frames come in (a keepalive ping is
 not one that counts) and waits for the next frame once none has come for
-a while; the server's main loop wakes on a
-stop request instead of looking ten times a second. Clocks and sleeps are
-injected, and every wait is for an event.
+a while; the server's main loop wakes on a stop request instead of
+looking ten times a second. Clocks and sleeps are injected, and every
+wait is for an event.
 """
 
 from __future__ import annotations
