@@ -32,6 +32,15 @@ class Target:
         return time.time() - sent
 
 
+async def timed_calls(target: object, calls: int, pause: float, text: str) -> list[float]:
+    """``calls`` calls to ``target``, each after ``pause`` seconds: how long each took to arrive."""
+    out = []
+    for _ in range(calls):
+        await asyncio.sleep(pause)
+        out.append(await target.reached.remote(time.time(), text))  # type: ignore[attr-defined]
+    return out
+
+
 class Caller:
     """An actor that calls ``target`` the way the coordinator calls a VP."""
 
@@ -39,19 +48,7 @@ class Caller:
         self.target = target
 
     async def hops(self, calls: int, pause: float, text: str) -> list[float]:
-        out = []
-        for _ in range(calls):
-            await asyncio.sleep(pause)
-            out.append(await self.target.reached.remote(time.time(), text))  # type: ignore[attr-defined]
-        return out
-
-
-async def from_driver(target: object, calls: int, pause: float, text: str) -> list[float]:
-    out = []
-    for _ in range(calls):
-        await asyncio.sleep(pause)
-        out.append(await target.reached.remote(time.time(), text))  # type: ignore[attr-defined]
-    return out
+        return await timed_calls(self.target, calls, pause, text)
 
 
 def row(label: str, pause: float, times: list[float]) -> str:
@@ -69,11 +66,11 @@ async def main_async(args: argparse.Namespace) -> None:
     caller = actor(Caller).remote(target)
     text = "a message of about the size of a chat line " * 3
     # Both processes started and warm before anything is timed.
-    await from_driver(target, 5, 0.0, text)
+    await timed_calls(target, 5, 0.0, text)
     await caller.hops.remote(5, 0.0, text)
     print(f"{'from':<16} {'pause ms':>8} {'p50 ms':>8} {'p90 ms':>8}")
     for pause in args.pauses:
-        print(row("driver -> actor", pause, await from_driver(target, args.calls, pause, text)))
+        print(row("driver -> actor", pause, await timed_calls(target, args.calls, pause, text)))
         print(row("actor -> actor", pause, await caller.hops.remote(args.calls, pause, text)))
 
 
