@@ -7,6 +7,7 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
+import openai
 import pytest
 
 from engine.errors import ErrorKind, ModelError
@@ -262,6 +263,7 @@ async def test_request_carries_system_tools_usage_option_and_auth(
     sent = fake_llm.last_request
     assert sent.path == "/v1/chat/completions"
     assert sent.headers["authorization"] == "Bearer sk-test"
+    assert sent.headers["content-type"] == "application/json"
     body = sent.body
     assert body["model"] == "gpt-test"
     assert body["stream"] is True
@@ -281,6 +283,26 @@ async def test_request_carries_system_tools_usage_option_and_auth(
     # A base_url means a compatible server, which knows max_tokens.
     assert body["max_tokens"] == 321
     assert body["temperature"] == 0.2
+
+
+async def test_the_body_is_encoded_here_once_as_utf8_json(
+    fake_llm: FakeLLM, provider: OpenAIProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The SDK's own encoder (the stdlib's, several times slower on a long
+    # history) is not used: the provider hands it the encoded bytes.
+    def refuse(obj: object) -> bytes:
+        raise AssertionError("the SDK encoded the body")
+
+    monkeypatch.setattr(openai._base_client, "openapi_dumps", refuse)
+    fake_llm.text("ok")
+    text = 'h\u00e9llo \u2713 \U0001f600 "quoted" \\ back\nslash'
+
+    items = await collect(provider, request(messages=[Message.user(text)]))
+
+    assert "".join(d.text for d in of_type(items, TextDelta)) == "ok"
+    raw = fake_llm.last_request.raw
+    assert "h\u00e9llo \u2713 \U0001f600".encode() in raw  # UTF-8, not \u escapes
+    assert fake_llm.last_request.body["messages"][-1] == {"role": "user", "content": text}
 
 
 async def test_no_system_message_and_no_tools_when_empty(
