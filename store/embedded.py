@@ -377,14 +377,18 @@ class EmbeddedStore(
         def op(conn: sqlite3.Connection) -> EventBatch:
             return self._read_events_sync(conn, group_id, after_seq, limit)
 
-        batch = await self._read(op)
-        if batch.events or wait <= 0:
-            return batch
+        if wait <= 0:
+            return await self._read(op)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait
-        while not self._closed:
+        # The waker counts from the file's state when it was set up.
+        await self._sqlite.set_up()
+        while True:
             # Register before reading: an event committed after this read is
             # then certain to wake the future (by the writer or the poller).
+            # One read per wake-up: a tail that has just delivered a batch
+            # and reads again mostly finds nothing, and the reads of every
+            # group watched here queue on the one reading connection.
             fut = self._waker.add(group_id)
             try:
                 batch = await self._read(op)
@@ -395,7 +399,8 @@ class EmbeddedStore(
                     await asyncio.wait_for(fut, remaining)
             finally:
                 self._waker.remove(group_id, fut)
-        return batch
+            if self._closed:
+                return batch
 
     @staticmethod
     def _read_events_sync(

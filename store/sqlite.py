@@ -298,13 +298,17 @@ class SQLiteThread:
         """The outcome of the latest checkpoint, or None before the first."""
         return self._checkpointer.last
 
+    async def set_up(self) -> None:
+        """Return once the writing connection has set the file up (its schema)."""
+        if not self._ready:
+            await self.run(lambda _conn: None)
+
     async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run the read-only ``fn`` on the reading connection (see the class notes)."""
         if self._closed:
             raise StoreError(f"{self.label} ({self.path}) is closed")
-        if not self._ready:
-            # The writing connection sets the file up (schema) before anyone reads.
-            await self.run(lambda _conn: None)
+        # The writing connection sets the file up before anyone reads.
+        await self.set_up()
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._read_executor, self._call_reader, fn)
 

@@ -13,7 +13,11 @@ import socket
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
+import pytest
+
+from protocol import SystemData, YeaftOutput
 from store import new_id
 from store.embedded import EmbeddedStore
 from store.notify import notify_dir
@@ -133,5 +137,43 @@ async def test_a_socket_left_by_a_dead_process_is_removed_by_the_next_writer(
         await _write_from_child(tmp_path, gid, 1, "send")
         assert not stale.exists()
         assert (await store.read_events(gid, 0)).last_seq == 1
+    finally:
+        await store.close()
+
+
+async def test_a_blocking_read_reads_once_per_wake_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every tail of a gateway reads through the store's one reading
+    # connection: a blocking read registers for its wake-up first and reads
+    # once, and once more when woken, never an extra read that finds nothing.
+    store = EmbeddedStore(tmp_path, poll_interval=3600)
+    sqlite = store._sqlite
+    read = sqlite.read
+    reads = 0
+
+    async def counted(fn: Any) -> Any:
+        nonlocal reads
+        reads += 1
+        return await read(fn)
+
+    monkeypatch.setattr(sqlite, "read", counted)
+    gid = new_id("grp")
+    try:
+        assert (await store.read_events(gid, 0)).last_seq == 0
+        assert reads == 1
+        reader = asyncio.create_task(store.read_events(gid, 0, wait=3600))
+        await parked(reader)
+        assert reads == 2
+        data = SystemData(subtype="notice", detail={"n": 0})
+        await store.append_event(
+            gid, YeaftOutput(conversation_id=gid, group_id=gid, vp_id="c", turn_id="t", data=data)
+        )
+        batch = await asyncio.wait_for(reader, 30)
+        assert details_of(batch.events) == [(1, {"n": 0})]
+        assert reads == 3
+        # Something to read at once: one read.
+        assert len((await store.read_events(gid, 0, wait=3600)).events) == 1
+        assert reads == 4
     finally:
         await store.close()
