@@ -231,10 +231,11 @@ class Client:
             gid, turn, data = frame["groupId"], frame["turnId"], frame["data"]
             if data["type"] == "assistant" and turn not in self.seen_turns:
                 self.seen_turns.add(turn)
-                self.first_tokens.append(time.perf_counter())
+                now = time.perf_counter()
+                self.first_tokens.append(now)
                 fut = self.waiting.pop(gid, None)
                 if fut is not None and not fut.done():
-                    fut.set_result(time.perf_counter())
+                    fut.set_result(now)
             elif data["type"] == "result":
                 self.results[gid] = self.results.get(gid, 0) + 1
                 self.result_seen.set()
