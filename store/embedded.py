@@ -383,24 +383,31 @@ class EmbeddedStore(
         deadline = loop.time() + wait
         # The waker counts from the file's state when it was set up.
         await self._sqlite.set_up()
+        waker = self._waker
+        batch: EventBatch | None = None
         while True:
-            # Register before reading: an event committed after this read is
-            # then certain to wake the future (by the writer or the poller).
-            # One read per wake-up: a tail that has just delivered a batch
-            # and reads again mostly finds nothing, and the reads of every
-            # group watched here queue on the one reading connection.
-            fut = self._waker.add(group_id)
+            # Register and stamp before reading: an event committed after
+            # this read is then certain to wake the future (by the writer or
+            # the thread) and to move the stamp.
+            # One read per wake-up, and none from a head already reached with
+            # nothing woken since (a tail back from delivering a batch): the
+            # reads of every group watched here queue on one connection.
+            fut = waker.add(group_id)
+            stamp = waker.stamp(group_id)
             try:
-                batch = await self._read(op)
-                remaining = deadline - loop.time()
-                if batch.events or remaining <= 0:
-                    return batch
+                if loop.time() >= deadline or not waker.unmoved(group_id, after_seq):
+                    batch = await self._read(op)
+                    reached = batch.events[-1].seq if batch.events else after_seq
+                    if reached == batch.last_seq:
+                        waker.reached(group_id, reached, stamp)
+                    if batch.events or loop.time() >= deadline:
+                        return batch
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(fut, remaining)
+                    await asyncio.wait_for(fut, deadline - loop.time())
             finally:
-                self._waker.remove(group_id, fut)
+                waker.remove(group_id, fut)
             if self._closed:
-                return batch
+                return batch if batch is not None else EventBatch(last_seq=after_seq)
 
     @staticmethod
     def _read_events_sync(

@@ -8,6 +8,13 @@ every ``poll_interval`` seconds as a safety net, it reads the events table's
 global AUTOINCREMENT counter and, when that moved, wakes the waiters of the
 groups that got the new rows. A commit in this process wakes the waiters of
 every instance on the same file directly.
+
+Every wake-up also moves its groups' stamps (:meth:`EventWaker.stamp`). A
+reader takes the stamp before it reads; a read that reached the head is
+remembered with it (:meth:`EventWaker.reached`), so the next blocking read
+from that head, with the stamp unmoved, knows there is nothing to read yet
+and waits at once (:meth:`EventWaker.unmoved`) instead of reading to find
+nothing, as a gateway's tail would after every batch it delivers.
 """
 
 from __future__ import annotations
@@ -27,6 +34,9 @@ from store.notify import Notifier
 from store.sqlite import connect
 
 log = logging.getLogger(__name__)
+
+# A group's wake-up stamp: (wake-ups of every group, wake-ups of the group).
+Stamp = tuple[int, int]
 
 # When the thread falls this many event rows behind (it was idle, or a burst
 # arrived), scanning them to find the groups is not worth it: it wakes every
@@ -65,6 +75,12 @@ class EventWaker:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._notifier = Notifier(path)
+        # Stamps: one count per group a blocking reader has stamped (moved by
+        # each wake-up of that group) and one for wake-ups of every group.
+        self._moves: dict[str, int] = {}
+        self._epoch = 0
+        # Per group: the seq a read found to be the head, and its stamp.
+        self._heads: dict[str, tuple[int, Stamp]] = {}
         with _PEERS_LOCK:
             _PEERS.setdefault(str(path), weakref.WeakSet()).add(self)
 
@@ -95,14 +111,44 @@ class EventWaker:
             if not self._waiters:
                 self._has_waiters.clear()
 
+    def stamp(self, group_id: str) -> Stamp:
+        """Where ``group_id``'s wake-ups stand; take it before a read."""
+        with self._lock:
+            return self._epoch, self._moves.setdefault(group_id, 0)
+
+    def reached(self, group_id: str, seq: int, stamp: Stamp) -> None:
+        """A read taken at ``stamp`` found ``seq`` to be the group's newest event."""
+        with self._lock:
+            self._heads[group_id] = (seq, stamp)
+
+    def unmoved(self, group_id: str, after_seq: int) -> bool:
+        """Whether a read after ``after_seq`` is sure to find nothing yet.
+
+        True when an earlier read found ``after_seq`` to be the head and the
+        group was not woken since it was taken: every commit after that
+        read's snapshot wakes the group (from the writer, or from the thread
+        once a waiter is registered), and moves its stamp.
+        """
+        with self._lock:
+            head = self._heads.get(group_id)
+            return head is not None and head == (
+                after_seq,
+                (self._epoch, self._moves.get(group_id, 0)),
+            )
+
     def notify(self, group_ids: Iterable[str] | None) -> None:
         """Wake the waiters of these groups (of all groups for None); thread-safe."""
         with self._lock:
             if group_ids is None:
                 woken = [f for futs in self._waiters.values() for f in futs]
                 self._waiters.clear()
+                self._epoch += 1
             else:
-                woken = [f for g in group_ids for f in self._waiters.pop(g, ())]
+                groups = list(group_ids)
+                woken = [f for g in groups for f in self._waiters.pop(g, ())]
+                for g in groups:
+                    if g in self._moves:
+                        self._moves[g] += 1
             if not self._waiters:
                 self._has_waiters.clear()
         for fut in woken:
