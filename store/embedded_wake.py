@@ -89,7 +89,8 @@ class EventWaker:
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         with self._lock:
             self._waiters.setdefault(group_id, set()).add(fut)
-            self._has_waiters.set()
+            if not self._has_waiters.is_set():  # set() takes the event's lock
+                self._has_waiters.set()
             if self._thread is None:
                 # Bound before the first waiter reads: a commit after that
                 # read either sends to this socket or is seen by the first

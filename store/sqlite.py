@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import TypeVar, cast
 
 from store.base import StoreError
 
@@ -229,6 +229,68 @@ class _Checkpointer:
                 self._conn = None
 
 
+class _ReadHops:
+    """Reads waiting for the reading thread, taken over to it together.
+
+    A call handed to a thread pool costs a submission, a wake-up of the
+    thread and, for its answer, a wake-up of the event loop. Reads asked for
+    while the thread is busy queue here instead, and the thread takes all of
+    them at once and answers them in one call per event loop: when one
+    commit wakes every gateway tail of a busy process, their reads cross in a
+    few hops, not one each.
+    """
+
+    def __init__(
+        self, executor: ThreadPoolExecutor, call: Callable[[Callable[..., object]], object]
+    ) -> None:
+        self._executor = executor
+        self._call = call
+        self._lock = threading.Lock()
+        self._queue: list[tuple[Callable[..., object], asyncio.Future[object]]] = []
+        self._running = False
+
+    def submit(self, fn: Callable[..., object]) -> asyncio.Future[object]:
+        fut: asyncio.Future[object] = asyncio.get_running_loop().create_future()
+        with self._lock:
+            self._queue.append((fn, fut))
+            start, self._running = not self._running, True
+        if start:
+            self._executor.submit(self._drain)
+        return fut
+
+    def _drain(self) -> None:
+        while True:
+            with self._lock:
+                batch, self._queue = self._queue, []
+                if not batch:
+                    self._running = False
+                    return
+            answers: dict[asyncio.AbstractEventLoop, list[_Answer]] = {}
+            for fn, fut in batch:
+                try:
+                    answer: _Answer = (fut, True, self._call(fn))
+                except Exception as exc:
+                    answer = (fut, False, exc)
+                answers.setdefault(fut.get_loop(), []).append(answer)
+            for loop, items in answers.items():
+                with contextlib.suppress(RuntimeError):  # that loop is closed
+                    loop.call_soon_threadsafe(_settle, items)
+
+
+_Answer = tuple["asyncio.Future[object]", bool, object]
+
+
+def _settle(answers: list[_Answer]) -> None:
+    for fut, ok, value in answers:
+        if fut.done():  # its reader was cancelled meanwhile
+            continue
+        if ok:
+            fut.set_result(value)
+        else:
+            assert isinstance(value, BaseException)
+            fut.set_exception(value)
+
+
 class SQLiteThread:
     """One connection to one SQLite file, used only from one dedicated thread.
 
@@ -266,6 +328,7 @@ class SQLiteThread:
         self._read_executor = ThreadPoolExecutor(
             max_workers=1, thread_name_prefix=f"yeaft-{label}-read"
         )
+        self._reads = _ReadHops(self._read_executor, self._call_reader)
         self._ready = False
         self._closed = False
 
@@ -309,8 +372,7 @@ class SQLiteThread:
             raise StoreError(f"{self.label} ({self.path}) is closed")
         # The writing connection sets the file up before anyone reads.
         await self.set_up()
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._read_executor, self._call_reader, fn)
+        return cast(T, await self._reads.submit(fn))
 
     def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         try:
@@ -319,6 +381,7 @@ class SQLiteThread:
             raise StoreError(f"{self.label} ({self.path}): {exc}") from exc
 
     def _call_reader(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        # On the reading thread; several in a row when reads queued up.
         try:
             if self._reader is None:
                 self._reader = connect(self.path, self.busy_timeout)

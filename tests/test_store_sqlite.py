@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import threading
 import time
 from pathlib import Path
 
@@ -155,5 +156,60 @@ async def test_the_checkpointer_copies_writes_on_its_own(tmp_path: Path) -> None
         done = db.last_checkpoint
         assert done is not None and done.wal_frames > 0
         assert done.copied == done.wal_frames
+    finally:
+        await db.close()
+
+
+async def test_reads_asked_for_while_the_reader_is_busy_cross_over_together(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every gateway tail reads through one reading thread: reads that queue
+    # while it is busy go over in one hop, each still gets its own answer
+    # (or its own error), and a reader cancelled meanwhile harms nobody.
+    db = SQLiteThread(tmp_path / "x.sqlite3", setup=_table)
+    await db.run(lambda conn: conn.execute("INSERT INTO t VALUES (7)"))
+    executor = db._read_executor
+    submit = executor.submit
+    hops = 0
+
+    def counted(*args: object, **kwargs: object) -> object:
+        nonlocal hops
+        hops += 1
+        return submit(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(executor, "submit", counted)
+    entered = threading.Event()
+    release = threading.Event()
+
+    def held(conn: sqlite3.Connection) -> str:
+        entered.set()
+        release.wait(30)
+        return "first"
+
+    def value(conn: sqlite3.Connection) -> int:
+        return int(conn.execute("SELECT v FROM t").fetchone()[0])
+
+    def broken(conn: sqlite3.Connection) -> int:
+        raise ValueError("this read's own failure")
+
+    try:
+        first = asyncio.create_task(db.read(held))
+        await asyncio.to_thread(entered.wait, 30)
+        assert hops == 1
+        queued = [asyncio.create_task(db.read(value)) for _ in range(3)]
+        failing = asyncio.create_task(db.read(broken))
+        cancelled = asyncio.create_task(db.read(value))
+        await asyncio.sleep(0)  # every task has queued its read
+        cancelled.cancel()
+        release.set()
+        assert await first == "first"
+        assert await asyncio.gather(*queued) == [7, 7, 7]
+        with pytest.raises(ValueError, match="own failure"):
+            await failing
+        with pytest.raises(asyncio.CancelledError):
+            await cancelled
+        assert hops == 1, "the five reads queued behind the first went over with it"
+        assert await db.read(value) == 7
+        assert hops == 2
     finally:
         await db.close()
