@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import anthropic
 import pytest
 
 from engine.errors import ErrorKind, ModelError
@@ -260,6 +261,43 @@ async def test_empty_system_is_omitted(fake_llm: FakeLLM, provider: AnthropicPro
     await collect(provider, request(system=""))
 
     assert "system" not in fake_llm.last_request.body
+
+
+async def test_the_body_is_built_and_encoded_here_once_as_utf8_json(
+    fake_llm: FakeLLM, provider: AnthropicProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Neither the SDK's copy of the request tree nor its stdlib encoder runs
+    # (both walk the whole history at every call): the provider hands over bytes.
+    def refuse(obj: object) -> bytes:
+        raise AssertionError("the SDK encoded the body")
+
+    prepare = anthropic._base_client.async_prepare_request_data
+    prepared: list[type] = []
+
+    async def watched(data: object, **kwargs: Any) -> Any:
+        prepared.append(type(data))
+        return await prepare(data, **kwargs)
+
+    monkeypatch.setattr(anthropic._base_client, "openapi_dumps", refuse)
+    monkeypatch.setattr(anthropic._base_client, "async_prepare_request_data", watched)
+    fake_llm.text("ok")
+    text = 'h\u00e9llo \u2713 \U0001f600 "quoted" \\ back\nslash'
+
+    items = await collect(provider, request(messages=[Message.user(text)], temperature=0.3))
+
+    assert "".join(d.text for d in of_type(items, TextDelta)) == "ok"
+    assert prepared == [type(None)], "the SDK had no tree of the body to copy"
+    recorded = fake_llm.last_request
+    assert "h\u00e9llo \u2713 \U0001f600".encode() in recorded.raw  # UTF-8, not \u escapes
+    assert recorded.headers["content-type"] == "application/json"
+    assert recorded.body == {
+        "model": MODEL,
+        "max_tokens": recorded.body["max_tokens"],
+        "messages": [{"role": "user", "content": [{"type": "text", "text": text}]}],
+        "stream": True,
+        "system": "You are terse.",
+        "temperature": 0.3,
+    }
 
 
 async def test_history_translation_merges_and_orders_blocks(

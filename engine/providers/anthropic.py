@@ -1,7 +1,7 @@
 """Anthropic's Messages API through the ``anthropic`` SDK.
 
-This is the only module that imports ``anthropic``. It streams with
-``messages.create(stream=True)`` and reads the raw events itself: the SDK's
+This is the only module that imports ``anthropic``. It streams a Messages
+call through the SDK's ``post`` and reads the raw events itself: the SDK's
 higher-level stream helper would accumulate a full message the engine does
 not need and hide the per-block boundaries that tell when a tool call is
 complete.
@@ -14,11 +14,12 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 import anthropic
 from anthropic import AsyncAnthropic
 from anthropic import types as wire
+from pydantic_core import to_json
 
 from engine.errors import ErrorKind, ModelError, classify
 from engine.events import TextDelta, ThinkingDelta, ToolCallEvent
@@ -67,10 +68,6 @@ _ERROR_TYPE_STATUS = {
     "overloaded_error": 529,
 }
 
-# Network failures during the body are raised by the HTTP stack itself (the
-# SDK wraps them only while connecting); these are the packages they come from.
-_TRANSPORT_PACKAGES = frozenset({"httpx", "httpx2", "httpcore", "httpcore2", "h11", "anyio"})
-
 
 class AnthropicProvider:
     """A :class:`~engine.providers.base.Provider` for Anthropic's Messages API.
@@ -113,23 +110,18 @@ class AnthropicProvider:
         for every failure. Cancellation propagates untouched.
         """
         self._check_credentials(request.model)
-        max_tokens, thinking = _thinking(request)
-        extra_body: dict[str, Any] = {}
-        if request.temperature is not None and thinking is None:
-            # The 2.x SDK's create() has no temperature parameter; the API
-            # still takes one, except together with thinking.
-            extra_body["temperature"] = request.temperature
         reader = _EventReader()
         try:
-            stream = await self._client.messages.create(
-                model=request.model,
-                max_tokens=max_tokens,
-                messages=cast(Any, to_anthropic_messages(request.messages)),
-                system=request.system or anthropic.omit,
-                tools=cast(Any, [to_anthropic_tool(t) for t in request.tools]) or anthropic.omit,
-                thinking=cast(Any, thinking) if thinking is not None else anthropic.omit,
+            # The SDK's own post, with the body built and encoded here:
+            # messages.create() would copy the whole request (every message
+            # of the history) into a fresh tree and encode it with the stdlib
+            # encoder, at every model call. The events are still the SDK's.
+            stream = await self._client.post(
+                "/v1/messages",
+                cast_to=wire.Message,
+                content=to_json(request_body(request)),
                 stream=True,
-                extra_body=extra_body or None,
+                stream_cls=anthropic.AsyncStream[wire.RawMessageStreamEvent],
             )
             async with stream:
                 async for event in stream:
@@ -278,6 +270,27 @@ def _assistant_blocks(msg: Message) -> list[dict[str, Any]]:
             {"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments}
         )
     return blocks
+
+
+def request_body(request: ModelRequest) -> dict[str, Any]:
+    """The JSON body of one streamed Messages call."""
+    max_tokens, thinking = _thinking(request)
+    body: dict[str, Any] = {
+        "model": request.model,
+        "max_tokens": max_tokens,
+        "messages": to_anthropic_messages(request.messages),
+        "stream": True,
+    }
+    if request.system:
+        body["system"] = request.system
+    if request.tools:
+        body["tools"] = [to_anthropic_tool(t) for t in request.tools]
+    if thinking is not None:
+        body["thinking"] = thinking
+    elif request.temperature is not None:
+        # The API refuses a temperature together with thinking.
+        body["temperature"] = request.temperature
+    return body
 
 
 def _thinking(request: ModelRequest) -> tuple[int, dict[str, Any] | None]:
