@@ -77,6 +77,7 @@ class EventWaker:
         self._notifier = Notifier(path)
         # Stamps: one count per group a blocking reader has stamped (moved by
         # each wake-up of that group) and one for wake-ups of every group.
+        # Both maps hold one entry per group ever tailed here, no more.
         self._moves: dict[str, int] = {}
         self._epoch = 0
         # Per group: the seq a read found to be the head, and its stamp.

@@ -250,6 +250,7 @@ class _ReadHops:
         self._running = False
 
     def submit(self, fn: Callable[..., object]) -> asyncio.Future[object]:
+        """Queue ``fn`` for the thread; its answer (or its error) comes in the future."""
         fut: asyncio.Future[object] = asyncio.get_running_loop().create_future()
         with self._lock:
             self._queue.append((fn, fut))
@@ -372,6 +373,8 @@ class SQLiteThread:
             raise StoreError(f"{self.label} ({self.path}) is closed")
         # The writing connection sets the file up before anyone reads.
         await self.set_up()
+        if self._closed:  # while it set up: its reading thread is going away
+            raise StoreError(f"{self.label} ({self.path}) is closed")
         return cast(T, await self._reads.submit(fn))
 
     def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
