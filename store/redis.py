@@ -173,6 +173,8 @@ class RedisStore(RedisMembers, RedisChatViews, RedisBudgets, RedisTasks, Store):
         # Appends waiting together go in one round trip (store.appends).
         self._appends = AppendQueue(self._write_appends)
         self._read_events = self._r.register_script(scripts.READ_EVENTS)
+        # Per group a blocking read was made of here: the head it last reached.
+        self._reached: dict[str, int] = {}
         self._add_turns = self._r.register_script(scripts.ADD_TURNS)
         self._start_turn = self._r.register_script(scripts.START_TURN)
         self._finish_turn = self._r.register_script(scripts.FINISH_TURN)
@@ -369,15 +371,25 @@ class RedisStore(RedisMembers, RedisChatViews, RedisBudgets, RedisTasks, Store):
         self._check_open()
         after_seq = max(0, after_seq)
         limit = max(1, limit)
-        batch = await self._snapshot(group_id, after_seq, limit)
-        if batch.events or wait <= 0:
-            return batch
+        if wait <= 0:
+            return await self._snapshot(group_id, after_seq, limit)
+        batch: EventBatch | None = None
+        # A blocking read from the head the last one reached (a gateway tail
+        # back from delivering a batch) would mostly find nothing: it blocks
+        # at once. Nothing is missed, as XREAD answers at once for an entry
+        # appended since.
+        if self._reached.get(group_id) != after_seq:
+            batch = await self._tail_snapshot(group_id, after_seq, limit)
+            if batch.events:
+                return batch
         deadline = time.monotonic() + wait
         stream = self._key(group_id, "events")
         while not self._closed:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                return batch
+                if batch is not None:
+                    return batch
+                return await self._tail_snapshot(group_id, after_seq, limit)
             block_ms = max(1, int(min(remaining, self.max_block_s) * 1000))
             # XREAD with an explicit id answers at once when a newer entry
             # already exists, so nothing appended since the snapshot is missed.
@@ -389,9 +401,19 @@ class RedisStore(RedisMembers, RedisChatViews, RedisBudgets, RedisTasks, Store):
                 continue  # a block ended with nothing new: block again until the deadline
             # Re-read through the snapshot script so gap and first/last seq
             # are computed the same way as for a non-blocking read.
-            batch = await self._snapshot(group_id, after_seq, limit)
+            batch = await self._tail_snapshot(group_id, after_seq, limit)
             if batch.events:
                 return batch
+        return batch if batch is not None else EventBatch(last_seq=after_seq)
+
+    async def _tail_snapshot(self, group_id: str, after_seq: int, limit: int) -> EventBatch:
+        """A blocking read's snapshot; remembers the head when it reached it."""
+        batch = await self._snapshot(group_id, after_seq, limit)
+        reached = batch.events[-1].seq if batch.events else after_seq
+        if reached == batch.last_seq:
+            self._reached[group_id] = reached
+        else:
+            self._reached.pop(group_id, None)
         return batch
 
     async def _snapshot(self, group_id: str, after_seq: int, limit: int) -> EventBatch:

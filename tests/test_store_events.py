@@ -216,6 +216,47 @@ async def test_redis_blocks_stay_within_the_socket_timeout_the_url_sets(
         await store.close()
 
 
+@pytest.mark.parametrize("store_factory", ["redis"], indirect=True)
+async def test_a_redis_blocking_read_from_a_reached_head_blocks_without_a_snapshot(
+    store_factory: StoreFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A tail back from delivering a batch asks from the head it reached: it
+    # goes straight to XREAD, which still answers at once for an event
+    # appended in between.
+    store = store_factory()
+    assert isinstance(store, RedisStore)
+    snapshot = store._snapshot
+    snapshots = 0
+
+    async def counted(*args: object) -> object:
+        nonlocal snapshots
+        snapshots += 1
+        return await snapshot(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(store, "_snapshot", counted)
+    gid = new_id("grp")
+    await store.append_event(gid, notice(n=1))
+    assert [e.seq for e in (await store.read_events(gid, 0, wait=WAKE_TIMEOUT)).events] == [1]
+    assert snapshots == 1
+    reader = asyncio.create_task(store.read_events(gid, 1, wait=WAKE_TIMEOUT))
+    await parked(reader)
+    assert snapshots == 1
+    await store.append_event(gid, notice(n=2))
+    assert details_of((await asyncio.wait_for(reader, WAKE_TIMEOUT)).events) == [(2, {"n": 2})]
+    assert snapshots == 2
+    # Appended while nobody waited: XREAD answers at once.
+    await store.append_event(gid, notice(n=3))
+    batch = await asyncio.wait_for(store.read_events(gid, 2, wait=WAKE_TIMEOUT), WAKE_TIMEOUT)
+    assert details_of(batch.events) == [(3, {"n": 3})] and snapshots == 3
+    # Not from the reached head: a snapshot first, as before.
+    await store.append_event(gid, notice(n=4))
+    batch = await store.read_events(gid, 1, wait=WAKE_TIMEOUT)
+    assert [e.seq for e in batch.events] == [2, 3, 4] and snapshots == 4
+    # A wait that times out from a reached head still answers with the log's state.
+    batch = await store.read_events(gid, 4, wait=0.2)
+    assert (batch.events, batch.last_seq) == ([], 4)
+
+
 async def test_cancelled_blocking_read_leaves_the_store_usable(store: Store) -> None:
     gid = new_id("grp")
     reader = asyncio.create_task(store.read_events(gid, 0, wait=WAKE_TIMEOUT))
