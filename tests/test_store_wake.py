@@ -141,6 +141,26 @@ async def test_a_socket_left_by_a_dead_process_is_removed_by_the_next_writer(
         await store.close()
 
 
+class _Reads:
+    """Counts the reads a store makes on its one reading connection."""
+
+    def __init__(self, store: EmbeddedStore, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.count = 0
+        read = store._sqlite.read
+
+        async def counted(fn: Any) -> Any:
+            self.count += 1
+            return await read(fn)
+
+        monkeypatch.setattr(store._sqlite, "read", counted)
+
+
+async def _append(store: EmbeddedStore, gid: str, n: int) -> None:
+    data = SystemData(subtype="notice", detail={"n": n})
+    frame = YeaftOutput(conversation_id=gid, group_id=gid, vp_id="c", turn_id="t", data=data)
+    await store.append_event(gid, frame)
+
+
 async def test_a_blocking_read_reads_once_per_wake_up(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -148,33 +168,21 @@ async def test_a_blocking_read_reads_once_per_wake_up(
     # connection: a blocking read registers for its wake-up first and reads
     # once, and once more when woken, never an extra read that finds nothing.
     store = EmbeddedStore(tmp_path, poll_interval=3600)
-    sqlite = store._sqlite
-    read = sqlite.read
-    reads = 0
-
-    async def counted(fn: Any) -> Any:
-        nonlocal reads
-        reads += 1
-        return await read(fn)
-
-    monkeypatch.setattr(sqlite, "read", counted)
+    reads = _Reads(store, monkeypatch)
     gid = new_id("grp")
     try:
         assert (await store.read_events(gid, 0)).last_seq == 0
-        assert reads == 1
+        assert reads.count == 1
         reader = asyncio.create_task(store.read_events(gid, 0, wait=3600))
         await parked(reader)
-        assert reads == 2
-        data = SystemData(subtype="notice", detail={"n": 0})
-        await store.append_event(
-            gid, YeaftOutput(conversation_id=gid, group_id=gid, vp_id="c", turn_id="t", data=data)
-        )
+        assert reads.count == 2
+        await _append(store, gid, 0)
         batch = await asyncio.wait_for(reader, 30)
         assert details_of(batch.events) == [(1, {"n": 0})]
-        assert reads == 3
+        assert reads.count == 3
         # Something to read at once: one read.
         assert len((await store.read_events(gid, 0, wait=3600)).events) == 1
-        assert reads == 4
+        assert reads.count == 4
     finally:
         await store.close()
 
@@ -187,54 +195,39 @@ async def test_a_blocking_read_from_a_reached_head_waits_without_reading(
     # made meanwhile, here or in another process, is still never missed.
     store = EmbeddedStore(tmp_path, poll_interval=3600)
     sibling = EmbeddedStore(tmp_path, poll_interval=3600)
-    sqlite = store._sqlite
-    read = sqlite.read
-    reads = 0
-
-    async def counted(fn: Any) -> Any:
-        nonlocal reads
-        reads += 1
-        return await read(fn)
-
-    monkeypatch.setattr(sqlite, "read", counted)
+    reads = _Reads(store, monkeypatch)
     gid = new_id("grp")
-
-    async def append(on: EmbeddedStore, n: int) -> None:
-        data = SystemData(subtype="notice", detail={"n": n})
-        frame = YeaftOutput(conversation_id=gid, group_id=gid, vp_id="c", turn_id="t", data=data)
-        await on.append_event(gid, frame)
-
     try:
         reader = asyncio.create_task(store.read_events(gid, 0, wait=3600))
         await parked(reader)
-        assert reads == 1
-        await append(store, 0)
+        assert reads.count == 1
+        await _append(store, gid, 0)
         assert [e.seq for e in (await asyncio.wait_for(reader, 30)).events] == [1]
-        assert reads == 2
+        assert reads.count == 2
         # From the head it reached, nothing moved: it parks without a read.
         reader = asyncio.create_task(store.read_events(gid, 1, wait=3600))
         await parked(reader)
-        assert reads == 2
-        await append(store, 1)
+        assert reads.count == 2
+        await _append(store, gid, 1)
         assert [e.seq for e in (await asyncio.wait_for(reader, 30)).events] == [2]
-        assert reads == 3
+        assert reads.count == 3
         # A commit through another instance on the file while nobody waits.
-        await append(sibling, 2)
+        await _append(sibling, gid, 2)
         batch = await asyncio.wait_for(store.read_events(gid, 2, wait=3600), 30)
-        assert details_of(batch.events) == [(3, {"n": 2})] and reads == 4
+        assert details_of(batch.events) == [(3, {"n": 2})] and reads.count == 4
         # A commit in another process while nobody waits: the waker thread
         # looks when the next reader registers, and wakes it.
         await _write_from_child(tmp_path, gid, 1, "send")
         batch = await asyncio.wait_for(store.read_events(gid, 3, wait=3600), 30)
         assert details_of(batch.events) == [(4, {"from": "child", "n": 0})]
         # Not reached (a full batch): the next read reads at once.
-        await append(store, 3)
-        await append(store, 4)
-        before = reads
+        await _append(store, gid, 3)
+        await _append(store, gid, 4)
+        before = reads.count
         batch = await store.read_events(gid, 4, limit=1, wait=3600)
         assert [e.seq for e in batch.events] == [5]
         batch = await asyncio.wait_for(store.read_events(gid, 5, wait=3600), 30)
-        assert [e.seq for e in batch.events] == [6] and reads == before + 2
+        assert [e.seq for e in batch.events] == [6] and reads.count == before + 2
         # A timed-out wait from a reached head still reads before it returns.
         batch = await store.read_events(gid, 6, wait=0.05)
         assert batch.events == [] and batch.last_seq == 6
