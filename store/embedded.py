@@ -397,9 +397,8 @@ class EmbeddedStore(
             try:
                 if loop.time() >= deadline or not waker.unmoved(group_id, after_seq):
                     batch = await self._read(op)
-                    reached = batch.events[-1].seq if batch.events else after_seq
-                    if reached == batch.last_seq:
-                        waker.reached(group_id, reached, stamp)
+                    if (head := batch.head_reached(after_seq)) is not None:
+                        waker.reached(group_id, head, stamp)
                     if batch.events or loop.time() >= deadline:
                         return batch
                 with contextlib.suppress(TimeoutError):

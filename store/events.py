@@ -147,6 +147,11 @@ class EventBatch:
     first_seq: int = 0
     last_seq: int = 0
 
+    def head_reached(self, after_seq: int) -> int | None:
+        """The newest seq, when this read (made after ``after_seq``) got everything up to it."""
+        end = self.events[-1].seq if self.events else after_seq
+        return end if end == self.last_seq else None
+
 
 def make_batch(
     after_seq: int, events: list[StoredEvent], first_seq: int, last_seq: int

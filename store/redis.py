@@ -409,9 +409,8 @@ class RedisStore(RedisMembers, RedisChatViews, RedisBudgets, RedisTasks, Store):
     async def _tail_snapshot(self, group_id: str, after_seq: int, limit: int) -> EventBatch:
         """A blocking read's snapshot; remembers the head when it reached it."""
         batch = await self._snapshot(group_id, after_seq, limit)
-        reached = batch.events[-1].seq if batch.events else after_seq
-        if reached == batch.last_seq:
-            self._reached[group_id] = reached
+        if (head := batch.head_reached(after_seq)) is not None:
+            self._reached[group_id] = head
         else:
             self._reached.pop(group_id, None)
         return batch
