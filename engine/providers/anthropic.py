@@ -97,6 +97,7 @@ class AnthropicProvider:
                 timeout=anthropic.Timeout(timeout, connect=connect_timeout),
                 max_retries=0,
                 default_headers=dict(extra_headers) if extra_headers else None,
+                http_client=anthropic.DefaultAioHttpClient(),
             )
         except anthropic.AnthropicError as exc:
             # Without an api_key the SDK reads credential profiles from disk

@@ -6,6 +6,7 @@ them through ``base_url``. This is the only module that imports ``openai``.
 
 The SDK's own retries are off (``max_retries=0``): the engine retries with
 its own backoff and fallback chain, and two retry layers would multiply.
+The SDK sends through its aiohttp transport (see :mod:`engine.providers.wire`).
 """
 
 from __future__ import annotations
@@ -113,6 +114,7 @@ class OpenAIProvider:
             timeout=openai.Timeout(timeout, connect=connect_timeout),
             max_retries=0,
             default_headers=dict(extra_headers) if extra_headers else None,
+            http_client=openai.DefaultAioHttpClient(),
         )
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:

@@ -1,6 +1,12 @@
 """Helpers both HTTP SDK providers share: tool arguments, Retry-After, transport errors.
 
 Nothing here imports a vendor SDK; each provider module still owns its SDK.
+
+Both providers give their SDK client the SDK's own aiohttp transport
+(``DefaultAioHttpClient``) instead of the default httpx2 one: aiohttp parses
+HTTP in C and reads without a cancel scope per read, so a streamed reply of
+60 chunks costs about 40% less CPU (``bench/sdk_transport.py``). Everything
+above the transport (requests, errors, timeouts, SSE decoding) is unchanged.
 """
 
 from __future__ import annotations
@@ -13,7 +19,9 @@ from engine.errors import parse_retry_after
 
 # Network failures the SDK does not wrap while a body is being read surface
 # as exceptions of the HTTP stack itself; these are the packages they come from.
-TRANSPORT_PACKAGES = frozenset({"httpx", "httpx2", "httpcore", "httpcore2", "h11", "anyio"})
+TRANSPORT_PACKAGES = frozenset(
+    {"aiohttp", "httpx", "httpx2", "httpcore", "httpcore2", "h11", "anyio"}
+)
 
 
 def parse_arguments(raw: str) -> dict[str, Any]:
