@@ -35,9 +35,13 @@ from engine.providers.base import (
     UsageItem,
 )
 from engine.providers.wire import (
+    count_of,
+    field_of,
     is_transport_error,
+    list_of,
     parse_arguments,
     retry_after_from,
+    text_of,
     transport_message,
 )
 
@@ -324,13 +328,13 @@ class _ChunkReader:
     def feed(self, chunk: object) -> list[StreamItem]:
         """The items of one chunk, a JSON object as the server sent it."""
         items: list[StreamItem] = []
-        usage = _field(chunk, "usage")
+        usage = field_of(chunk, "usage")
         if isinstance(usage, dict):
             self._usage = _usage(usage)
-        for choice in _list(_field(chunk, "choices")):
-            if _field(choice, "index"):
+        for choice in list_of(field_of(chunk, "choices")):
+            if field_of(choice, "index"):
                 continue  # only one choice is ever requested
-            delta = _field(choice, "delta")
+            delta = field_of(choice, "delta")
             if isinstance(delta, dict):
                 reasoning = _reasoning(delta)
                 if reasoning:
@@ -338,24 +342,26 @@ class _ChunkReader:
                 content = delta.get("content")
                 if isinstance(content, str) and content:
                     items.append(TextDelta(content))
-                calls = _list(delta.get("tool_calls"))
+                calls = list_of(delta.get("tool_calls"))
                 legacy = delta.get("function_call")
                 if calls or isinstance(legacy, dict):
                     # The call is yielded once whole; until then, say it is growing.
                     items.append(PROGRESS)
                 for fragment in calls:
-                    fn = _field(fragment, "function")
-                    index = _field(fragment, "index")
+                    fn = field_of(fragment, "function")
+                    index = field_of(fragment, "index")
                     self._add(
                         index if isinstance(index, int) else None,
-                        _text(_field(fragment, "id")),
-                        _text(_field(fn, "name")),
-                        _text(_field(fn, "arguments")),
+                        text_of(field_of(fragment, "id")),
+                        text_of(field_of(fn, "name")),
+                        text_of(field_of(fn, "arguments")),
                     )
                 if isinstance(legacy, dict):
                     # The deprecated single-function form, still sent by some servers.
-                    self._add(-1, None, _text(legacy.get("name")), _text(legacy.get("arguments")))
-            finish = _field(choice, "finish_reason")
+                    self._add(
+                        -1, None, text_of(legacy.get("name")), text_of(legacy.get("arguments"))
+                    )
+            finish = field_of(choice, "finish_reason")
             if isinstance(finish, str) and finish:
                 self._finish = finish
                 items.extend(self._flush())
@@ -420,23 +426,6 @@ class _ChunkReader:
         return items
 
 
-def _field(obj: object, name: str) -> Any:
-    """A member of a JSON object; None when it is absent or ``obj`` is no object."""
-    return obj.get(name) if isinstance(obj, dict) else None
-
-
-def _list(value: object) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
-def _text(value: object) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-def _count(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
 def _reasoning(delta: dict[str, Any]) -> str | None:
     for name in _REASONING_FIELDS:
         value = delta.get(name)
@@ -447,14 +436,14 @@ def _reasoning(delta: dict[str, Any]) -> str | None:
 
 def _usage(raw: dict[str, Any]) -> Usage:
     details = raw.get("prompt_tokens_details")
-    cached = _count(_field(details, "cached_tokens"))
-    written = _count(_field(details, "cache_write_tokens"))
-    prompt = _count(raw.get("prompt_tokens"))
+    cached = count_of(field_of(details, "cached_tokens")) or 0
+    written = count_of(field_of(details, "cache_write_tokens")) or 0
+    prompt = count_of(raw.get("prompt_tokens")) or 0
     # OpenAI counts cached tokens inside prompt_tokens; the engine's Usage
     # counts them apart (as Anthropic does), so pricing never charges twice.
     return Usage(
         input_tokens=max(0, prompt - cached - written),
-        output_tokens=_count(raw.get("completion_tokens")),
+        output_tokens=count_of(raw.get("completion_tokens")) or 0,
         cache_read_tokens=cached,
         cache_write_tokens=written,
     )

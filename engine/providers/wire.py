@@ -61,3 +61,27 @@ def transport_message(exc: BaseException, sdk_message: str) -> str:
 
 def is_transport_error(exc: BaseException) -> bool:
     return type(exc).__module__.partition(".")[0] in TRANSPORT_PACKAGES
+
+
+# --- reading streamed JSON ----------------------------------------------
+# Both providers read each streamed event as the parsed JSON the server sent,
+# not as an SDK model (building one costs tens of microseconds, paid per token),
+# so every field is checked for its type where it is read.
+
+
+def field_of(obj: object, name: str) -> Any:
+    """A member of a JSON object; None when it is absent or ``obj`` is no object."""
+    return obj.get(name) if isinstance(obj, dict) else None
+
+
+def list_of(value: object) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def text_of(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def count_of(value: object) -> int | None:
+    """A token count; None when ``value`` is none (a bool is no count)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
