@@ -11,7 +11,8 @@ For each roster size (1, 5 and 16 VPs by default) it starts ``yeaft serve``
   first token and to the last VP's first token (flat as VPs are added,
   when the VPs really answer side by side);
 - CPU per message: user+system seconds of the server's whole process tree
-  (gateway, Ray, actor workers) per fully answered ``@all`` message;
+  (gateway, Ray, actor workers) per fully answered ``@all`` message, and
+  the same split by kind of process (the largest six);
 - idle CPU: CPU seconds per second of the tree while a client watches the
   group and nothing happens;
 - peak RSS: the largest sum of resident memory over the tree, sampled every
@@ -50,7 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.fanout import bench_personas
 from bench.latency import ROOT, Client, Server, launch, login, new_group
-from bench.proctree import cpu_of, pss, tree
+from bench.proctree import pss, tree
 
 
 class Sampler:
@@ -91,15 +92,16 @@ def name_of(pid: int) -> str:
     return Path(scripts[0] if scripts else argv[0]).name
 
 
-def idle_breakdown(
-    before: dict[int, tuple[float, int]], after: dict[int, tuple[float, int]], seconds: float
+def breakdown(
+    before: dict[int, tuple[float, int]], after: dict[int, tuple[float, int]], per: float
 ) -> str:
-    """CPU seconds per second of each kind of process over an idle spell, largest first."""
-    per: dict[str, float] = {}
+    """CPU seconds of each kind of process between two snapshots, divided by ``per``
+    (the seconds of an idle spell, or the messages answered), largest first."""
+    spent: dict[str, float] = {}
     for pid, (cpu, _) in after.items():
         name = name_of(pid)
-        per[name] = per.get(name, 0.0) + (cpu - before.get(pid, (cpu, 0))[0]) / seconds
-    top = sorted(per.items(), key=lambda kv: -kv[1])[:6]
+        spent[name] = spent.get(name, 0.0) + (cpu - before.get(pid, (cpu, 0))[0]) / per
+    top = sorted(spent.items(), key=lambda kv: -kv[1])[:6]
     return ", ".join(f"{name} {value:.3f}" for name, value in top if value > 0)
 
 
@@ -131,9 +133,12 @@ async def measure(args: argparse.Namespace, server: Server, size: int, roster: l
         await all_answered(client, gid, size, "@all first")
         first = time.perf_counter() - t0
         warm = [await all_answered(client, gid, size, "@all warm") for _ in range(2)]
-        cpu0 = cpu_of(pid)
+        busy0 = tree(pid)
         times = [await all_answered(client, gid, size, f"@all q{i}") for i in range(args.messages)]
-        per_msg = (cpu_of(pid) - cpu0) / args.messages
+        busy1 = tree(pid)
+        per_msg = sum(c for c, _ in busy1.values()) - sum(c for c, _ in busy0.values())
+        per_msg /= args.messages
+        busy = breakdown(busy0, busy1, args.messages)
         await asyncio.sleep(1.0)
         snap0, i0 = tree(pid), time.perf_counter()
         await asyncio.sleep(args.idle)
@@ -141,7 +146,7 @@ async def measure(args: argparse.Namespace, server: Server, size: int, roster: l
         held = pss(snap1)
         idle = sum(c for c, _ in snap1.values()) - sum(c for c, _ in snap0.values())
         idle /= spell
-        breakdown = idle_breakdown(snap0, snap1, spell)
+        idle_by = breakdown(snap0, snap1, spell)
         await client.close()
         await http.aclose()
     finally:
@@ -154,7 +159,8 @@ async def measure(args: argparse.Namespace, server: Server, size: int, roster: l
         f"{token:>9.3f} {last_token:>9.3f} "
         f"{per_msg:>10.3f} {idle:>9.3f} {sampler.peak / 2**20:>9.0f} {sampler.processes:>6}"
         f" {held / 2**20:>12.0f}"
-        f"\n     idle CPU s/s by process: {breakdown}"
+        f"\n     CPU s per message by process: {busy}"
+        f"\n     idle CPU s/s by process: {idle_by}"
     )
 
 
