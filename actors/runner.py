@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,7 +29,7 @@ from actors.hooks import BeforeTurn, TurnHooks, context_window
 from actors.questions import QuestionBox
 from actors.queueing import SteerInbox, shorten_overflow
 from actors.tools import CoordinatorRouter, workspace_service
-from actors.transcripts import load_conversation, save_conversation
+from actors.transcripts import TranscriptCache
 from actors.turns import TurnHost, TurnOutcome, TurnRequest, TurnState, TurnTracker
 from actors.visibility import forget_deleted, group_view, rewind, trigger_text
 from actors.writer import GroupEvents, TurnWriter, error_stop
@@ -58,34 +57,8 @@ log = logging.getLogger(__name__)
 # the VP through its own transcript and compaction summaries.
 CATCH_UP_MESSAGES = 200
 QUICK_CATCH_UP = 20
-# Transcripts kept in memory between turns (least recently used go first).
-CACHED_TRANSCRIPTS = 512
 # How much of a tool's result a task's evidence keeps.
 TOOL_SUMMARY_CHARS = 300
-
-
-class TranscriptCache:
-    """This VP's transcripts by group: from memory, else from the store.
-
-    Only the VP's own actor writes them, so the copy kept between turns is
-    always the newest; a restarted actor starts from the store.
-    """
-
-    def __init__(self, vp_id: str, size: int = CACHED_TRANSCRIPTS) -> None:
-        self.vp_id = vp_id
-        self.size = size
-        self._items: OrderedDict[str, Conversation] = OrderedDict()
-
-    async def take(self, store: Store, group_id: str) -> Conversation:
-        conv = self._items.pop(group_id, None)
-        if conv is None:
-            conv = await load_conversation(store, group_id, self.vp_id)
-        return conv or Conversation(id=f"{group_id}:{self.vp_id}")
-
-    def keep(self, group_id: str, conv: Conversation) -> None:
-        self._items[group_id] = conv
-        while len(self._items) > self.size:
-            self._items.popitem(last=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -467,7 +440,7 @@ class TurnRunner:
         conv.messages = drop_images(conv.messages)
         self.s.transcripts.keep(self.req.group_id, conv)
         try:
-            await save_conversation(self.s.store, self.req.group_id, self.s.vp_id, conv)
+            await self.s.transcripts.save(self.s.store, self.req.group_id, conv)
         except StoreError as exc:
             # The turn has its result; the copy kept in memory serves the next
             # turn, and the next save writes it.

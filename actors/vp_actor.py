@@ -31,8 +31,9 @@ from actors.lanes import Lanes
 from actors.memory_tier import RecallHook
 from actors.questions import QuestionBox
 from actors.queueing import BusyLanes, CollectBatch
-from actors.runner import TranscriptCache, TurnRunner, VPServices
+from actors.runner import TurnRunner, VPServices
 from actors.tools import vp_tools
+from actors.transcripts import TranscriptCache
 from actors.turns import TurnHost, TurnOutcome, TurnRequest, TurnTracker
 from engine.access import ProviderState
 from engine.engine import Engine

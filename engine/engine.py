@@ -492,9 +492,13 @@ class _Turn:
         if not self.shrunk_results:
             self.shrunk_results = True
             shrunk = 0
-            for m in self.conv.messages:
+            messages = self.conv.messages
+            for i, m in enumerate(messages):
                 if m.role == "tool" and len(m.content) > _SHRUNK_RESULT_CHARS:
-                    m.content = truncate_tool_result(m.content, _SHRUNK_RESULT_CHARS)
+                    # A new message, not an edit: a saved transcript tells by
+                    # identity which of its messages changed.
+                    short = truncate_tool_result(m.content, _SHRUNK_RESULT_CHARS)
+                    messages[i] = m.model_copy(update={"content": short})
                     shrunk += 1
             if shrunk:
                 await self.emit(

@@ -15,6 +15,7 @@ import time
 import uuid
 from abc import abstractmethod
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
 from pydantic import BaseModel, Field
@@ -263,21 +264,46 @@ class TurnLog(Protocol):
         """Every turn of every group that is not finished, oldest first."""
 
 
+@dataclass(frozen=True, slots=True)
+class StoredTranscript:
+    """A VP's transcript in a group as the store holds it: a head and message rows.
+
+    ``head`` is JSON text; ``messages`` the JSON text of each message row, in
+    order. What they mean belongs to the layer that saved them
+    (``actors.transcripts``); a transcript saved whole before rows existed
+    is a head alone.
+    """
+
+    head: str
+    messages: list[str]
+
+
 class TranscriptStore(Protocol):
-    """Each VP's engine transcript per group, kept as opaque JSON text."""
+    """Each VP's engine transcript per group, kept as opaque JSON texts: a head and rows.
+
+    A turn adds a few messages to a transcript of hundreds, so a save writes
+    the head and only the rows from the first one that changed; a transcript
+    is the largest thing a turn writes.
+    """
 
     @abstractmethod
-    async def load_transcript(self, group_id: str, vp_id: str) -> str | None:
-        """A VP's engine transcript in a group: the JSON text it was saved as.
+    async def load_transcript(self, group_id: str, vp_id: str) -> StoredTranscript | None:
+        """A VP's transcript in a group, head and rows read together; None if never saved.
 
         The store keeps transcripts opaque: their shape belongs to the engine,
-        which sits above the store and is not imported here. Text, not a
-        parsed document, so the engine's model serialises and parses it in
-        one pass (a transcript is the largest thing a turn writes).
+        which sits above the store and is not imported here.
         """
 
     @abstractmethod
-    async def save_transcript(self, group_id: str, vp_id: str, transcript: str) -> None: ...
+    async def save_transcript(
+        self, group_id: str, vp_id: str, head: str, messages: Sequence[str], keep: int = 0
+    ) -> bool:
+        """Replace the head, keep the first ``keep`` rows, and put ``messages`` after them.
+
+        All of it or nothing. False, with nothing written, when the store
+        holds fewer than ``keep`` rows (the caller then saves the whole
+        transcript with ``keep=0``, which always succeeds).
+        """
 
 
 class UserStore(Protocol):

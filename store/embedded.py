@@ -55,6 +55,7 @@ from store.base import (
     GroupMessage,
     NotFound,
     Store,
+    StoredTranscript,
     StoreError,
     decode_user,
     encode_user,
@@ -173,7 +174,14 @@ class EmbeddedStore(
             with write_txn(conn):
                 existed = conn.execute("DELETE FROM groups WHERE id = ?", (group_id,)).rowcount
                 # Data written under the id without a group row is removed too.
-                tables = ("messages", "transcripts", "events", "event_heads", "turns")
+                tables = (
+                    "messages",
+                    "transcripts",
+                    "transcript_rows",
+                    "events",
+                    "event_heads",
+                    "turns",
+                )
                 for table in (*tables, *chat_sql.GROUP_TABLES, *BUDGET_TABLES, *TASK_TABLES):
                     conn.execute(f"DELETE FROM {table} WHERE group_id = ?", (group_id,))
             return existed > 0
@@ -296,24 +304,53 @@ class EmbeddedStore(
         return GroupMessage.model_validate_json(data) if data else None
 
     # -- engine transcripts ------------------------------------------------
-    async def load_transcript(self, group_id: str, vp_id: str) -> str | None:
-        def op(conn: sqlite3.Connection) -> str | None:
-            row = conn.execute(
-                "SELECT data FROM transcripts WHERE group_id = ? AND vp_id = ?", (group_id, vp_id)
-            ).fetchone()
-            return str(row[0]) if row else None
+    async def load_transcript(self, group_id: str, vp_id: str) -> StoredTranscript | None:
+        def op(conn: sqlite3.Connection) -> StoredTranscript | None:
+            key = (group_id, vp_id)
+            with read_txn(conn):
+                head = conn.execute(
+                    "SELECT data FROM transcripts WHERE group_id = ? AND vp_id = ?", key
+                ).fetchone()
+                if head is None:
+                    return None
+                rows = conn.execute(
+                    "SELECT data FROM transcript_rows WHERE group_id = ? AND vp_id = ? ORDER BY n",
+                    key,
+                ).fetchall()
+            return StoredTranscript(head[0], [r[0] for r in rows])
 
         return await self._read(op)
 
-    async def save_transcript(self, group_id: str, vp_id: str, transcript: str) -> None:
-        def op(conn: sqlite3.Connection) -> None:
-            conn.execute(
-                "INSERT INTO transcripts (group_id, vp_id, data) VALUES (?, ?, ?)"
-                " ON CONFLICT (group_id, vp_id) DO UPDATE SET data = excluded.data",
-                (group_id, vp_id, transcript),
-            )
+    async def save_transcript(
+        self, group_id: str, vp_id: str, head: str, messages: Sequence[str], keep: int = 0
+    ) -> bool:
+        def op(conn: sqlite3.Connection) -> bool:
+            key = (group_id, vp_id)
+            with write_txn(conn):
+                if keep > 0:
+                    (held,) = conn.execute(
+                        "SELECT COUNT(*) FROM transcript_rows"
+                        " WHERE group_id = ? AND vp_id = ? AND n < ?",
+                        (*key, keep),
+                    ).fetchone()
+                    if held < keep:
+                        return False
+                conn.execute(
+                    "DELETE FROM transcript_rows WHERE group_id = ? AND vp_id = ? AND n >= ?",
+                    (*key, keep),
+                )
+                conn.executemany(
+                    "INSERT INTO transcript_rows (group_id, vp_id, n, data) VALUES (?, ?, ?, ?)",
+                    [(*key, keep + i, row) for i, row in enumerate(messages)],
+                )
+                conn.execute(
+                    "INSERT INTO transcripts (group_id, vp_id, data) VALUES (?, ?, ?)"
+                    " ON CONFLICT (group_id, vp_id) DO UPDATE SET data = excluded.data",
+                    (*key, head),
+                )
+            return True
 
-        await self._run(op)
+        return await self._run(op)
 
     # -- event log ---------------------------------------------------------
     async def append_event(self, group_id: str, frame: EventFrame) -> int:

@@ -28,11 +28,20 @@ CREATE UNIQUE INDEX IF NOT EXISTS messages_by_id ON messages (group_id, id);
 CREATE UNIQUE INDEX IF NOT EXISTS messages_by_client_id
     ON messages (group_id, client_id) WHERE client_id IS NOT NULL;
 CREATE INDEX IF NOT EXISTS messages_by_pos ON messages (group_id, pos);
+-- A VP's transcript (store.base.TranscriptStore): its head in transcripts,
+-- its messages in transcript_rows, numbered from 0.
 CREATE TABLE IF NOT EXISTS transcripts (
     group_id TEXT NOT NULL,
     vp_id TEXT NOT NULL,
     data TEXT NOT NULL,
     PRIMARY KEY (group_id, vp_id)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS transcript_rows (
+    group_id TEXT NOT NULL,
+    vp_id TEXT NOT NULL,
+    n INTEGER NOT NULL,
+    data TEXT NOT NULL,
+    PRIMARY KEY (group_id, vp_id, n)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS event_heads (
     group_id TEXT PRIMARY KEY,

@@ -11,7 +11,6 @@ carries ``{G}`` as a Redis Cluster hash tag, so each Lua script
 ``P:g:{G}:order``        zset    message id scored by append position
 ``P:g:{G}:mpos``         string  counter of append positions
 ``P:g:{G}:cmid``         hash    clientMessageId -> message id
-``P:g:{G}:tx``           hash    VP id -> transcript JSON
 ``P:g:{G}:events``       stream  one entry per event, id ``<seq>-0`` (fields below)
 ``P:g:{G}:eseq``         string  the last event seq assigned
 ``P:g:{G}:turns``        hash    turn id -> TurnRecord JSON (without phase and end)
@@ -23,8 +22,8 @@ carries ``{G}`` as a Redis Cluster hash tag, so each Lua script
 
 The keys of search, read marks and usage totals (``terms``, ``reads``,
 ``uturns``, ``usage``) are described in ``store.redis_chat``, those of
-budgets in ``store.redis_budgets`` and those of tasks, evidence and skills
-in ``store.redis_tasks``.
+budgets in ``store.redis_budgets``, those of tasks, evidence and skills
+in ``store.redis_tasks`` and those of transcripts in ``store.redis_transcripts``.
 
 An event entry holds ``d``, the frame's JSON text with its seq, and the
 header fields a subscriber filter reads without decoding it: ``t`` (frame
@@ -84,6 +83,7 @@ from store.redis_chat import CHAT_KINDS, RedisChatViews, search_postings, usage_
 from store.redis_errors import redis_errors as _redis_errors
 from store.redis_members import RedisMembers
 from store.redis_tasks import TASK_KINDS, RedisTasks
+from store.redis_transcripts import TRANSCRIPT_KINDS, RedisTranscripts
 from store.turns import TurnEnd, TurnRecord, finish_frames
 
 # The longest single XREAD BLOCK, and the socket timeout of the blocking
@@ -98,7 +98,7 @@ _GROUP_KINDS = (
     "order",
     "mpos",
     "cmid",
-    "tx",
+    *TRANSCRIPT_KINDS,
     "events",
     "eseq",
     "turns",
@@ -124,7 +124,7 @@ def _seq_of(entry_id: str) -> int:
     return int(entry_id.split("-", 1)[0])
 
 
-class RedisStore(RedisMembers, RedisChatViews, RedisBudgets, RedisTasks, Store):
+class RedisStore(RedisMembers, RedisChatViews, RedisBudgets, RedisTasks, RedisTranscripts, Store):
     """A Store on a Redis server; all keys live under ``prefix``.
 
     ``max_block_s`` is the longest single XREAD BLOCK: at most half the
@@ -300,18 +300,6 @@ class RedisStore(RedisMembers, RedisChatViews, RedisBudgets, RedisTasks, Store):
         with _redis_errors():
             data = await self._r.hget(self._key(group_id, "msgs"), message_id)
         return GroupMessage.model_validate_json(data) if data else None
-
-    # -- engine transcripts ------------------------------------------------
-    async def load_transcript(self, group_id: str, vp_id: str) -> str | None:
-        self._check_open()
-        with _redis_errors():
-            data = await self._r.hget(self._key(group_id, "tx"), vp_id)
-        return str(data) if data else None
-
-    async def save_transcript(self, group_id: str, vp_id: str, transcript: str) -> None:
-        self._check_open()
-        with _redis_errors():
-            await self._r.hset(self._key(group_id, "tx"), vp_id, transcript)
 
     # -- event log ---------------------------------------------------------
     async def append_event(self, group_id: str, frame: EventFrame) -> int:

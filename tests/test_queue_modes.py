@@ -337,17 +337,17 @@ async def test_a_message_after_the_answer_is_out_does_not_wait_a_debounce(
     fx: Fixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The running turn has sent its result and is saving: the next message just follows it."""
-    import actors.runner
+    from actors.transcripts import TranscriptCache
 
     saving, saved = asyncio.Event(), asyncio.Event()
-    inner = actors.runner.save_conversation
+    inner = TranscriptCache.save
 
     async def slow_save(*args: Any) -> None:
         saving.set()
         await saved.wait()
         await inner(*args)
 
-    monkeypatch.setattr(actors.runner, "save_conversation", slow_save)
+    monkeypatch.setattr(TranscriptCache, "save", slow_save)
     fx.worker.queue.sleep = _never_sleep
     first_req = await fx.say("one", QueuePolicy())
     first = fx.run(first_req)
