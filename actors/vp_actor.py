@@ -64,12 +64,14 @@ class VPStats:
 
 @dataclass(frozen=True, slots=True)
 class VPShared:
-    """What the VPs of one process share: store connections, memory, provider state, files."""
+    """What the VPs of one process share: store connections, memory, provider state,
+    files, and the persona directory (read once, not once a VP)."""
 
     store: Store
     memory: MemoryBackend
     provider_state: ProviderState
     attachments: AttachmentStore
+    personas: PersonaDirectory
 
     @classmethod
     def open(cls, config: RuntimeConfig) -> VPShared:
@@ -78,6 +80,7 @@ class VPShared:
             config.open_memory(),
             config.store.open_provider_state(),
             config.store.open_attachments(),
+            PersonaDirectory.open(config.personas_dir),
         )
 
 
@@ -102,8 +105,11 @@ class VPActor:
 
     def __init__(self, vp_id: str, config: RuntimeConfig, shared: VPShared | None = None) -> None:
         shared = shared or VPShared.open(config)
-        personas = PersonaDirectory.open(config.personas_dir)
+        personas = shared.personas
         persona = personas.library.get(vp_id)
+        if persona is None:
+            # A persona file added since this process read them.
+            persona = personas.reload().get(vp_id)
         if persona is None:
             raise ValueError(f"unknown persona {vp_id!r}")
         settings = config.engine

@@ -29,6 +29,11 @@ log = logging.getLogger(__name__)
 DEFAULT_VP_ID = "omni"
 FRONT_MATTER_KEYS = tuple(field.alias or name for name, field in PersonaMeta.model_fields.items())
 
+# libyaml's safe loader where PyYAML was built with it (its wheels are): the
+# same documents, about eight times faster than the pure-Python one, which
+# took 15 ms for the built-in personas.
+YAML_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
 # Front matter is a block fenced by two lines of three dashes at the very top.
 _FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)^---[ \t]*(?:\r?\n|\Z)", re.DOTALL | re.MULTILINE)
 
@@ -51,7 +56,7 @@ def _split_front_matter(text: str, source: str) -> tuple[dict[str, Any], str]:
             "the YAML fields, and a closing '---' line",
         )
     try:
-        data = yaml.safe_load(match.group(1))
+        data = yaml.load(match.group(1), Loader=YAML_LOADER)
     except yaml.YAMLError as exc:
         # PyYAML's message carries the line and column of the problem.
         detail = " ".join(str(exc).split())

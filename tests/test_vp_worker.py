@@ -11,6 +11,7 @@ import asyncio
 import dataclasses
 import uuid
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,12 +20,13 @@ from actors.config import RuntimeConfig
 from actors.dream import DreamReport
 from actors.transcripts import load_conversation
 from actors.turns import TurnOrigin, TurnOutcome, TurnRequest
-from actors.vp_actor import VPActor
+from actors.vp_actor import VPActor, VPShared
 from engine.errors import ErrorKind
 from engine.events import StopReason
 from engine.providers.base import ModelRequest, StreamItem
 from engine.providers.offline import Fail, OfflineProvider, Reply
 from engine.settings import EngineConfig
+from personas.loader import new_persona_file
 from store.base import Group, GroupMessage
 from store.memory import vp_scope
 from tests.fixtures.stores import StoreFactory
@@ -189,3 +191,31 @@ async def test_a_turn_sent_again_while_it_runs_runs_once(make_worker: MakeWorker
     assert provider.calls == 1
     # Ended, it is no longer held.
     assert await steve.running() == []
+
+
+async def test_vps_of_one_process_share_the_persona_files_and_see_new_ones(
+    store_factory: StoreFactory, tmp_path: Path
+) -> None:
+    """The persona files are read once a process, and again for a VP made from a newer file."""
+    own = tmp_path / "personas"
+    own.mkdir()
+    config = RuntimeConfig(
+        store=store_factory.config,
+        engine=EngineConfig(model="offline:default", offline_tps=0),
+        personas_dir=str(own),
+        dream_idle_s=0,
+        dream_every_turns=0,
+    )
+    shared = VPShared.open(config)
+    try:
+        steve = VPActor("steve", config, shared)
+        with pytest.raises(ValueError, match="unknown persona 'nova'"):
+            VPActor("nova", config, shared)
+        new_persona_file(own, "nova", name="Nova")
+        nova = VPActor("nova", config, shared)
+
+        assert steve.services.personas is nova.services.personas is shared.personas
+        assert nova.services.persona.name == "Nova"
+    finally:
+        await shared.memory.close()
+        await shared.store.close()

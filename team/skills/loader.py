@@ -29,6 +29,7 @@ from typing import Any
 
 import yaml
 
+from personas.loader import YAML_LOADER
 from protocol.tasks import Skill, SkillSource
 
 __all__ = [
@@ -84,7 +85,7 @@ def _split(text: str) -> tuple[dict[str, Any], str]:
             "the YAML fields (name, description, tools) and a closing '---' line"
         )
     try:
-        data = yaml.safe_load(match.group(1))
+        data = yaml.load(match.group(1), Loader=YAML_LOADER)
     except yaml.YAMLError as exc:
         # PyYAML's message carries the line and column of the problem.
         detail = " ".join(str(exc).split())
