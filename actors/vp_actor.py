@@ -16,7 +16,7 @@ import asyncio
 import dataclasses
 import os
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import cast
 
 import ray
@@ -65,13 +65,16 @@ class VPStats:
 @dataclass(frozen=True, slots=True)
 class VPShared:
     """What the VPs of one process share: store connections, memory, provider state,
-    files, and the persona directory (read once, not once a VP)."""
+    files, the persona directory (read once, not once a VP) and the coordinator
+    actors' handles (``ray.get_actor`` blocks the event loop on a GCS round trip,
+    and a handle's first lookup imports the coordinator's class)."""
 
     store: Store
     memory: MemoryBackend
     provider_state: ProviderState
     attachments: AttachmentStore
     personas: PersonaDirectory
+    coordinators: dict[str, ActorHandle[TurnHost]] = field(default_factory=dict)
 
     @classmethod
     def open(cls, config: RuntimeConfig) -> VPShared:
@@ -163,7 +166,7 @@ class VPActor:
             vp_id, store, opener=lambda messages: open_files(messages, self.services.attachments)
         )
         self._running: dict[str, _Running] = {}
-        self._hosts: dict[str, ActorHandle[TurnHost]] = {}
+        self._hosts = shared.coordinators
         # When each group was last cancelled (newest last), for turns the
         # cancel overtook on their way here.
         self._cancelled: OrderedDict[str, float] = OrderedDict()
@@ -251,7 +254,7 @@ class VPActor:
         return await asyncio.shield(running.outcome)
 
     def _host(self, name: str | None) -> ActorHandle[TurnHost] | None:
-        """The coordinator actor ``name``, looked up once and kept."""
+        """The coordinator actor ``name``, looked up once in this process and kept."""
         if name is None:
             return None
         host = self._hosts.get(name)

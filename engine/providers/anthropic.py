@@ -40,6 +40,7 @@ from engine.providers.wire import (
     parse_arguments,
     retry_after_from,
     text_of,
+    tls_context,
     transport_message,
 )
 
@@ -100,7 +101,7 @@ class AnthropicProvider:
                 timeout=anthropic.Timeout(timeout, connect=connect_timeout),
                 max_retries=0,
                 default_headers=dict(extra_headers) if extra_headers else None,
-                http_client=anthropic.DefaultAioHttpClient(),
+                http_client=anthropic.DefaultAioHttpClient(verify=tls_context()),
             )
         except anthropic.AnthropicError as exc:
             # Without an api_key the SDK reads credential profiles from disk

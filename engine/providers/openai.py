@@ -42,6 +42,7 @@ from engine.providers.wire import (
     parse_arguments,
     retry_after_from,
     text_of,
+    tls_context,
     transport_message,
 )
 
@@ -118,7 +119,7 @@ class OpenAIProvider:
             timeout=openai.Timeout(timeout, connect=connect_timeout),
             max_retries=0,
             default_headers=dict(extra_headers) if extra_headers else None,
-            http_client=openai.DefaultAioHttpClient(),
+            http_client=openai.DefaultAioHttpClient(verify=tls_context()),
         )
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamItem]:

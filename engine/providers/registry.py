@@ -17,6 +17,7 @@ from engine.errors import ErrorKind, ModelError
 from engine.models import ModelRegistry, UnknownModel
 from engine.providers.base import Provider
 from engine.providers.offline import OfflineProvider
+from engine.providers.wire import tls_context
 from engine.settings import EngineConfig
 
 KNOWN = ("openai", "anthropic", "offline")
@@ -119,9 +120,11 @@ class ProviderRegistry:
         )
 
     def preload(self) -> None:
-        """Import the SDKs of the configured models' vendors now, not at their first call.
+        """Import the SDKs of the configured models' vendors, and make the TLS
+        context their clients share (:func:`~engine.providers.wire.tls_context`),
+        now, not at their first call.
 
-        A process that starts idle pays the import before anyone waits on
+        A process that starts idle pays for both before anyone waits on
         it; a model string that does not resolve is left to its first call.
         """
         s = self.settings
@@ -138,6 +141,7 @@ class ProviderRegistry:
                 continue
             if vendor in SDK_VENDORS and vendor not in self._overrides:
                 importlib.import_module(f"engine.providers.{vendor}")
+                tls_context()
 
     def has_override(self, vendor: str) -> bool:
         return vendor in self._overrides

@@ -1,4 +1,4 @@
-"""Helpers both HTTP SDK providers share: tool arguments, Retry-After, transport errors.
+"""Helpers both HTTP SDK providers share: the TLS context, tool arguments, Retry-After, errors.
 
 Nothing here imports a vendor SDK; each provider module still owns its SDK.
 
@@ -12,10 +12,30 @@ above the transport (requests, errors, timeouts, SSE decoding) is unchanged.
 from __future__ import annotations
 
 import json
+import ssl
 from collections.abc import Mapping
+from functools import cache
 from typing import Any
 
 from engine.errors import parse_retry_after
+
+
+@cache
+def tls_context() -> ssl.SSLContext:
+    """The one TLS context every SDK client of this process verifies servers with.
+
+    It is the context the SDK would make for each client (httpx2's default:
+    the system's CA certificates, or ``SSL_CERT_FILE``/``SSL_CERT_DIR``), made
+    once: loading the certificates took 26-72 ms a client, and every VP
+    makes its own client at its first model call, so a host of 8 VPs paid
+    for it 8 times on the path of its first message. A context is safe to
+    share between clients; :meth:`ProviderRegistry.preload` makes it while
+    the process is idle.
+    """
+    import httpx2
+
+    return httpx2.create_ssl_context()
+
 
 # Network failures the SDK does not wrap while a body is being read surface
 # as exceptions of the HTTP stack itself; these are the packages they come from.
