@@ -59,6 +59,17 @@ class Recording:
         return await self.store.save_transcript(group_id, vp_id, head, messages, keep)
 
 
+async def saved_sample(store: Store) -> tuple[Recording, TranscriptCache, str, Conversation]:
+    """A VP's cache that has saved :func:`sample` once (its first save: 4 rows)."""
+    gid = new_id("grp")
+    rec = Recording(store)
+    cache = TranscriptCache("jobs")
+    conv = sample(gid)
+    cache.keep(gid, conv)
+    await cache.save(rec, gid, conv)
+    return rec, cache, gid, conv
+
+
 # -- the store ---------------------------------------------------------------
 async def test_head_and_rows_round_trip_and_keep_replaces_the_tail(store: Store) -> None:
     gid = new_id("grp")
@@ -151,12 +162,7 @@ async def test_a_turn_writes_only_the_messages_it_added(store: Store) -> None:
 async def test_a_replaced_or_dropped_message_is_written_from_where_it_changed(
     store: Store,
 ) -> None:
-    gid = new_id("grp")
-    rec = Recording(store)
-    cache = TranscriptCache("jobs")
-    conv = sample(gid)
-    cache.keep(gid, conv)
-    await cache.save(rec, gid, conv)
+    rec, cache, gid, conv = await saved_sample(store)
 
     # A message deleted in the group is blanked by a new object in its place.
     conv.messages[2] = conv.messages[2].model_copy(update={"content": "(deleted)"})
@@ -175,12 +181,7 @@ async def test_a_replaced_or_dropped_message_is_written_from_where_it_changed(
 
 
 async def test_rows_the_store_lost_are_written_again_whole(store: Store) -> None:
-    gid = new_id("grp")
-    rec = Recording(store)
-    cache = TranscriptCache("jobs")
-    conv = sample(gid)
-    cache.keep(gid, conv)
-    await cache.save(rec, gid, conv)
+    rec, cache, gid, conv = await saved_sample(store)
     # Someone else cut the stored transcript short.
     await store.save_transcript(gid, "jobs", "{}", [])
 
@@ -192,12 +193,7 @@ async def test_rows_the_store_lost_are_written_again_whole(store: Store) -> None
 
 
 async def test_a_failed_save_is_made_good_by_the_next(store: Store) -> None:
-    gid = new_id("grp")
-    rec = Recording(store)
-    cache = TranscriptCache("jobs")
-    conv = sample(gid)
-    cache.keep(gid, conv)
-    await cache.save(rec, gid, conv)
+    rec, cache, gid, conv = await saved_sample(store)
 
     conv.messages.append(Message.user("one"))
     rec.fail_next = True
