@@ -51,7 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.fanout import bench_personas
 from bench.latency import ROOT, Client, Server, launch, login, new_group
-from bench.proctree import pss, tree
+from bench.proctree import cpu_in, pss, tree
 
 
 class Sampler:
@@ -136,16 +136,14 @@ async def measure(args: argparse.Namespace, server: Server, size: int, roster: l
         busy0 = tree(pid)
         times = [await all_answered(client, gid, size, f"@all q{i}") for i in range(args.messages)]
         busy1 = tree(pid)
-        per_msg = sum(c for c, _ in busy1.values()) - sum(c for c, _ in busy0.values())
-        per_msg /= args.messages
+        per_msg = (cpu_in(busy1) - cpu_in(busy0)) / args.messages
         busy = breakdown(busy0, busy1, args.messages)
         await asyncio.sleep(1.0)
         snap0, i0 = tree(pid), time.perf_counter()
         await asyncio.sleep(args.idle)
         snap1, spell = tree(pid), time.perf_counter() - i0
         held = pss(snap1)
-        idle = sum(c for c, _ in snap1.values()) - sum(c for c, _ in snap0.values())
-        idle /= spell
+        idle = (cpu_in(snap1) - cpu_in(snap0)) / spell
         idle_by = breakdown(snap0, snap1, spell)
         await client.close()
         await http.aclose()

@@ -46,7 +46,12 @@ def tree(root: int) -> dict[int, tuple[float, int]]:
 
 def cpu_of(root: int) -> float:
     """User and system CPU seconds of ``root``'s tree so far (reaped children included)."""
-    return sum(c for c, _ in tree(root).values())
+    return cpu_in(tree(root))
+
+
+def cpu_in(snapshot: dict[int, tuple[float, int]]) -> float:
+    """User and system CPU seconds of the processes of one :func:`tree` snapshot."""
+    return sum(c for c, _ in snapshot.values())
 
 
 def pss(pids: Iterable[int]) -> int:
