@@ -34,8 +34,8 @@ from engine.providers.base import (
     UsageItem,
 )
 from engine.providers.wire import (
-    count_of,
     field_of,
+    int_of,
     is_transport_error,
     parse_arguments,
     retry_after_from,
@@ -339,7 +339,8 @@ class _EventReader:
     def feed(self, event: object) -> list[StreamItem]:
         """The items of one event, a JSON object as the server sent it."""
         kind = field_of(event, "type")
-        index = field_of(event, "index")
+        # A content block's index; a block without one is block 0.
+        index = int_of(field_of(event, "index")) or 0
         if kind == "content_block_delta":
             return self._delta(index, field_of(event, "delta"))
         if kind == "content_block_start":
@@ -371,11 +372,11 @@ class _EventReader:
         )
         return [UsageItem(self._usage), StopItem(reason)]
 
-    def _start(self, index: object, block: object) -> list[StreamItem]:
+    def _start(self, index: int, block: object) -> list[StreamItem]:
         kind = field_of(block, "type")
         if kind == "tool_use":
             initial = field_of(block, "input")
-            self._tools[_index(index)] = _ToolBlock(
+            self._tools[index] = _ToolBlock(
                 text_of(field_of(block, "id")) or "",
                 text_of(field_of(block, "name")) or "",
                 dict(initial) if isinstance(initial, dict) else {},
@@ -396,7 +397,7 @@ class _EventReader:
         # Redacted thinking and server-side tool blocks have no engine form; skipped.
         return []
 
-    def _delta(self, index: object, delta: object) -> list[StreamItem]:
+    def _delta(self, index: int, delta: object) -> list[StreamItem]:
         kind = field_of(delta, "type")
         if kind == "text_delta":
             text = text_of(field_of(delta, "text"))
@@ -407,25 +408,20 @@ class _EventReader:
         if kind == "signature_delta":
             return [ThinkingDelta("", signature=text_of(field_of(delta, "signature")) or "")]
         if kind == "input_json_delta":
-            tool = self._tools.get(_index(index))
+            tool = self._tools.get(index)
             if tool is not None:
                 tool.parts.append(text_of(field_of(delta, "partial_json")) or "")
                 return [PROGRESS]
         return []
 
-    def _stop_block(self, index: object) -> list[StreamItem]:
-        tool = self._tools.pop(_index(index), None)
+    def _stop_block(self, index: int) -> list[StreamItem]:
+        tool = self._tools.pop(index, None)
         if tool is None:
             return []
         raw = "".join(tool.parts)
         arguments = parse_arguments(raw) if raw.strip() else tool.initial
         self._emitted_calls = True
         return [ToolCallEvent(id=tool.id, name=tool.name, arguments=arguments)]
-
-
-def _index(value: object) -> int:
-    """A content block's index; a block without one is block 0."""
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def _merge_usage(current: Usage, raw: object) -> Usage:
@@ -436,7 +432,7 @@ def _merge_usage(current: Usage, raw: object) -> Usage:
     """
 
     def pick(name: str, old: int) -> int:
-        value = count_of(field_of(raw, name))
+        value = int_of(field_of(raw, name))
         return old if value is None else value
 
     return Usage(

@@ -35,8 +35,8 @@ from engine.providers.base import (
     UsageItem,
 )
 from engine.providers.wire import (
-    count_of,
     field_of,
+    int_of,
     is_transport_error,
     list_of,
     parse_arguments,
@@ -437,14 +437,14 @@ def _reasoning(delta: dict[str, Any]) -> str | None:
 
 def _usage(raw: dict[str, Any]) -> Usage:
     details = raw.get("prompt_tokens_details")
-    cached = count_of(field_of(details, "cached_tokens")) or 0
-    written = count_of(field_of(details, "cache_write_tokens")) or 0
-    prompt = count_of(raw.get("prompt_tokens")) or 0
+    cached = int_of(field_of(details, "cached_tokens")) or 0
+    written = int_of(field_of(details, "cache_write_tokens")) or 0
+    prompt = int_of(raw.get("prompt_tokens")) or 0
     # OpenAI counts cached tokens inside prompt_tokens; the engine's Usage
     # counts them apart (as Anthropic does), so pricing never charges twice.
     return Usage(
         input_tokens=max(0, prompt - cached - written),
-        output_tokens=count_of(raw.get("completion_tokens")) or 0,
+        output_tokens=int_of(raw.get("completion_tokens")) or 0,
         cache_read_tokens=cached,
         cache_write_tokens=written,
     )

@@ -102,6 +102,9 @@ def text_of(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def count_of(value: object) -> int | None:
-    """A token count; None when ``value`` is none (a bool is no count)."""
+def int_of(value: object) -> int | None:
+    """A JSON integer (a token count, a block's index); None when ``value`` is none.
+
+    A bool is no integer here, though Python counts it as one.
+    """
     return value if isinstance(value, int) and not isinstance(value, bool) else None
