@@ -5,7 +5,7 @@ Nothing here imports a vendor SDK; each provider module still owns its SDK.
 Both providers give their SDK client the SDK's own aiohttp transport
 (``DefaultAioHttpClient``) instead of the default httpx2 one: aiohttp parses
 HTTP in C and reads without a cancel scope per read, so a streamed reply of
-60 chunks costs about 40% less CPU (``bench/sdk_transport.py``). Everything
+60 chunks costs about half the CPU (``bench/sdk_transport.py``). Everything
 above the transport (requests, errors, timeouts, SSE decoding) is unchanged.
 """
 
