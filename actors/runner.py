@@ -21,16 +21,15 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ray.actor import ActorHandle
-
 from actors.attachments import open_files
 from actors.budget import TurnBudget
+from actors.coordinator_link import CoordinatorLink
 from actors.hooks import BeforeTurn, TurnHooks, context_window
 from actors.questions import QuestionBox
 from actors.queueing import SteerInbox, shorten_overflow
 from actors.tools import CoordinatorRouter, workspace_service
 from actors.transcripts import TranscriptCache
-from actors.turns import TurnHost, TurnOutcome, TurnRequest, TurnState, TurnTracker
+from actors.turns import TurnOutcome, TurnRequest, TurnState, TurnTracker
 from actors.visibility import forget_deleted, group_view, rewind, trigger_text
 from actors.writer import GroupEvents, TurnWriter, error_stop
 from engine.attachments import drop_images
@@ -107,7 +106,7 @@ class TurnRunner:
         req: TurnRequest,
         abort: asyncio.Event,
         tracker: TurnTracker,
-        host: ActorHandle[TurnHost] | None = None,
+        host: CoordinatorLink | None = None,
         inbox: SteerInbox | None = None,
         overflow: frozenset[str] = frozenset(),
     ) -> None:
@@ -516,7 +515,8 @@ class TurnRunner:
                 log.warning("turn %s has no coordinator to remember %s", self.req.turn_id, tool)
                 return
             try:
-                await host.allow_tool.remote(self.req.group_id, tool, self.s.vp_id)
+                coordinator = await host.handle()
+                await coordinator.allow_tool.remote(self.req.group_id, tool, self.s.vp_id)
             except Exception:
                 # The call was allowed; only the choice for later turns is lost.
                 log.warning("%s could not be remembered as allowed", tool, exc_info=True)

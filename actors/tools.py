@@ -13,9 +13,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from pydantic import BaseModel, Field
-from ray.actor import ActorHandle
 
-from actors.turns import ForwardRequest, TurnHost, TurnOrigin
+from actors.coordinator_link import CoordinatorLink
+from actors.turns import ForwardRequest, TurnOrigin
 from engine.memory import memory_tools
 from engine.settings import EngineConfig
 from engine.tools.builtin import builtin_tools
@@ -85,7 +85,7 @@ class CoordinatorRouter:
     """
 
     def __init__(
-        self, coordinator: ActorHandle[TurnHost], group_id: str, vp_id: str, origin: TurnOrigin
+        self, coordinator: CoordinatorLink, group_id: str, vp_id: str, origin: TurnOrigin
     ) -> None:
         self._coordinator = coordinator
         self._group_id = group_id
@@ -94,7 +94,8 @@ class CoordinatorRouter:
 
     async def forward(self, to: str, text: str, reason: str | None) -> ForwardResult:
         request = ForwardRequest(self._group_id, self._vp_id, to, text, reason, self._origin)
-        result: ForwardResult = await self._coordinator.forward.remote(request)
+        coordinator = await self._coordinator.handle()
+        result: ForwardResult = await coordinator.forward.remote(request)
         return result
 
 

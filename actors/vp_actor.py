@@ -17,14 +17,11 @@ import dataclasses
 import os
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import cast
-
-import ray
-from ray.actor import ActorHandle
 
 from actors.attachments import open_files
 from actors.completion import complete_call
 from actors.config import RuntimeConfig
+from actors.coordinator_link import CoordinatorLink
 from actors.dream import DreamContext, DreamHook, DreamReport, DreamScheduler
 from actors.hooks import AfterTurn, HookServices, TurnHook, TurnHooks, configured_factories
 from actors.lanes import Lanes
@@ -34,7 +31,7 @@ from actors.queueing import BusyLanes, CollectBatch
 from actors.runner import TurnRunner, VPServices
 from actors.tools import vp_tools
 from actors.transcripts import TranscriptCache
-from actors.turns import TurnHost, TurnOutcome, TurnRequest, TurnTracker
+from actors.turns import TurnOutcome, TurnRequest, TurnTracker
 from engine.access import ProviderState
 from engine.engine import Engine
 from engine.mcp import McpConfig, McpManager
@@ -65,16 +62,15 @@ class VPStats:
 @dataclass(frozen=True, slots=True)
 class VPShared:
     """What the VPs of one process share: store connections, memory, provider state,
-    files, the persona directory (read once, not once a VP) and the coordinator
-    actors' handles (``ray.get_actor`` blocks the event loop on a GCS round trip,
-    and a handle's first lookup imports the coordinator's class)."""
+    files, the persona directory (read once, not once a VP) and the links to the
+    coordinator actors (each looked up once, see ``actors.coordinator_link``)."""
 
     store: Store
     memory: MemoryBackend
     provider_state: ProviderState
     attachments: AttachmentStore
     personas: PersonaDirectory
-    coordinators: dict[str, ActorHandle[TurnHost]] = field(default_factory=dict)
+    coordinators: dict[str, CoordinatorLink] = field(default_factory=dict)
 
     @classmethod
     def open(cls, config: RuntimeConfig) -> VPShared:
@@ -253,14 +249,13 @@ class VPActor:
             return None
         return await asyncio.shield(running.outcome)
 
-    def _host(self, name: str | None) -> ActorHandle[TurnHost] | None:
-        """The coordinator actor ``name``, looked up once in this process and kept."""
+    def _host(self, name: str | None) -> CoordinatorLink | None:
+        """The coordinator actor ``name``, one link to it in this process (found when used)."""
         if name is None:
             return None
         host = self._hosts.get(name)
         if host is None:
-            found = ray.get_actor(name, namespace=self.config.namespace)
-            host = self._hosts[name] = cast("ActorHandle[TurnHost]", found)
+            host = self._hosts[name] = CoordinatorLink(name, self.config.namespace)
         return host
 
     async def abort(
