@@ -243,6 +243,10 @@ class CoordinatorWorker:
             )
         return report
 
+    async def reach_hosts(self) -> None:
+        """Call the pooled VP hosts once now, so that no turn's call is the first."""
+        self.turns.reach_hosts()
+
     async def drain(self, timeout_s: float) -> DrainResult:
         """A graceful shutdown: let turns finish for ``timeout_s``, end the rest with a result."""
         await self.recover()

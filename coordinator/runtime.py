@@ -68,8 +68,16 @@ class Runtime:
         return CoordinatorClient(self._coordinator(group_id), group_id)
 
     def start_vp_hosts(self) -> int:
-        """Start the pooled VP host processes now, not on a first message; returns how many."""
-        return start_pool(self.config)
+        """Start the pooled VP host processes now, not on a first message; returns how many.
+
+        Each coordinator shard then calls them once (not awaited here): a
+        process's first call to an actor waits while Ray finds it.
+        """
+        started = start_pool(self.config)
+        if started:
+            for shard in range(self.config.coordinator_shards):
+                self._shard(shard).reach_hosts.remote()
+        return started
 
     async def recover(self) -> RecoveryReport:
         """Start every coordinator shard and wait until each took back its unfinished turns.

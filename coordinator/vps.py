@@ -38,9 +38,9 @@ def host_prefixes(config: RuntimeConfig) -> tuple[str, str]:
     return config.actor_name(OWN_HOST, ""), config.actor_name(POOLED_HOST, "")
 
 
-def start_host(config: RuntimeConfig, vp_id: str) -> ActorHandle[VPHost]:
-    """The host of ``vp_id``, found by name or started (at once: its process starts behind)."""
-    return _start(config, host_name(config, vp_id))
+def pooled_hosts(config: RuntimeConfig) -> list[str]:
+    """The actor names of the pooled hosts (none with a host per VP)."""
+    return [config.actor_name(POOLED_HOST, i) for i in range(max(0, config.vp_hosts))]
 
 
 def start_pool(config: RuntimeConfig) -> int:
@@ -49,12 +49,14 @@ def start_pool(config: RuntimeConfig) -> int:
     A local instance calls this at start, so no first message waits for a
     process to start and import the engine.
     """
-    for i in range(max(0, config.vp_hosts)):
-        _start(config, config.actor_name(POOLED_HOST, i))
-    return max(0, config.vp_hosts)
+    names = pooled_hosts(config)
+    for name in names:
+        start_named(config, name)
+    return len(names)
 
 
-def _start(config: RuntimeConfig, name: str) -> ActorHandle[VPHost]:
+def start_named(config: RuntimeConfig, name: str) -> ActorHandle[VPHost]:
+    """The VP host ``name``, found or started (at once: its process starts behind)."""
     started = VPHostActor.options(
         name=name,
         namespace=config.namespace,
