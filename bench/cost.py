@@ -6,7 +6,8 @@ For each roster size (1, 5 and 16 VPs by default) it starts ``yeaft serve``
 - ready: seconds from starting the process to ``/healthz`` answering;
 - first: seconds from then until the first ``@all`` message is fully
   answered (group created and every VP's turn ended), and a warm message's
-  time for comparison;
+  time for comparison; below the row, that first message's seconds to the
+  first VP's first token and to the last VP's, from when it was sent;
 - token / tokens: for a warm ``@all`` message, seconds to the first VP's
   first token and to the last VP's first token (flat as VPs are added,
   when the VPs really answer side by side);
@@ -130,7 +131,7 @@ async def measure(args: argparse.Namespace, server: Server, size: int, roster: l
         gid = await new_group(http, "cost", roster[:size])
         client = Client(server.url, token)
         await client.connect([gid])
-        await all_answered(client, gid, size, "@all first")
+        opening = await all_answered(client, gid, size, "@all first")
         first = time.perf_counter() - t0
         warm = [await all_answered(client, gid, size, "@all warm") for _ in range(2)]
         busy0 = tree(pid)
@@ -150,13 +151,15 @@ async def measure(args: argparse.Namespace, server: Server, size: int, roster: l
     finally:
         sampler.stop()
     warm_s = statistics.median(a.all_done for a in warm + times)
-    token = statistics.median(a.first_token for a in warm + times)
+    first_token = statistics.median(a.first_token for a in warm + times)
     last_token = statistics.median(a.last_first_token for a in warm + times)
     return (
         f"{size:>4} {ready:>8.2f} {first:>8.2f} {warm_s:>8.2f} {first / warm_s:>6.2f} "
-        f"{token:>9.3f} {last_token:>9.3f} "
+        f"{first_token:>9.3f} {last_token:>9.3f} "
         f"{per_msg:>10.3f} {idle:>9.3f} {sampler.peak / 2**20:>9.0f} {sampler.processes:>6}"
         f" {held / 2**20:>12.0f}"
+        f"\n     first message: first token {opening.first_token:.3f} s, "
+        f"the last VP's {opening.last_first_token:.3f} s"
         f"\n     CPU s per message by process: {busy}"
         f"\n     idle CPU s/s by process: {idle_by}"
     )
