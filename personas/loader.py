@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import re
 from collections.abc import Iterable, Iterator
 from importlib import resources
 from importlib.resources.abc import Traversable
@@ -22,20 +21,13 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from personas.front_matter import FrontMatterError, split_front_matter
 from personas.model import Persona, PersonaError, PersonaMeta, id_problem
 
 log = logging.getLogger(__name__)
 
 DEFAULT_VP_ID = "omni"
 FRONT_MATTER_KEYS = tuple(field.alias or name for name, field in PersonaMeta.model_fields.items())
-
-# libyaml's safe loader where PyYAML was built with it (its wheels are): the
-# same documents, about eight times faster than the pure-Python one, which
-# took 15 ms for the built-in personas.
-YAML_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-# Front matter is a block fenced by two lines of three dashes at the very top.
-_FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)^---[ \t]*(?:\r?\n|\Z)", re.DOTALL | re.MULTILINE)
 
 
 def _builtin_dir() -> Traversable:
@@ -48,24 +40,14 @@ def persona_hash(text: str) -> str:
 
 
 def _split_front_matter(text: str, source: str) -> tuple[dict[str, Any], str]:
-    match = _FRONT_MATTER.match(text)
-    if match is None:
-        raise PersonaError(
-            source,
+    try:
+        return split_front_matter(
+            text,
             "missing front matter: the file must start with a '---' line, "
             "the YAML fields, and a closing '---' line",
         )
-    try:
-        data = yaml.load(match.group(1), Loader=YAML_LOADER)
-    except yaml.YAMLError as exc:
-        # PyYAML's message carries the line and column of the problem.
-        detail = " ".join(str(exc).split())
-        raise PersonaError(source, f"front matter is not valid YAML: {detail}") from exc
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise PersonaError(source, "front matter must be a mapping of 'field: value' lines")
-    return data, text[match.end() :]
+    except FrontMatterError as exc:
+        raise PersonaError(source, str(exc)) from exc
 
 
 def _describe(error: Any) -> tuple[str | None, str]:

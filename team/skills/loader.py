@@ -29,7 +29,7 @@ from typing import Any
 
 import yaml
 
-from personas.loader import YAML_LOADER
+from personas.front_matter import FRONT_MATTER, FrontMatterError, split_front_matter
 from protocol.tasks import Skill, SkillSource
 
 __all__ = [
@@ -48,8 +48,6 @@ log = logging.getLogger(__name__)
 
 NAME_MAX = 64
 _SLUG = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
-# Front matter is a block fenced by two lines of three dashes at the very top.
-_FRONT_MATTER = re.compile(r"\A---[ \t]*\r?\n(.*?)^---[ \t]*(?:\r?\n|\Z)", re.DOTALL | re.MULTILINE)
 
 
 class SkillFileError(ValueError):
@@ -78,23 +76,14 @@ def skill_version(text: str) -> str:
 
 
 def _split(text: str) -> tuple[dict[str, Any], str]:
-    match = _FRONT_MATTER.match(text)
-    if match is None:
-        raise SkillFileError(
-            "missing front matter: the file must start with a '---' line, "
-            "the YAML fields (name, description, tools) and a closing '---' line"
-        )
     try:
-        data = yaml.load(match.group(1), Loader=YAML_LOADER)
-    except yaml.YAMLError as exc:
-        # PyYAML's message carries the line and column of the problem.
-        detail = " ".join(str(exc).split())
-        raise SkillFileError(f"front matter is not valid YAML: {detail}") from exc
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise SkillFileError("front matter must be a mapping of 'field: value' lines")
-    return data, text[match.end() :]
+        return split_front_matter(
+            text,
+            "missing front matter: the file must start with a '---' line, "
+            "the YAML fields (name, description, tools) and a closing '---' line",
+        )
+    except FrontMatterError as exc:
+        raise SkillFileError(str(exc)) from exc
 
 
 def strip_front_matter(text: str) -> str:
@@ -103,7 +92,7 @@ def strip_front_matter(text: str) -> str:
     A text without front matter is returned trimmed, unchanged otherwise.
     """
     text = text.removeprefix("\ufeff")
-    match = _FRONT_MATTER.match(text)
+    match = FRONT_MATTER.match(text)
     body = text[match.end() :] if match else text
     return body.strip()
 
