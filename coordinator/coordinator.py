@@ -135,7 +135,7 @@ class CoordinatorWorker:
         group = await self.groups.create(
             group_id, name, roster, default_vp, list(members or []), settings
         )
-        self.turns.warm(group.roster)
+        await self.turns.warm(group.roster)
         return group
 
     async def create_conversation(self, group_id: str, name: str, info: ConversationInfo) -> Group:
@@ -500,7 +500,7 @@ class CoordinatorWorker:
 
     async def warm(self, group_id: str) -> None:
         """Start the actors of the group's roster (someone opened it) unless they run."""
-        self.turns.warm(group.roster if (group := await self.groups.get(group_id)) else [])
+        await self.turns.warm(group.roster if (group := await self.groups.get(group_id)) else [])
 
     async def vp_stats(self, group_id: str, vp_ids: list[str] | None = None) -> list[VPStats]:
         """Per-VP counters (model calls, active turns); also starts the actors."""

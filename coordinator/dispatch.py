@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
 import ray
@@ -44,7 +44,7 @@ from actors.vp_host import VPHost
 from actors.writer import GroupEvents, error_stop
 from coordinator.admission import Admission
 from coordinator.results import CancelResult, DrainResult, RecoveryReport
-from coordinator.vps import VPClient, find_host, host_name, pooled_hosts, start_named
+from coordinator.vps import VPClient, find_host, host_names, pooled_hosts, start_named
 from engine.events import StopReason
 from store.base import Group, Store, StoreError
 from store.turns import TurnEnd, TurnPhase, TurnRecord
@@ -98,13 +98,21 @@ class Dispatcher:
         # Counts every turn from its dispatch until its task ends.
         self.admission = Admission.for_shard(config)
 
-    def vp(self, vp_id: str) -> VPClient:
+    async def vp(self, vp_id: str) -> VPClient:
         """The VP, in its host actor (started on first use, found by name if it exists)."""
         client = self._vps.get(vp_id)
         if client is None:
-            host = self._host_named(host_name(self.config, vp_id))
-            client = self._vps[vp_id] = VPClient(host, vp_id)
+            await self.place([vp_id])
+            client = self._vps[vp_id]
         return client
+
+    async def place(self, vp_ids: Iterable[str]) -> None:
+        """Find the hosts of the VPs not known yet (a pooled host: from the store, once)."""
+        new = [vp_id for vp_id in dict.fromkeys(vp_ids) if vp_id not in self._vps]
+        if new:
+            names = await host_names(self.config, self.store, new)
+            for vp_id, name in zip(new, names, strict=True):
+                self._vps.setdefault(vp_id, VPClient(self._host_named(name), vp_id))
 
     def _host_named(self, name: str) -> ActorHandle[VPHost]:
         host = self._hosts.get(name)
@@ -132,7 +140,8 @@ class Dispatcher:
         return TurnRequest(group.id, vp, turn_id, origin, self._host, forward, time.time())
 
     async def record(self, group_id: str, reqs: list[TurnRequest]) -> None:
-        """Write the turns' durable records: done before they are sent."""
+        """Write the turns' durable records, and find their VPs: done before they are sent."""
+        await self.place(req.vp_id for req in reqs)
         await self.store.add_turns(group_id, [req.record() for req in reqs])
 
     async def start(self, group: Group, vp: str, origin: TurnOrigin) -> str:
@@ -155,9 +164,10 @@ class Dispatcher:
         """Follow a turn with ``body`` in a task of its own; ``send``: call its VP now."""
         ended: asyncio.Future[TurnOutcome | None] = asyncio.get_running_loop().create_future()
         turn = _Turn(req, TurnTracker(req.turn_id), ended)
-        if send:
+        # A recorded turn's VP is known (``record``); any other is sent by the task.
+        if send and (client := self._vps.get(req.vp_id)) is not None:
             try:
-                turn.sent = self.vp(req.vp_id).run_turn(req)
+                turn.sent = client.run_turn(req)
             except Exception:
                 # Sent again by the turn's task, which reports why it cannot be.
                 log.warning("turn %s not sent at once", req.turn_id, exc_info=True)
@@ -198,7 +208,7 @@ class Dispatcher:
                     continue
                 await self._lost(turn, exc)
                 return
-            except RayError as exc:
+            except (RayError, StoreError) as exc:
                 await self._lost(turn, exc)
                 return
         if outcome is None:
@@ -215,7 +225,7 @@ class Dispatcher:
         """Send the turn (unless it was sent already) and wait for its outcome."""
         sent, turn.sent = turn.sent, None
         if sent is None:
-            sent = self.vp(turn.request.vp_id).run_turn(turn.request)
+            sent = (await self.vp(turn.request.vp_id)).run_turn(turn.request)
         outcome: TurnOutcome = await sent
         if not turn.tracker.finished:  # a shutdown may have ended it meanwhile
             turn.tracker.advance(TurnState.FINISHED)
@@ -251,7 +261,7 @@ class Dispatcher:
         deadline = loop.time() + RESTART_WAIT_S
         while loop.time() < deadline:
             try:
-                await self.vp(vp_id).ping()
+                await (await self.vp(vp_id)).ping()
                 return True
             except ActorUnavailableError:
                 await asyncio.sleep(delay)
@@ -304,7 +314,7 @@ class Dispatcher:
         turns = self._turns.get(group_id, {}).values()
         vps = sorted({t.request.vp_id for t in turns if vp_id is None or t.request.vp_id == vp_id})
         counts = await asyncio.gather(
-            *(self.vp(v).abort(group_id, None, at) for v in vps), return_exceptions=True
+            *(self._abort(v, group_id, at) for v in vps), return_exceptions=True
         )
         aborted = 0
         for count in counts:
@@ -312,14 +322,17 @@ class Dispatcher:
                 aborted += count
         return CancelResult(aborted, tuple(vps))
 
+    async def _abort(self, vp_id: str, group_id: str, at: float) -> int:
+        return await (await self.vp(vp_id)).abort(group_id, None, at)
+
     async def answer(self, group: Group, request_id: str, answer: str) -> bool:
         """Hand an answer to the VP that asked (its id is in the question's id)."""
         vp = question_vp(request_id)
         if vp is None or vp not in group.roster:
             return False
         try:
-            delivered: bool = await self.vp(vp).answer(request_id, answer, group.id)
-        except RayError:
+            delivered: bool = await (await self.vp(vp)).answer(request_id, answer, group.id)
+        except (RayError, StoreError):
             return False
         return delivered
 
@@ -329,8 +342,8 @@ class Dispatcher:
         if vp is None:
             return None
         try:
-            group_id: str | None = await self.vp(vp).question_group(request_id)
-        except RayError:
+            group_id: str | None = await (await self.vp(vp)).question_group(request_id)
+        except (RayError, StoreError):
             return None
         return group_id
 
@@ -345,18 +358,21 @@ class Dispatcher:
             await asyncio.wait(tasks, timeout=remaining)
         return True
 
-    def warm(self, vp_ids: list[str]) -> None:
-        """Start the actors of a new group's roster now, not on its first message.
+    async def warm(self, vp_ids: list[str]) -> None:
+        """Place and start the actors of a new group's roster now, not on its first message.
 
+        Placed in roster order, so the roster spreads over pooled hosts.
         Creating an actor returns at once; its process starts in the
         background, so the group's first turn does not wait for it.
         """
+        await self.place(vp_ids)
         for vp_id in vp_ids:
-            self.vp(vp_id).warm()
+            self._vps[vp_id].warm()
 
     async def stats(self, vp_ids: list[str]) -> list[VPStats]:
         """Per-VP counters; also starts the actors (benchmarks warm up with it)."""
-        return list(await asyncio.gather(*(self.vp(v).stats() for v in vp_ids)))
+        await self.place(vp_ids)
+        return list(await asyncio.gather(*(self._vps[v].stats() for v in vp_ids)))
 
     def forget(self, group_id: str) -> None:
         self._turns.pop(group_id, None)
@@ -404,8 +420,9 @@ class Dispatcher:
         yet, and starting one only to ask would cost half a second each.
         """
         held: dict[str, set[str]] = {}
-        for vp_id in vp_ids:
-            host = find_host(self.config, vp_id)
+        ids = sorted(vp_ids)
+        for vp_id, name in zip(ids, await host_names(self.config, self.store, ids), strict=True):
+            host = find_host(self.config, name)
             if host is None:
                 continue
             client = VPClient(host, vp_id)
@@ -420,7 +437,7 @@ class Dispatcher:
         """Follow a turn a live VP actor still runs (its first follower is gone)."""
         req = turn.request
         try:
-            outcome: TurnOutcome | None = await self.vp(req.vp_id).follow(req.turn_id)
+            outcome: TurnOutcome | None = await (await self.vp(req.vp_id)).follow(req.turn_id)
         except RayError as exc:
             await self._lost(turn, exc)
             return
@@ -432,8 +449,9 @@ class Dispatcher:
     async def _stop_task_run(self, turn: _Turn) -> None:
         req = turn.request
         try:
-            await self.vp(req.vp_id).abort(req.group_id, req.turn_id)
-            await self.vp(req.vp_id).follow(req.turn_id)
+            vp = await self.vp(req.vp_id)
+            await vp.abort(req.group_id, req.turn_id)
+            await vp.follow(req.turn_id)
         except RayError as exc:
             await self._lost(turn, exc)
             return

@@ -62,7 +62,7 @@ class VPComplete:
         self.model = group.settings.model or None
 
     async def __call__(self, call: ModelCall) -> str:
-        vp = self.turns.vp(self.vp_id)
+        vp = await self.turns.vp(self.vp_id)
         try:
             text = await vp.complete(call, self.model, self.group_id, self.chain_id)
         except RayError as exc:

@@ -209,7 +209,7 @@ class AttemptRun:
 
     async def _abort(self, run: Run) -> None:
         try:
-            await self.s.turns.vp(run.vp).abort(self.group.id, run.turn_id)
+            await (await self.s.turns.vp(run.vp)).abort(self.group.id, run.turn_id)
         except RayError:
             log.warning("run %s of task %s could not be stopped", run.id, self.task.id)
 

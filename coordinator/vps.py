@@ -1,8 +1,9 @@
 """How the coordinator reaches a VP: the host actor it runs in, and typed calls on it.
 
-Which host runs a VP is decided by its id alone (``RuntimeConfig.vp_hosts``:
-0 gives each VP a host named after it, N > 0 hashes VPs over N pooled
-hosts), so every coordinator shard and every gateway finds the same one.
+Which host runs a VP (``RuntimeConfig.vp_hosts``): with 0 each VP has a
+host named after it; with N > 0 the VPs share N pooled hosts, and the store
+decides each VP's host once (``store.placement``), so every coordinator
+shard finds the same one.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from actors.config import RuntimeConfig
 from actors.turns import TurnOutcome, TurnRequest
 from actors.vp_actor import VPStats
 from actors.vp_host import VPHost
-from coordinator.shards import shard_of
+from store.placement import PlacementStore
 from team.calls import ModelCall
 
 VPHostActor = ray.remote(VPHost)
@@ -26,11 +27,17 @@ OWN_HOST = "vp"
 POOLED_HOST = "vps"
 
 
-def host_name(config: RuntimeConfig, vp_id: str) -> str:
-    """The actor name of the host that runs ``vp_id``."""
+def own_host(config: RuntimeConfig, vp_id: str) -> str:
+    """The actor name of ``vp_id``'s own host (with no pooled hosts)."""
+    return config.actor_name(OWN_HOST, vp_id)
+
+
+async def host_names(config: RuntimeConfig, store: PlacementStore, vp_ids: list[str]) -> list[str]:
+    """The actor names of the hosts that run ``vp_ids``, in their order."""
     if config.vp_hosts <= 0:
-        return config.actor_name(OWN_HOST, vp_id)
-    return config.actor_name(POOLED_HOST, shard_of(vp_id, config.vp_hosts))
+        return [own_host(config, vp_id) for vp_id in vp_ids]
+    pool = pooled_hosts(config)
+    return [pool[host] for host in await store.place_vps(vp_ids, len(pool))]
 
 
 def host_prefixes(config: RuntimeConfig) -> tuple[str, str]:
@@ -75,10 +82,10 @@ def start_named(config: RuntimeConfig, name: str) -> ActorHandle[VPHost]:
     return cast("ActorHandle[VPHost]", started)
 
 
-def find_host(config: RuntimeConfig, vp_id: str) -> ActorHandle[VPHost] | None:
-    """The host of ``vp_id`` if it is running; never starts one."""
+def find_host(config: RuntimeConfig, name: str) -> ActorHandle[VPHost] | None:
+    """The VP host ``name`` if it is running; never starts one."""
     try:
-        found = ray.get_actor(host_name(config, vp_id), namespace=config.namespace)
+        found = ray.get_actor(name, namespace=config.namespace)
     except ValueError:
         return None
     return cast("ActorHandle[VPHost]", found)

@@ -1,10 +1,10 @@
 """The store contract shared by the embedded and Redis backends.
 
 The contract is split by role (``GroupStore``, ``GroupLog``, ``EventLog``,
-``TurnLog``, ``TranscriptStore``, ``UserStore``, ..., and ``TaskLog`` in
-``store.tasks``); ``Store`` is all of them plus ``close``. Both backends
-implement ``Store``, and one test suite runs against both through a
-parametrised fixture.
+``TurnLog``, ``TranscriptStore``, ``UserStore``, ..., ``TaskLog`` in
+``store.tasks`` and ``PlacementStore`` in ``store.placement``); ``Store``
+is all of them plus ``close``. Both backends implement ``Store``, and one
+test suite runs against both through a parametrised fixture.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from store.chatviews import GroupSummary, SearchHit, TurnUsage, UsageTotals
 from store.conversation import ConversationInfo, GroupKind
 from store.events import EventBatch
 from store.members import MemberChange
+from store.placement import PlacementStore
 from store.tasks import TaskLog
 from store.turns import TurnEnd, TurnRecord
 
@@ -416,6 +417,7 @@ class Store(
     ChatViews,
     Budgets,
     TaskLog,
+    PlacementStore,
     Protocol,
 ):
     """Every role at once: what a backend implements and a process opens.

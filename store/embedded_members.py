@@ -1,4 +1,6 @@
-"""The embedded store's member changes and presence (see ``store.members``).
+"""The embedded store's member changes, presence and VP placement.
+
+See ``store.members`` and ``store.placement``.
 
 A mixin of :class:`~store.embedded.EmbeddedStore`: each operation is one
 function run on the store thread, a member change inside one ``BEGIN
@@ -11,19 +13,20 @@ from __future__ import annotations
 import sqlite3
 import time
 from abc import abstractmethod
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
 
 from store.base import Group, NotFound
 from store.members import MemberChange
 from store.membership import apply_change
+from store.placement import assign
 from store.sqlite import write_txn
 
 T = TypeVar("T")
 
 
 class EmbeddedMembers:
-    """``MemberStore`` and ``PresenceStore`` on the embedded store's SQLite thread."""
+    """``MemberStore``, ``PresenceStore`` and ``PlacementStore`` on the store's SQLite thread."""
 
     @abstractmethod
     async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T: ...
@@ -80,3 +83,21 @@ class EmbeddedMembers:
             return found
 
         return await self._run(op) if wanted else set()
+
+    async def place_vps(self, vp_ids: Sequence[str], hosts: int) -> list[int]:
+        wanted = list(vp_ids)
+
+        def op(conn: sqlite3.Connection) -> list[int]:
+            # One write transaction: the read and the new records cannot
+            # interleave with another process placing VPs.
+            with write_txn(conn):
+                placed = dict(conn.execute("SELECT vp_id, host FROM vp_placement").fetchall())
+                added = assign(placed, wanted, hosts)
+                conn.executemany(
+                    "INSERT OR REPLACE INTO vp_placement (vp_id, host) VALUES (?, ?)",
+                    added.items(),
+                )
+            placed.update(added)
+            return [placed[vp_id] for vp_id in wanted]
+
+        return await self._run(op) if wanted else []

@@ -83,6 +83,11 @@ CREATE TABLE IF NOT EXISTS presence (
     expires_at REAL NOT NULL,
     PRIMARY KEY (username, node)
 ) WITHOUT ROWID;
+-- The pooled VP host each VP runs in (store.placement).
+CREATE TABLE IF NOT EXISTS vp_placement (
+    vp_id TEXT PRIMARY KEY,
+    host INTEGER NOT NULL
+) WITHOUT ROWID;
 """
 
 # The event header columns (see store.events.EventHeader), added to databases

@@ -1,4 +1,6 @@
-"""The Redis store's member changes and presence (see ``store.members``).
+"""The Redis store's member changes, presence and VP placement.
+
+See ``store.members`` and ``store.placement``.
 
 A mixin of :class:`~store.redis.RedisStore`. A member change is an optimistic
 transaction: WATCH the group's record, read it, apply the change in Python
@@ -9,13 +11,16 @@ fails and the change is applied again to the record that client left.
 Presence is one sorted set per user, ``P:presence:{user}``: each gateway
 process (node) with its expiry time as score, the key itself expiring with
 the newest entry, so a process that dies stops counting without cleanup.
+
+VP placement is one hash, ``P:vp_hosts`` (VP id to host number), changed
+by an optimistic transaction like a member change.
 """
 
 from __future__ import annotations
 
 import time
 from abc import abstractmethod
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import redis.asyncio as aioredis
 from redis.exceptions import WatchError
@@ -23,6 +28,7 @@ from redis.exceptions import WatchError
 from store.base import Group, NotFound, StoreError
 from store.members import MemberChange
 from store.membership import apply_change
+from store.placement import assign
 from store.redis_errors import redis_errors
 
 # A change that loses the race this many times in a row gives up (it never
@@ -31,7 +37,7 @@ _MAX_ATTEMPTS = 50
 
 
 class RedisMembers:
-    """``MemberStore`` and ``PresenceStore`` on the Redis store's connection pool."""
+    """``MemberStore``, ``PresenceStore`` and ``PlacementStore`` on the store's connection pool."""
 
     prefix: str
     _r: aioredis.Redis
@@ -96,3 +102,30 @@ class RedisMembers:
                     pipe.zcount(self._presence_key(user), now_ms, "+inf")
                 counts = await pipe.execute()
         return {user for user, count in zip(wanted, counts, strict=True) if count}
+
+    async def place_vps(self, vp_ids: Sequence[str], hosts: int) -> list[int]:
+        self._check_open()
+        wanted = list(vp_ids)
+        if not wanted:
+            return []
+        key = f"{self.prefix}:vp_hosts"
+        with redis_errors():
+            async with self._r.pipeline(transaction=True) as pipe:
+                for _ in range(_MAX_ATTEMPTS):
+                    try:
+                        await pipe.watch(key)
+                        raw = await pipe.hgetall(key)
+                        placed = {str(vp_id): int(host) for vp_id, host in raw.items()}
+                        added = assign(placed, wanted, hosts)
+                        if added:
+                            pipe.multi()
+                            for vp_id, host in added.items():
+                                pipe.hset(key, vp_id, host)
+                            await pipe.execute()
+                        placed.update(added)
+                        return [placed[vp_id] for vp_id in wanted]
+                    except WatchError:
+                        continue
+                    finally:
+                        await pipe.reset()
+        raise StoreError("placing VPs kept losing races; try again")

@@ -6,12 +6,24 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
+import ray
+from ray.actor import ActorHandle
+
+from actors.vp_host import VPHost
 from coordinator.runtime import Runtime
+from coordinator.vps import host_names
 from engine.providers.base import ModelRequest
 from engine.providers.offline import Reply
 from protocol import parse_server_frame
 
 ROSTER = ["steve", "linus", "martin"]
+
+
+async def host_of(runtime: Runtime, vp_id: str) -> ActorHandle[VPHost]:
+    """The running host actor of ``vp_id`` (a pooled one as the store placed it)."""
+    (name,) = await host_names(runtime.config, await runtime.store(), [vp_id])
+    handle: ActorHandle[VPHost] = ray.get_actor(name, namespace=runtime.config.namespace)
+    return handle
 
 
 async def all_events(runtime: Runtime, group_id: str) -> list[dict[str, Any]]:

@@ -20,7 +20,7 @@ from pydantic import SecretStr
 from actors.config import RuntimeConfig
 from actors.turns import TurnOrigin, TurnOutcome, TurnRequest
 from actors.vp_host import VPHost
-from coordinator.vps import host_name
+from coordinator.vps import own_host
 from engine.settings import EngineConfig
 from store.base import Group, GroupMessage
 from tests.fixtures.llm_server import FakeLLM
@@ -87,7 +87,7 @@ async def test_a_vp_actor_answers_through_the_configured_provider_whatever_its_e
     actor: Any = (
         ray.remote(ProbedVPHost)
         .options(
-            name=host_name(config, "steve"),
+            name=own_host(config, "steve"),
             namespace=NAMESPACE,
             num_cpus=0,
             runtime_env={"env_vars": env},

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import ray
 
-from coordinator.vps import host_name
+from coordinator.vps import host_names
 from engine.providers.base import ModelRequest
 from engine.providers.offline import OfflineProvider, Reply
 from store import new_id
@@ -343,7 +343,7 @@ async def test_opening_a_group_starts_its_vps(start_gateway: StartGateway) -> No
     group = Group(id=new_id("grp"), name="old", roster=["dieter", "kent"], members=["ann"])
     await (await gw.store()).create_group(group)
     config = gw.runtime.config
-    names = [host_name(config, vp) for vp in group.roster]
+    names = await host_names(config, await gw.store(), group.roster)
 
     def running() -> list[str]:
         found = []

@@ -10,7 +10,6 @@ import ray
 from actors.transcripts import load_conversation
 from coordinator.errors import GroupError, GroupErrorCode
 from coordinator.results import CancelResult
-from coordinator.vps import host_name
 from engine.providers.offline import OfflineProvider
 from protocol import GroupSettingsPatch
 from tests.fixtures.ray_cluster import MakeRuntime
@@ -20,6 +19,7 @@ from tests.group_helpers import (
     ask_then_answer,
     count_what_i_see,
     forward_around,
+    host_of,
     list_tools,
     mention_the_other,
     notices,
@@ -272,10 +272,7 @@ async def test_killed_vp_actor_restarts_and_the_group_goes_on(make_runtime: Make
             and e["data"]["type"] == "assistant"
         ),
     )
-    ray.kill(
-        ray.get_actor(host_name(rt.config, "linus"), namespace=rt.config.namespace),
-        no_restart=False,
-    )
+    ray.kill(await host_of(rt, "linus"), no_restart=False)
     assert await rt.group(group.id).wait_idle(20)
     (lost,) = results(await all_events(rt, group.id))["linus"]
     assert lost["is_error"] and "Ray is restarting it" in lost["error"]
@@ -299,8 +296,7 @@ async def test_a_vp_actor_killed_for_good_says_it_was_not_restarted(
     await wait_for_event(
         rt, group.id, lambda e: e.get("vpId") == "linus" and e.get("type") == "yeaft_output"
     )
-    vp = ray.get_actor(host_name(rt.config, "linus"), namespace=rt.config.namespace)
-    ray.kill(vp, no_restart=True)
+    ray.kill(await host_of(rt, "linus"), no_restart=True)
     assert await rt.group(group.id).wait_idle(20)
     (lost,) = results(await all_events(rt, group.id))["linus"]
     assert lost["is_error"] and "could not be restarted" in lost["error"]
@@ -428,7 +424,11 @@ async def test_a_new_groups_vp_actors_start_before_its_first_message(
     rt = make_runtime()
     group = await rt.create_group("warm", ["kent", "grace"], members=["ann"])
     # Nothing was sent to the group: the actors exist because it was created.
+    pids = set()
     for vp in group.roster:
-        handle = ray.get_actor(host_name(rt.config, vp), namespace=rt.config.namespace)
-        stats = await handle.stats.remote(vp)
+        stats = await (await host_of(rt, vp)).stats.remote(vp)
         assert stats.vp_id == vp and stats.model_calls == 0
+        pids.add(stats.pid)
+    # Placed in roster order on the least loaded of the two pooled hosts:
+    # the two VPs answer in two processes, not one.
+    assert len(pids) == 2

@@ -1,9 +1,10 @@
-"""Member changes and presence in the store, on both backends.
+"""Member changes, presence and VP placement in the store, on both backends.
 
 Member changes are atomic: many changes made at once from two store
 instances (standing for two processes) all land, which a read-modify-write
 of the whole record would not guarantee. The rules (owner always a member,
-the last member cannot leave) hold whatever the order.
+the last member cannot leave) hold whatever the order. A VP's pooled host
+is decided once, balanced, and every process gets the same answer.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import pytest
 from store import NotFound, Store
 from store.members import MemberChange, MemberError, MemberErrorCode
 from store.membership import owner_of
+from store.placement import assign
 from tests.fixtures.store_samples import sample_group
 from tests.fixtures.stores import StoreFactory
 
@@ -97,3 +99,38 @@ async def test_presence_expires_and_is_per_node(store_factory: StoreFactory) -> 
     await first.mark_offline("ann", "node-a")
     assert await second.online(["ann", "bob"]) == set()
     assert await first.online([]) == set()
+
+
+async def test_vps_are_placed_balanced_in_order_and_kept(store_factory: StoreFactory) -> None:
+    first, second = store_factory(), store_factory()
+    # A two-VP group gets both hosts; a hash of the ids put these two in one.
+    assert await first.place_vps(["linus", "steve"], 2) == [0, 1]
+    # Known VPs keep their hosts; new ones fill the least loaded host first.
+    assert await second.place_vps(["steve", "ada", "grace", "linus", "ken"], 2) == [1, 0, 1, 0, 0]
+    assert await first.place_vps(["ken", "ken"], 2) == [0, 0]
+    assert await first.place_vps([], 2) == []
+    sixteen = [f"vp{i:02d}" for i in range(16)]
+    hosts = await second.place_vps(sixteen, 2)
+    assert sorted(hosts.count(h) for h in (0, 1)) == [8, 8]
+    # A smaller pool at a later start: a VP on a host beyond it is placed again.
+    assert await first.place_vps(["steve", "linus"], 1) == [0, 0]
+    assert await second.place_vps(["steve"], 2) == [0]
+
+
+async def test_one_vp_placed_at_once_from_two_stores_gets_one_host(
+    store_factory: StoreFactory,
+) -> None:
+    first, second = store_factory(), store_factory()
+    await first.place_vps(["a", "b", "c"], 4)
+    rosters = [[f"vp{i}", "shared"] for i in range(12)]
+    answers = await asyncio.gather(
+        *((first if i % 2 else second).place_vps(r, 4) for i, r in enumerate(rosters))
+    )
+    assert len({hosts[1] for hosts in answers}) == 1
+    everyone = await first.place_vps(["a", "b", "c", "shared", *(r[0] for r in rosters)], 4)
+    assert sorted(everyone.count(h) for h in range(4)) == [4, 4, 4, 4]
+
+
+def test_a_pool_needs_a_host() -> None:
+    with pytest.raises(ValueError, match="at least one host"):
+        assign({}, ["a"], 0)
