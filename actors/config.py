@@ -73,8 +73,8 @@ class RuntimeConfig:
     # Ray options for VP actors.
     vp_max_restarts: int = -1
     # VP host processes (actors.vp_host): 0 gives every VP a process of its
-    # own; N > 0 runs all VPs in N processes, each VP in the one its id
-    # hashes to.
+    # own; N > 0 runs all VPs in N processes, each VP in the one the store
+    # placed it on (store.placement).
     vp_hosts: int = 0
     # Custom Ray resources each VP / coordinator actor asks for (empty: none),
     # so a deployment can keep them on the nodes that offer those resources

@@ -4,9 +4,10 @@ A VP (:class:`~actors.vp_actor.VPActor`) is a persona's engine and turns;
 a :class:`VPHost` is the process it runs in. With ``RuntimeConfig.vp_hosts``
 at 0 every VP has a host of its own (the cluster shape: Ray spreads them over
 the nodes, and a crash takes one VP with it); with N > 0 the VPs share N
-hosts, each VP in the one its id hashes to (the laptop shape: a process, its
-Ray core worker and its imports serve several VPs, so memory, idle CPU and
-the first message's wait for processes to start shrink with the roster).
+hosts, each VP in the one the store placed it on (the laptop shape: a
+process, its Ray core worker and its imports serve several VPs, so memory,
+idle CPU and the first message's wait for processes to start shrink with
+the roster).
 Either way a VP behaves the same: its turns, queue, questions, MCP
 connections and scripted test models are its own; the host shares only the
 store, memory and provider-state connections and the attachment store.
