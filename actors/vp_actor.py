@@ -316,12 +316,14 @@ class VPActor:
         await self.services.mcp.reconfigure(config)
 
     async def close_tools(self) -> None:
-        """Close this actor's MCP connections (stdio servers are stopped).
+        """Close this actor's MCP connections and model SDK clients (stdio servers are stopped).
 
         An actor killed without this still stops its stdio servers: they
-        see their stdin close with the actor's process and exit.
+        see their stdin close with the actor's process and exit. What it
+        shares with the other VPs of its process (the store, memory) stays open.
         """
         await self.services.mcp.aclose()
+        await self.providers.aclose()
 
     async def stats(self) -> VPStats:
         calls = sum(getattr(p, "calls", 0) for p in self.config.provider_overrides.values())

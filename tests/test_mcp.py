@@ -126,7 +126,6 @@ async def make_vp(tmp_path: Path, fake_llm: FakeLLM) -> AsyncIterator[MakeVP]:
     yield make
     for worker in made:
         await worker.close_tools()
-        await worker.providers.aclose()
         await worker.services.memory.close()
         await worker.services.store.close()
 

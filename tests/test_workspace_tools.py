@@ -55,6 +55,7 @@ async def make_vp(store_factory: StoreFactory, fake_llm: FakeLLM) -> AsyncIterat
 
     yield make
     for worker in made:
+        await worker.close_tools()
         await worker.services.memory.close()
         await worker.services.store.close()
 
