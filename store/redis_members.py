@@ -3,10 +3,11 @@
 See ``store.members`` and ``store.placement``.
 
 A mixin of :class:`~store.redis.RedisStore`. A member change is an optimistic
-transaction: WATCH the group's record, read it, apply the change in Python
-(the same :func:`~store.members.apply_change` as the embedded store), and
-write it in MULTI/EXEC; when another client wrote the record in between, EXEC
-fails and the change is applied again to the record that client left.
+transaction (``_watched``): WATCH the group's record, read it, apply the
+change in Python (the same :func:`~store.members.apply_change` as the
+embedded store), and write it in MULTI/EXEC; when another client wrote the
+record in between, EXEC fails and the change is applied again to the record
+that client left.
 
 Presence is one sorted set per user, ``P:presence:{user}``: each gateway
 process (node) with its expiry time as score, the key itself expiring with
@@ -20,9 +21,11 @@ from __future__ import annotations
 
 import time
 from abc import abstractmethod
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import TypeVar
 
 import redis.asyncio as aioredis
+from redis.asyncio.client import Pipeline
 from redis.exceptions import WatchError
 
 from store.base import Group, NotFound, StoreError
@@ -34,6 +37,8 @@ from store.redis_errors import redis_errors
 # A change that loses the race this many times in a row gives up (it never
 # does in practice: each retry only waits for one competing write).
 _MAX_ATTEMPTS = 50
+
+T = TypeVar("T")
 
 
 class RedisMembers:
@@ -51,27 +56,44 @@ class RedisMembers:
     def _presence_key(self, user: str) -> str:
         return f"{self.prefix}:presence:{user}"
 
-    async def change_members(self, group_id: str, change: MemberChange) -> Group:
-        self._check_open()
-        key = self._key(group_id, "group")
+    async def _watched(
+        self, key: str, attempt: Callable[[Pipeline], Awaitable[T]], gave_up: str
+    ) -> T:
+        """``attempt`` as an optimistic transaction on ``key``, tried again while it loses.
+
+        ``attempt`` reads through the pipeline, which watches ``key``, then
+        queues its writes after ``pipe.multi()`` and executes them; when
+        another client wrote ``key`` in between, the execute fails and
+        ``attempt`` runs again on what that client left.
+        """
         with redis_errors():
             async with self._r.pipeline(transaction=True) as pipe:
                 for _ in range(_MAX_ATTEMPTS):
                     try:
                         await pipe.watch(key)
-                        data = await pipe.get(key)
-                        if not data:
-                            raise NotFound(f"group {group_id!r} not found")
-                        group = apply_change(Group.model_validate_json(data), change)
-                        pipe.multi()
-                        pipe.set(key, group.model_dump_json(), xx=True)
-                        await pipe.execute()
-                        return group
+                        return await attempt(pipe)
                     except WatchError:
                         continue
                     finally:
                         await pipe.reset()
-        raise StoreError(f"group {group_id!r}: the member change kept losing races; try again")
+        raise StoreError(gave_up)
+
+    async def change_members(self, group_id: str, change: MemberChange) -> Group:
+        self._check_open()
+        key = self._key(group_id, "group")
+
+        async def attempt(pipe: Pipeline) -> Group:
+            data = await pipe.get(key)
+            if not data:
+                raise NotFound(f"group {group_id!r} not found")
+            group = apply_change(Group.model_validate_json(data), change)
+            pipe.multi()
+            pipe.set(key, group.model_dump_json(), xx=True)
+            await pipe.execute()
+            return group
+
+        gave_up = f"group {group_id!r}: the member change kept losing races; try again"
+        return await self._watched(key, attempt, gave_up)
 
     async def mark_online(self, users: Iterable[str], node: str, ttl_s: float) -> None:
         self._check_open()
@@ -109,23 +131,17 @@ class RedisMembers:
         if not wanted:
             return []
         key = f"{self.prefix}:vp_hosts"
-        with redis_errors():
-            async with self._r.pipeline(transaction=True) as pipe:
-                for _ in range(_MAX_ATTEMPTS):
-                    try:
-                        await pipe.watch(key)
-                        raw = await pipe.hgetall(key)
-                        placed = {str(vp_id): int(host) for vp_id, host in raw.items()}
-                        added = assign(placed, wanted, hosts)
-                        if added:
-                            pipe.multi()
-                            for vp_id, host in added.items():
-                                pipe.hset(key, vp_id, host)
-                            await pipe.execute()
-                        placed.update(added)
-                        return [placed[vp_id] for vp_id in wanted]
-                    except WatchError:
-                        continue
-                    finally:
-                        await pipe.reset()
-        raise StoreError("placing VPs kept losing races; try again")
+
+        async def attempt(pipe: Pipeline) -> list[int]:
+            raw = await pipe.hgetall(key)
+            placed = {str(vp_id): int(host) for vp_id, host in raw.items()}
+            added = assign(placed, wanted, hosts)
+            if added:
+                pipe.multi()
+                for vp_id, host in added.items():
+                    pipe.hset(key, vp_id, host)
+                await pipe.execute()
+            placed.update(added)
+            return [placed[vp_id] for vp_id in wanted]
+
+        return await self._watched(key, attempt, "placing VPs kept losing races; try again")
