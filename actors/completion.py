@@ -1,7 +1,7 @@
 """A VP's one-off model call for team mode: budgeted, counted, without tools.
 
 The router, the planner, skill selection and learning each make one call
-through the group's default VP (``coordinator.team_calls``). The call runs
+through the group's default VP (``coordinator.team.calls``). The call runs
 on that VP's engine (its model chain, retries, keys) beside its turns, never
 in a group's lane, and is charged like a turn: it reserves on the group's
 day account and on the account of the message chain it serves, is refused

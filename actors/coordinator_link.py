@@ -17,7 +17,7 @@ from typing import cast
 import ray
 from ray.actor import ActorHandle
 
-from actors.turns import TurnHost
+from actors.commands import CommandTaker
 
 
 class CoordinatorLink:
@@ -28,10 +28,10 @@ class CoordinatorLink:
     def __init__(self, name: str, namespace: str) -> None:
         self.name = name
         self.namespace = namespace
-        self._handle: ActorHandle[TurnHost] | None = None
-        self._lookup: asyncio.Task[ActorHandle[TurnHost]] | None = None
+        self._handle: ActorHandle[CommandTaker] | None = None
+        self._lookup: asyncio.Task[ActorHandle[CommandTaker]] | None = None
 
-    async def handle(self) -> ActorHandle[TurnHost]:
+    async def handle(self) -> ActorHandle[CommandTaker]:
         """The actor's handle; callers that come while it is looked up share the one lookup.
 
         A failed lookup (the coordinator restarting, say) raises to the
@@ -50,8 +50,8 @@ class CoordinatorLink:
             raise
         return self._handle
 
-    def _find(self) -> ActorHandle[TurnHost]:
-        return cast("ActorHandle[TurnHost]", ray.get_actor(self.name, namespace=self.namespace))
+    def _find(self) -> ActorHandle[CommandTaker]:
+        return cast("ActorHandle[CommandTaker]", ray.get_actor(self.name, namespace=self.namespace))
 
     def __repr__(self) -> str:
         return f"CoordinatorLink({self.name!r}, namespace={self.namespace!r})"

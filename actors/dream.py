@@ -100,6 +100,12 @@ class DreamScheduler:
         # Dreams under way: held here so they are not garbage-collected.
         self.running: set[asyncio.Task[None]] = set()
 
+    async def close(self) -> None:
+        """Stop every armed and running dream (the VP is closed)."""
+        for task in list(self.running):
+            task.cancel()
+        await asyncio.gather(*list(self.running), return_exceptions=True)
+
     async def run_now(self, group_id: str) -> DreamReport:
         """Dream for one group now, over the turns counted since its last dream."""
         turns = self._turns.pop(group_id, 0)

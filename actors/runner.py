@@ -23,6 +23,7 @@ from pathlib import Path
 
 from actors.attachments import open_files
 from actors.budget import TurnBudget
+from actors.commands import AllowTool
 from actors.coordinator_link import CoordinatorLink
 from actors.hooks import BeforeTurn, TurnHooks, context_window
 from actors.questions import QuestionBox
@@ -516,7 +517,7 @@ class TurnRunner:
                 return
             try:
                 coordinator = await host.handle()
-                await coordinator.allow_tool.remote(self.req.group_id, tool, self.s.vp_id)
+                await coordinator.call.remote(AllowTool(self.req.group_id, tool, self.s.vp_id))
             except Exception:
                 # The call was allowed; only the choice for later turns is lost.
                 log.warning("%s could not be remembered as allowed", tool, exc_info=True)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from actors.commands import Forward
 from actors.coordinator_link import CoordinatorLink
 from actors.turns import ForwardRequest, TurnOrigin
 from engine.memory import memory_tools
@@ -95,7 +96,7 @@ class CoordinatorRouter:
     async def forward(self, to: str, text: str, reason: str | None) -> ForwardResult:
         request = ForwardRequest(self._group_id, self._vp_id, to, text, reason, self._origin)
         coordinator = await self._coordinator.handle()
-        result: ForwardResult = await coordinator.forward.remote(request)
+        result: ForwardResult = await coordinator.call.remote(Forward(request))
         return result
 
 

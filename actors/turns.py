@@ -13,11 +13,9 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Protocol
 
 from engine.events import StopReason
 from engine.tools.approval import approval_marks
-from engine.tools.handoff import ForwardResult
 from protocol.queueing import QueueMode
 from protocol.settings import GroupSettings
 from protocol.tasks import ToolUse
@@ -253,15 +251,3 @@ def question_vp(request_id: str) -> str | None:
     if request_id[head] != "_":
         return None
     return request_id[head + 1 :]
-
-
-class TurnHost(Protocol):
-    """The coordinator, as a VP actor sees it across a Ray handle."""
-
-    async def forward(self, request: ForwardRequest) -> ForwardResult:
-        """Hand work to other VPs of the group (``route_forward``)."""
-        ...
-
-    async def allow_tool(self, group_id: str, tool: str, vp_id: str) -> None:
-        """Remember in the group's settings that ``tool`` runs without asking."""
-        ...

@@ -17,8 +17,10 @@ import dataclasses
 import os
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from actors.attachments import open_files
+from actors.commands import Handlers
 from actors.completion import complete_call
 from actors.config import RuntimeConfig
 from actors.coordinator_link import CoordinatorLink
@@ -31,7 +33,20 @@ from actors.queueing import BusyLanes, CollectBatch
 from actors.runner import TurnRunner, VPServices
 from actors.tools import vp_tools
 from actors.transcripts import TranscriptCache
-from actors.turns import TurnOutcome, TurnRequest, TurnTracker
+from actors.turns import TurnOutcome, TurnTracker
+from actors.vp_commands import (
+    Abort,
+    AnswerQuestion,
+    Complete,
+    Follow,
+    Ping,
+    QuestionOf,
+    Running,
+    RunTurn,
+    Stats,
+    VPCommand,
+    VPStats,
+)
 from engine.access import ProviderState
 from engine.engine import Engine
 from engine.mcp import McpConfig, McpManager
@@ -41,22 +56,12 @@ from personas.directory import PersonaDirectory
 from store.attachments import AttachmentStore
 from store.base import Store
 from store.memory import MemoryBackend
-from team.calls import ModelCall
 
 # Groups whose last cancel time a VP actor remembers. A turn is in flight to
 # the actor for milliseconds, so the newest thousands are plenty.
 CANCELS_KEPT = 4096
-
-
-@dataclass(frozen=True, slots=True)
-class VPStats:
-    """Counters of one VP actor (tests and benchmarks read them)."""
-
-    vp_id: str
-    model_calls: int
-    active_turns: int
-    # The actor's process (an operator's or a fault test's way to kill it).
-    pid: int = 0
+# How long closing a VP waits for its aborted turns to end.
+CLOSE_WAIT_S = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +76,13 @@ class VPShared:
     attachments: AttachmentStore
     personas: PersonaDirectory
     coordinators: dict[str, CoordinatorLink] = field(default_factory=dict)
+
+    async def close(self) -> None:
+        """Close the connections (the process serves another configuration from now on)."""
+        await self.store.close()
+        await self.memory.close()
+        await self.provider_state.aclose()
+        await self.attachments.aclose()
 
     @classmethod
     def open(cls, config: RuntimeConfig) -> VPShared:
@@ -91,6 +103,11 @@ class _Running:
     # Resolved with the outcome, for a coordinator that follows the turn
     # after it restarted (the original caller is gone).
     outcome: asyncio.Future[TurnOutcome | None]
+
+
+R = TypeVar("R")
+# The handler of each VP command: the VPActor methods marked with it.
+VP_OPS: Handlers[VPActor] = Handlers("VP")
 
 
 class VPActor:
@@ -171,16 +188,23 @@ class VPActor:
     def vp_id(self) -> str:
         return self.services.vp_id
 
-    async def ping(self) -> str:
+    async def call(self, command: VPCommand[R]) -> R:
+        """Carry out one command (``actors.vp_commands``) with its handler."""
+        return await VP_OPS.run(self, command)
+
+    @VP_OPS.on(Ping)
+    async def ping(self, cmd: Ping) -> str:
         return self.vp_id
 
-    async def run_turn(self, req: TurnRequest) -> TurnOutcome:
+    @VP_OPS.on(RunTurn)
+    async def run_turn(self, cmd: RunTurn) -> TurnOutcome:
         """Queue a turn in its group's lane and run it.
 
         A turn this actor already holds is not run again: a coordinator whose
         call looked lost (the actor unreachable for a moment, not dead) sends
         it once more, and that call waits for the one run's outcome.
         """
+        req = cmd.req
         held = self._running.get(req.turn_id)
         if held is not None:
             again = await asyncio.shield(held.outcome)
@@ -234,17 +258,19 @@ class VPActor:
             self._running.pop(req.turn_id, None)
             outcome_of.set_result(outcome)
 
-    async def running(self) -> list[str]:
+    @VP_OPS.on(Running)
+    async def running(self, cmd: Running) -> list[str]:
         """The turns this actor holds, queued or running (a recovering coordinator asks)."""
         return list(self._running)
 
-    async def follow(self, turn_id: str) -> TurnOutcome | None:
+    @VP_OPS.on(Follow)
+    async def follow(self, cmd: Follow) -> TurnOutcome | None:
         """Wait for a turn this actor holds and return its outcome; None if it holds none.
 
         A coordinator that restarted while the turn ran follows it this way,
         so the turn is neither run again nor ended twice.
         """
-        running = self._running.get(turn_id)
+        running = self._running.get(cmd.turn_id)
         if running is None:
             return None
         return await asyncio.shield(running.outcome)
@@ -258,15 +284,10 @@ class VPActor:
             host = self._hosts[name] = CoordinatorLink(name, self.config.namespace)
         return host
 
-    async def abort(
-        self, group_id: str, turn_id: str | None = None, at: float | None = None
-    ) -> int:
-        """Abort running and queued turns of a group (or one turn). Returns how many.
-
-        ``at`` is when the coordinator cancelled this VP's turns in the group,
-        on the clock that stamps ``TurnRequest.sent_at``: a turn sent before
-        then that arrives later is aborted on arrival.
-        """
+    @VP_OPS.on(Abort)
+    async def abort(self, cmd: Abort) -> int:
+        """Abort running and queued turns of a group (or one turn) (see ``Abort``)."""
+        group_id, turn_id, at = cmd.group_id, cmd.turn_id, cmd.at
         if turn_id is None and at is not None:
             self._cancelled[group_id] = max(at, self._cancelled.pop(group_id, at))
             while len(self._cancelled) > CANCELS_KEPT:
@@ -289,21 +310,25 @@ class VPActor:
             self._running[tid].abort.set()
         return others
 
-    async def answer(self, request_id: str, answer: str, group_id: str | None = None) -> bool:
-        """Deliver a person's answer to a question this VP asked (in ``group_id``, if given)."""
-        return self.services.questions.answer(request_id, answer, group_id)
+    @VP_OPS.on(AnswerQuestion)
+    async def answer(self, cmd: AnswerQuestion) -> bool:
+        return self.services.questions.answer(cmd.request_id, cmd.answer, cmd.group_id)
 
-    async def question_group(self, request_id: str) -> str | None:
-        """The group an open question of this VP was asked in, or None."""
-        return self.services.questions.group_of(request_id)
+    @VP_OPS.on(QuestionOf)
+    async def question_group(self, cmd: QuestionOf) -> str | None:
+        return self.services.questions.group_of(cmd.request_id)
 
-    async def complete(
-        self, call: ModelCall, model: str | None, group_id: str, chain_id: str
-    ) -> str:
-        """One model call without tools for team mode, charged to ``group_id``'s budgets."""
+    @VP_OPS.on(Complete)
+    async def complete(self, cmd: Complete) -> str:
         s = self.services
         return await complete_call(
-            s.engine, s.persona, s.store, call, model=model, group_id=group_id, chain_id=chain_id
+            s.engine,
+            s.persona,
+            s.store,
+            cmd.call,
+            model=cmd.model,
+            group_id=cmd.group_id,
+            chain_id=cmd.chain_id,
         )
 
     async def dream(self, group_id: str) -> DreamReport:
@@ -325,6 +350,21 @@ class VPActor:
         await self.services.mcp.aclose()
         await self.providers.aclose()
 
-    async def stats(self) -> VPStats:
+    async def close(self) -> None:
+        """Stop this VP: abort its turns and wait for them to end, stop its dreams, close tools.
+
+        Each aborted turn still returns its outcome to the coordinator that sent it.
+        """
+        for running in self._running.values():
+            running.abort.set()
+        pending = [r.outcome for r in self._running.values()]
+        if pending:
+            # An aborted turn ends within moments; one stuck past this is left behind.
+            await asyncio.wait(pending, timeout=CLOSE_WAIT_S)
+        await self.dreams.close()
+        await self.close_tools()
+
+    @VP_OPS.on(Stats)
+    async def stats(self, cmd: Stats) -> VPStats:
         calls = sum(getattr(p, "calls", 0) for p in self.config.provider_overrides.values())
         return VPStats(self.vp_id, calls, len(self._running), os.getpid())

@@ -15,17 +15,20 @@ store, memory and provider-state connections and the attachment store.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+from typing import TypeVar, cast
 
 from ray import cloudpickle
 
 from actors.config import RuntimeConfig
 from actors.process import settle
-from actors.turns import TurnOutcome, TurnRequest
-from actors.vp_actor import VPActor, VPShared, VPStats
+from actors.vp_actor import VPActor, VPShared
+from actors.vp_commands import VPCommand
 from engine.mcp import McpConfig
 from engine.providers.registry import ProviderRegistry
-from team.calls import ModelCall
+
+R = TypeVar("R")
 
 
 class VPHost:
@@ -61,46 +64,29 @@ class VPHost:
     async def reach(self) -> None:
         """Nothing: a caller's first call, made ahead so that no turn's call is the first."""
 
-    async def ping(self, vp_id: str) -> str:
-        return await self._vp(vp_id).ping()
+    async def call(self, vp_id: str, command: VPCommand[R]) -> R:
+        """Carry out ``command`` on VP ``vp_id`` (made now unless the command says not to)."""
+        vp = self._vp(vp_id) if command.makes_vp else self._vps.get(vp_id)
+        if vp is None:
+            return cast("R", command.absent)
+        return await vp.call(command)
 
-    async def run_turn(self, req: TurnRequest) -> TurnOutcome:
-        """Run a turn on its VP (``req.vp_id``): see :meth:`VPActor.run_turn`."""
-        return await self._vp(req.vp_id).run_turn(req)
+    async def reconfigure(self, config: RuntimeConfig) -> None:
+        """Serve under ``config`` from now on, in this process.
 
-    async def running(self, vp_id: str) -> list[str]:
-        """The turns ``vp_id`` holds here, queued or running (none if it was never made)."""
-        vp = self._vps.get(vp_id)
-        return [] if vp is None else await vp.running()
-
-    async def follow(self, vp_id: str, turn_id: str) -> TurnOutcome | None:
-        vp = self._vps.get(vp_id)
-        return None if vp is None else await vp.follow(turn_id)
-
-    async def abort(
-        self, vp_id: str, group_id: str, turn_id: str | None = None, at: float | None = None
-    ) -> int:
-        return await self._vp(vp_id).abort(group_id, turn_id, at)
-
-    async def answer(
-        self, vp_id: str, request_id: str, answer: str, group_id: str | None = None
-    ) -> bool:
-        return await self._vp(vp_id).answer(request_id, answer, group_id)
-
-    async def question_group(self, vp_id: str, request_id: str) -> str | None:
-        vp = self._vps.get(vp_id)
-        return None if vp is None else await vp.question_group(request_id)
-
-    async def complete(
-        self, vp_id: str, call: ModelCall, model: str | None, group_id: str, chain_id: str
-    ) -> str:
-        return await self._vp(vp_id).complete(call, model, group_id, chain_id)
+        Every VP here stops (its turns aborted, each returning its outcome),
+        the shared connections close and open again on ``config``; VPs are
+        made anew, with it, on their next call.
+        """
+        vps, self._vps = self._vps, {}
+        await asyncio.gather(*(vp.close() for vp in vps.values()), return_exceptions=True)
+        await self._shared.close()
+        self.config = config
+        self._shared = VPShared.open(config)
+        ProviderRegistry(config.engine, overrides=config.provider_overrides).preload()
 
     async def set_mcp(self, config: McpConfig) -> None:
         """Every VP here uses these MCP servers from its next turn on; VPs made later too."""
         self.config = dataclasses.replace(self.config, mcp=config)
         for vp in list(self._vps.values()):
             await vp.set_mcp(config)
-
-    async def stats(self, vp_id: str) -> VPStats:
-        return await self._vp(vp_id).stats()

@@ -18,6 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from coordinator.commands import DeleteGroup, Ingest, VPStatsOf, WaitIdle
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._cluster import start_ray
@@ -64,22 +66,22 @@ async def measure(
         )
         group = await rt.create_group("bench", roster, settings=GroupSettingsPatch(fanout_cap=16))
         try:
-            await rt.group(group.id).vp_stats()  # start every actor before timing
-            await rt.group(group.id).ingest("bench", "@all warm up")
-            await rt.group(group.id).wait_idle()
+            await rt.send(VPStatsOf(group.id))  # start every actor before timing
+            await rt.send(Ingest(group.id, "bench", "@all warm up"))
+            await rt.send(WaitIdle(group.id))
             timings: dict[int, list[float]] = {}
             for n in sizes:
                 mentions = " ".join(f"@{vp}" for vp in roster[:n])
                 for i in range(runs):
                     started = time.perf_counter()
-                    out = await rt.group(group.id).ingest("bench", f"{mentions} question {i}")
+                    out = await rt.send(Ingest(group.id, "bench", f"{mentions} question {i}"))
                     assert len(out.dispatched) == n, out
-                    assert await rt.group(group.id).wait_idle(120)
+                    assert await rt.send(WaitIdle(group.id, 120))
                     timings.setdefault(n, []).append(time.perf_counter() - started)
             report(f"{model}; VP hosts {vp_hosts}", store_url, runs, timings)
         finally:
             # Leave nothing behind in a shared Redis.
-            await rt.group(group.id).delete_group()
+            await rt.send(DeleteGroup(group.id))
             rt.shutdown()
             await rt.aclose()
 

@@ -25,6 +25,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from coordinator.commands import DeleteGroup, Ingest, VPStatsOf, WaitIdle
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._cluster import start_ray
@@ -155,17 +157,17 @@ async def measure(args: argparse.Namespace, server: LimitedServer) -> None:
         patch = GroupSettingsPatch(fanout_cap=16)
         group = await rt.create_group("bench", roster, settings=patch)
         try:
-            await rt.group(group.id).vp_stats()  # start every actor before timing
+            await rt.send(VPStatsOf(group.id))  # start every actor before timing
             server.counts.clear()
             started = time.perf_counter()
             for i in range(args.messages):
-                out = await rt.group(group.id).ingest("bench", f"@all question {i}")
+                out = await rt.send(Ingest(group.id, "bench", f"@all question {i}"))
                 assert len(out.dispatched) == len(roster), out
-                assert await rt.group(group.id).wait_idle(600)
+                assert await rt.send(WaitIdle(group.id, 600))
             elapsed = time.perf_counter() - started
             await report(args, server, store, group.id, elapsed)
         finally:
-            await rt.group(group.id).delete_group()
+            await rt.send(DeleteGroup(group.id))
             rt.shutdown()
             await rt.aclose()
 

@@ -39,7 +39,17 @@ from actors.turns import (
     TurnTracker,
     question_vp,
 )
-from actors.vp_actor import VPStats
+from actors.vp_commands import (
+    Abort,
+    AnswerQuestion,
+    Follow,
+    Ping,
+    QuestionOf,
+    Running,
+    RunTurn,
+    Stats,
+    VPStats,
+)
 from actors.vp_host import VPHost
 from actors.writer import GroupEvents, error_stop
 from coordinator.admission import Admission
@@ -167,7 +177,7 @@ class Dispatcher:
         # A recorded turn's VP is known (``record``); any other is sent by the task.
         if send and (client := self._vps.get(req.vp_id)) is not None:
             try:
-                turn.sent = client.run_turn(req)
+                turn.sent = client.send(RunTurn(req))
             except Exception:
                 # Sent again by the turn's task, which reports why it cannot be.
                 log.warning("turn %s not sent at once", req.turn_id, exc_info=True)
@@ -225,7 +235,7 @@ class Dispatcher:
         """Send the turn (unless it was sent already) and wait for its outcome."""
         sent, turn.sent = turn.sent, None
         if sent is None:
-            sent = (await self.vp(turn.request.vp_id)).run_turn(turn.request)
+            sent = (await self.vp(turn.request.vp_id)).send(RunTurn(turn.request))
         outcome: TurnOutcome = await sent
         if not turn.tracker.finished:  # a shutdown may have ended it meanwhile
             turn.tracker.advance(TurnState.FINISHED)
@@ -261,7 +271,7 @@ class Dispatcher:
         deadline = loop.time() + RESTART_WAIT_S
         while loop.time() < deadline:
             try:
-                await (await self.vp(vp_id)).ping()
+                await (await self.vp(vp_id)).send(Ping())
                 return True
             except ActorUnavailableError:
                 await asyncio.sleep(delay)
@@ -323,7 +333,7 @@ class Dispatcher:
         return CancelResult(aborted, tuple(vps))
 
     async def _abort(self, vp_id: str, group_id: str, at: float) -> int:
-        return await (await self.vp(vp_id)).abort(group_id, None, at)
+        return await (await self.vp(vp_id)).send(Abort(group_id, None, at))
 
     async def answer(self, group: Group, request_id: str, answer: str) -> bool:
         """Hand an answer to the VP that asked (its id is in the question's id)."""
@@ -331,7 +341,7 @@ class Dispatcher:
         if vp is None or vp not in group.roster:
             return False
         try:
-            delivered: bool = await (await self.vp(vp)).answer(request_id, answer, group.id)
+            delivered = await (await self.vp(vp)).send(AnswerQuestion(request_id, answer, group.id))
         except (RayError, StoreError):
             return False
         return delivered
@@ -342,7 +352,7 @@ class Dispatcher:
         if vp is None:
             return None
         try:
-            group_id: str | None = await (await self.vp(vp)).question_group(request_id)
+            group_id = await (await self.vp(vp)).send(QuestionOf(request_id))
         except (RayError, StoreError):
             return None
         return group_id
@@ -367,12 +377,12 @@ class Dispatcher:
         """
         await self.place(vp_ids)
         for vp_id in vp_ids:
-            self._vps[vp_id].warm()
+            self._vps[vp_id].send(Ping())
 
     async def stats(self, vp_ids: list[str]) -> list[VPStats]:
         """Per-VP counters; also starts the actors (benchmarks warm up with it)."""
         await self.place(vp_ids)
-        return list(await asyncio.gather(*(self._vps[v].stats() for v in vp_ids)))
+        return list(await asyncio.gather(*(self._vps[v].send(Stats()) for v in vp_ids)))
 
     def forget(self, group_id: str) -> None:
         self._turns.pop(group_id, None)
@@ -397,7 +407,7 @@ class Dispatcher:
             alive = record.turn_id in held.get(record.vp_id, ())
             # A task's run is never followed or sent again on its own: its
             # delegation went with the attempt that sent it, which the
-            # coordinator's recovery ends (``coordinator.team``).
+            # coordinator's recovery ends (``coordinator.team.desk``).
             task_run = record.task_id is not None
             if alive and not task_run:
                 self._track(req, self._follow_again)
@@ -427,7 +437,8 @@ class Dispatcher:
                 continue
             client = VPClient(host, vp_id)
             try:
-                held[vp_id] = set(await client.running())
+                running: list[str] = await client.send(Running())
+                held[vp_id] = set(running)
             except RayError:
                 continue
             self._vps.setdefault(vp_id, client)
@@ -437,7 +448,7 @@ class Dispatcher:
         """Follow a turn a live VP actor still runs (its first follower is gone)."""
         req = turn.request
         try:
-            outcome: TurnOutcome | None = await (await self.vp(req.vp_id)).follow(req.turn_id)
+            outcome = await (await self.vp(req.vp_id)).send(Follow(req.turn_id))
         except RayError as exc:
             await self._lost(turn, exc)
             return
@@ -450,8 +461,8 @@ class Dispatcher:
         req = turn.request
         try:
             vp = await self.vp(req.vp_id)
-            await vp.abort(req.group_id, req.turn_id)
-            await vp.follow(req.turn_id)
+            await vp.send(Abort(req.group_id, req.turn_id))
+            await vp.send(Follow(req.turn_id))
         except RayError as exc:
             await self._lost(turn, exc)
             return

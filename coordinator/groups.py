@@ -112,11 +112,6 @@ class GroupBook:
         self._groups[group.id] = created
         return created
 
-    async def rename(self, group_id: str, name: str) -> Group:
-        async with self.locked(group_id):
-            group = await self.require(group_id)
-            return await self._save(group.model_copy(update={"name": valid_name(name)}))
-
     async def forget(self, group_id: str) -> bool:
         """Delete the group's record and everything under it; False if it did not exist."""
         self._groups.pop(group_id, None)
@@ -150,21 +145,6 @@ class GroupBook:
         if vp not in group.roster:
             raise GroupError(GroupErrorCode.NOT_IN_ROSTER, f"{vp} is not in this group")
         return group, vp
-
-    async def set_default_vp(self, group_id: str, vp_id: str | None) -> Group:
-        async with self.locked(group_id):
-            group = await self.require(group_id)
-            vp = self.roster_ids([vp_id])[0] if vp_id else None
-            if vp is not None and vp not in group.roster:
-                raise GroupError(GroupErrorCode.DEFAULT_NOT_IN_ROSTER, f"{vp} is not in the roster")
-            return await self._save(group.model_copy(update={"default_vp": vp}))
-
-    async def update_settings(self, group_id: str, patch: GroupSettingsPatch) -> Group:
-        async with self.locked(group_id):
-            group = await self.require(group_id)
-            return await self._save(
-                group.model_copy(update={"settings": group.settings.apply(patch)})
-            )
 
     async def set_members(self, group_id: str, members: list[str]) -> Group:
         async with self.locked(group_id):

@@ -212,13 +212,18 @@ class Membership:
             )
         return changed
 
-    async def edit(self, group_id: str, actor: str, edit: GroupEdit) -> Group:
-        """Change the name, default VP and settings at once (owner only); announced."""
+    async def edit(self, group_id: str, actor: str | None, edit: GroupEdit) -> Group:
+        """Change the name, default VP and settings at once.
+
+        A person (``actor``) must own the group, and the change is announced;
+        the deployment's own change (no actor) is stored without a notice.
+        """
         async with self.book.locked(group_id):
             group = await self.book.require(group_id)
-            if actor not in group.members:
-                raise GroupError(GroupErrorCode.NOT_FOUND, f"group {group_id} not found")
-            require_owner(group, actor, "change the group's settings")
+            if actor is not None:
+                if actor not in group.members:
+                    raise GroupError(GroupErrorCode.NOT_FOUND, f"group {group_id} not found")
+                require_owner(group, actor, "change the group's settings")
             update: dict[str, object] = {"settings": group.settings.apply(edit.settings)}
             if edit.name is not None:
                 update["name"] = valid_name(edit.name)
@@ -236,6 +241,8 @@ class Membership:
             if not changes:
                 return group
             changed = await self.book.save(candidate)
+        if actor is None:
+            return changed
         await self.announce.changed(
             changed,
             "settings",

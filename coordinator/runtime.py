@@ -1,8 +1,11 @@
 """The driver-side entry to the actor system.
 
 A :class:`Runtime` finds (or starts) the coordinator actor that owns a group
-and hands out a typed :class:`~coordinator.client.CoordinatorClient` for it.
-Groups are sharded over ``coordinator_shards`` named actors by a stable hash
+and sends it typed commands (``coordinator.commands``): ``await
+runtime.send(Ingest(group_id, "ann", "@linus hi"))`` answers with the
+command's result type. Refusals arrive as
+:class:`~coordinator.errors.GroupError` (possibly wrapped by Ray). Groups are
+sharded over ``coordinator_shards`` named actors by a stable hash
 of the group id, so every gateway replica and every CLI process sends a
 group's traffic to the same coordinator.
 """
@@ -11,14 +14,24 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from typing import cast
+from typing import Any, TypeVar, cast
 
 import ray
 from ray.actor import ActorHandle
 
+from actors.commands import Command, GroupCommand
 from actors.config import RuntimeConfig
 from actors.vp_host import VPHost
-from coordinator.client import CoordinatorClient
+from coordinator.commands import (
+    CreateConversation,
+    CreateGroup,
+    Drain,
+    QuestionGroup,
+    ReachHosts,
+    Reconfigure,
+    Recover,
+    SetMcp,
+)
 from coordinator.coordinator import CoordinatorWorker
 from coordinator.results import DrainResult, RecoveryReport
 from coordinator.shards import shard_of
@@ -29,6 +42,7 @@ from store.base import Group, Store, new_id
 from store.conversation import ID_PREFIX, ConversationInfo
 
 CoordinatorActor = ray.remote(CoordinatorWorker)
+R = TypeVar("R")
 
 
 class Runtime:
@@ -43,8 +57,24 @@ class Runtime:
         self._coordinators: dict[int, ActorHandle[CoordinatorWorker]] = {}
         self._store: Store | None = None
 
-    def _coordinator(self, group_id: str) -> ActorHandle[CoordinatorWorker]:
-        return self._shard(shard_of(group_id, self.config.coordinator_shards))
+    async def send(self, command: GroupCommand[R]) -> R:
+        """Carry out a group's command on the coordinator shard that owns the group."""
+        return await self._on_shard(
+            shard_of(command.group_id, self.config.coordinator_shards), command
+        )
+
+    def post(self, command: GroupCommand[Any]) -> None:
+        """Send a group's command and return at once: nothing waits for its answer."""
+        shard = shard_of(command.group_id, self.config.coordinator_shards)
+        self._shard(shard).call.remote(command)
+
+    async def _on_shard(self, shard: int, command: Command[R]) -> R:
+        result: R = await self._shard(shard).call.remote(command)
+        return result
+
+    async def _on_every_shard(self, command: Command[R]) -> list[R]:
+        shards = range(self.config.coordinator_shards)
+        return list(await asyncio.gather(*(self._on_shard(i, command) for i in shards)))
 
     def _shard(self, shard: int) -> ActorHandle[CoordinatorWorker]:
         handle = self._coordinators.get(shard)
@@ -63,10 +93,6 @@ class Runtime:
             handle = self._coordinators[shard] = cast("ActorHandle[CoordinatorWorker]", started)
         return handle
 
-    def group(self, group_id: str) -> CoordinatorClient:
-        """The typed client for ``group_id``'s coordinator."""
-        return CoordinatorClient(self._coordinator(group_id), group_id)
-
     def start_vp_hosts(self) -> int:
         """Start the pooled VP host processes now, not on a first message; returns how many.
 
@@ -76,7 +102,7 @@ class Runtime:
         started = start_pool(self.config)
         if started:
             for shard in range(self.config.coordinator_shards):
-                self._shard(shard).reach_hosts.remote()
+                self._shard(shard).call.remote(ReachHosts())
         return started
 
     async def recover(self) -> RecoveryReport:
@@ -86,11 +112,7 @@ class Runtime:
         restart every turn that has no result runs again (never started) or
         ends with an error result (started).
         """
-        shards = range(self.config.coordinator_shards)
-        reports: list[RecoveryReport] = await asyncio.gather(
-            *(self._shard(i).recover.remote() for i in shards)
-        )
-        return sum(reports, RecoveryReport())
+        return sum(await self._on_every_shard(Recover()), RecoveryReport())
 
     async def drain(self, timeout_s: float) -> DrainResult:
         """Let every shard's turns finish for up to ``timeout_s``; end the rest with a result.
@@ -98,10 +120,7 @@ class Runtime:
         Only for a deployment this process owns (its local Ray instance): a
         gateway replica that stops must not end the turns of a shared cluster.
         """
-        shards = range(self.config.coordinator_shards)
-        results: list[DrainResult] = await asyncio.gather(
-            *(self._shard(i).drain.remote(timeout_s) for i in shards)
-        )
+        results = await self._on_every_shard(Drain(timeout_s))
         return DrainResult(
             drained=all(r.drained for r in results),
             interrupted=sum(r.interrupted for r in results),
@@ -124,12 +143,14 @@ class Runtime:
         group_id: str | None = None,
     ) -> Group:
         """Create a group under a new id (or ``group_id``)."""
-        client = self.group(group_id or new_id("grp"))
-        return await client.create_group(name, roster, default_vp, members, settings)
+        command = CreateGroup(
+            group_id or new_id("grp"), name, roster, default_vp, members, settings
+        )
+        return await self.send(command)
 
     async def create_conversation(self, name: str, info: ConversationInfo) -> Group:
         """Create a one-to-one conversation under a new id (``conv_...``)."""
-        return await self.group(new_id(ID_PREFIX)).create_conversation(name, info)
+        return await self.send(CreateConversation(new_id(ID_PREFIX), name, info))
 
     async def question_group(self, request_id: str) -> str | None:
         """The group or conversation an open question was asked in, or None.
@@ -137,9 +158,8 @@ class Runtime:
         The question's id names the VP that asked; any coordinator can ask that
         VP, so the shard is picked by the question's id.
         """
-        handle = self._shard(shard_of(request_id, self.config.coordinator_shards))
-        group_id: str | None = await handle.question_group.remote(request_id)
-        return group_id
+        shard = shard_of(request_id, self.config.coordinator_shards)
+        return await self._on_shard(shard, QuestionGroup(request_id))
 
     async def set_mcp(self, config: McpConfig) -> int:
         """Use these MCP servers everywhere, without a restart; returns the VP hosts told.
@@ -153,22 +173,51 @@ class Runtime:
         file again).
         """
         self.config = dataclasses.replace(self.config, mcp=config)
-        shards = range(self.config.coordinator_shards)
-        await asyncio.gather(*(self._shard(i).set_mcp.remote(config) for i in shards))
-        heads = host_prefixes(self.config)
+        await self._on_every_shard(SetMcp(config))
         told = 0
+        for handle in self._running_hosts():
+            try:
+                await handle.set_mcp.remote(config)
+                told += 1
+            except ray.exceptions.RayActorError:
+                pass  # gone since it was listed: a new one starts with the new servers
+        return told
+
+    async def reconfigure(self, config: RuntimeConfig) -> None:
+        """Serve under ``config`` from now on, in the processes that run now.
+
+        ``config`` names the same actors (prefix, namespace, shard and host
+        counts): each coordinator shard ends its open turns with a result and
+        starts again on ``config`` (its store, engine, limits), then each VP
+        host stops its VPs and makes them anew with it. Nothing restarts, so
+        this costs milliseconds where new processes cost seconds. A host
+        that Ray restarts after a crash comes back with the configuration
+        it was first started with.
+        """
+        if config.prefix != self.config.prefix or config.namespace != self.config.namespace:
+            raise ValueError("reconfigure keeps the deployment's actor names")
+        if config.coordinator_shards != self.config.coordinator_shards:
+            raise ValueError("reconfigure keeps the number of coordinator shards")
+        self.config = config
+        await self.aclose()
+        await self._on_every_shard(Reconfigure(config))
+        hosts = self._running_hosts()
+        await asyncio.gather(*(h.reconfigure.remote(config) for h in hosts))
+
+    def _running_hosts(self) -> list[ActorHandle[VPHost]]:
+        """The VP hosts of this deployment that run now (of either kind)."""
+        heads = host_prefixes(self.config)
+        hosts: list[ActorHandle[VPHost]] = []
         for actor in ray.util.list_named_actors(all_namespaces=True):
             name = actor["name"] if isinstance(actor, dict) else actor
             ns = actor.get("namespace") if isinstance(actor, dict) else self.config.namespace
             if ns != self.config.namespace or not name.startswith(heads):
                 continue
             try:
-                handle = cast("ActorHandle[VPHost]", ray.get_actor(name, namespace=ns))
-                await handle.set_mcp.remote(config)
-                told += 1
-            except (ValueError, ray.exceptions.RayActorError):
-                pass  # gone since it was listed: a new one starts with the new servers
-        return told
+                hosts.append(cast("ActorHandle[VPHost]", ray.get_actor(name, namespace=ns)))
+            except ValueError:
+                pass  # gone since it was listed
+        return hosts
 
     def shutdown(self) -> None:
         """Kill every actor of this deployment (its name prefix), by handle."""

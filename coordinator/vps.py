@@ -9,19 +9,18 @@ shard finds the same one.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import cast
+from typing import TypeVar, cast
 
 import ray
 from ray.actor import ActorHandle
 
 from actors.config import RuntimeConfig
-from actors.turns import TurnOutcome, TurnRequest
-from actors.vp_actor import VPStats
+from actors.vp_commands import VPCommand
 from actors.vp_host import VPHost
 from store.placement import PlacementStore
-from team.calls import ModelCall
 
 VPHostActor = ray.remote(VPHost)
+R = TypeVar("R")
 # A VP's own host is named after the VP; pooled hosts by their number.
 OWN_HOST = "vp"
 POOLED_HOST = "vps"
@@ -98,46 +97,7 @@ class VPClient:
     host: ActorHandle[VPHost]
     vp_id: str
 
-    def run_turn(self, req: TurnRequest) -> ray.ObjectRef[TurnOutcome]:
-        """Send a turn; the reference resolves to its outcome."""
-        return self.host.run_turn.remote(req)
-
-    def warm(self) -> None:
-        """Make the VP in its host now (not awaited): its first turn finds it ready."""
-        self.host.ping.remote(self.vp_id)
-
-    async def ping(self) -> str:
-        answer: str = await self.host.ping.remote(self.vp_id)
-        return answer
-
-    async def running(self) -> list[str]:
-        turns: list[str] = await self.host.running.remote(self.vp_id)
-        return turns
-
-    async def follow(self, turn_id: str) -> TurnOutcome | None:
-        outcome: TurnOutcome | None = await self.host.follow.remote(self.vp_id, turn_id)
-        return outcome
-
-    async def abort(
-        self, group_id: str, turn_id: str | None = None, at: float | None = None
-    ) -> int:
-        count: int = await self.host.abort.remote(self.vp_id, group_id, turn_id, at)
-        return count
-
-    async def answer(self, request_id: str, answer: str, group_id: str) -> bool:
-        delivered: bool = await self.host.answer.remote(self.vp_id, request_id, answer, group_id)
-        return delivered
-
-    async def question_group(self, request_id: str) -> str | None:
-        group_id: str | None = await self.host.question_group.remote(self.vp_id, request_id)
-        return group_id
-
-    async def complete(
-        self, call: ModelCall, model: str | None, group_id: str, chain_id: str
-    ) -> str:
-        text: str = await self.host.complete.remote(self.vp_id, call, model, group_id, chain_id)
-        return text
-
-    async def stats(self) -> VPStats:
-        stats: VPStats = await self.host.stats.remote(self.vp_id)
-        return stats
+    def send(self, command: VPCommand[R]) -> ray.ObjectRef[R]:
+        """Send ``command`` to the VP; the reference (awaitable) resolves to its answer."""
+        ref: ray.ObjectRef[R] = self.host.call.remote(self.vp_id, command)
+        return ref

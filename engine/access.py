@@ -19,11 +19,17 @@ from engine.settings import EngineConfig
 class ProviderState(CooldownBook, SlotBook, Protocol):
     """Cooldowns and slots in one place (``StoreConfig.open_provider_state``)."""
 
+    async def aclose(self) -> None:
+        """Close the connection to where they are kept."""
+
 
 class _LocalState(LocalCooldowns, LocalSlots):
     def __init__(self) -> None:
         LocalCooldowns.__init__(self)
         LocalSlots.__init__(self)
+
+    async def aclose(self) -> None:
+        """Nothing to close: the state lives in this object."""
 
 
 class ProviderAccess:

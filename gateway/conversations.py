@@ -14,10 +14,12 @@ and :meth:`answer` find and authorise the one they mean.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from actors.commands import GroupCommand
+from coordinator.commands import Answer, Cancel, DeleteGroup, EditGroup, Ingest
+from coordinator.membership import GroupEdit
 from gateway.errors import GatewayError, from_group_error, not_found
 from personas.loader import PersonaLibrary
 from protocol import ErrorCode, SessionReady
@@ -34,7 +36,6 @@ from store.workspaces import (
 )
 
 if TYPE_CHECKING:
-    from coordinator.client import CoordinatorClient
     from coordinator.results import IngestResult
     from coordinator.runtime import Runtime
     from gateway.groups import GroupService
@@ -229,7 +230,7 @@ class ConversationService:
         # Every connection of the owner, on every process, is told through the
         # directory log (gateway.people): ``conversation_deleted``. The files
         # sent in it go too; its folder (the user's workDir) stays.
-        await self._call(conversation_id, lambda c: c.delete_group(username))
+        await self._call(DeleteGroup(conversation_id, username))
         await self.groups.attachments.delete_group(conversation_id)
 
     async def send(
@@ -246,8 +247,7 @@ class ConversationService:
         """
         group = await self.owned(username, conversation_id)
         result = await self._call(
-            conversation_id,
-            lambda c: c.ingest(username, text, None, client_message_id, attachments),
+            Ingest(conversation_id, username, text, None, client_message_id, attachments)
         )
         info = group.conversation
         persona = self.personas.get(info.vp_id) if info is not None else None
@@ -255,7 +255,7 @@ class ConversationService:
         title = title_from(text)
         if info is not None and info.auto_title and untitled and title and not result.duplicate:
             try:
-                await self._call(conversation_id, lambda c: c.rename_group(title))
+                await self._call(EditGroup(conversation_id, GroupEdit(name=title)))
             except GatewayError as exc:
                 # The message is stored and answered: a title is not worth failing it.
                 log.warning("conversation %s kept its title: %s", conversation_id, exc.message)
@@ -278,7 +278,7 @@ class ConversationService:
     async def cancel(self, username: str, target_id: str, vp_id: str | None) -> None:
         """Cancel the running turns of a group (one VP's, or all) or of a conversation."""
         group = await self.chat_target(username, target_id)
-        await self._call(group.id, lambda c: c.cancel(vp_id))
+        await self._call(Cancel(group.id, vp_id))
 
     async def answer(
         self, username: str, target_id: str | None, request_id: str, answer: str
@@ -302,14 +302,12 @@ class ConversationService:
             if target_id is not None:
                 raise
             raise gone from None
-        if not await self._call(group.id, lambda c: c.answer(request_id, answer)):
+        if not await self._call(Answer(group.id, request_id, answer)):
             raise gone
 
-    async def _call(
-        self, group_id: str, operation: Callable[[CoordinatorClient], Awaitable[T]]
-    ) -> T:
+    async def _call(self, command: GroupCommand[T]) -> T:
         try:
-            return await operation(self.runtime.group(group_id))
+            return await self.runtime.send(command)
         except Exception as exc:
             raise _translate(exc) from exc
 

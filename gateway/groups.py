@@ -11,9 +11,22 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from actors.commands import GroupCommand
+from coordinator.commands import (
+    AbandonTask,
+    AcceptTask,
+    AddVP,
+    Answer,
+    Cancel,
+    DeleteGroup,
+    EditGroup,
+    Ingest,
+    MemberChange,
+    RemoveVP,
+    ReviseTask,
+)
 from coordinator.membership import GroupEdit, MemberOp
 from gateway.errors import GatewayError, from_group_error, not_found
 from gateway.views import message_view
@@ -26,7 +39,6 @@ from store.conversation import GroupKind
 from store.workspaces import remove_group_files
 
 if TYPE_CHECKING:
-    from coordinator.client import CoordinatorClient
     from coordinator.results import CancelResult, IngestResult
     from coordinator.runtime import Runtime
     from gateway.tail import Hub
@@ -111,7 +123,7 @@ class GroupService:
     async def delete(self, username: str, group_id: str) -> None:
         """Delete a group (its owner only); every watcher, on every process, is told."""
         await self.member_group(username, group_id)
-        await self._call(group_id, lambda c: c.delete_group(username))
+        await self._call(DeleteGroup(group_id, username))
         self.hub.group_deleted(group_id)
         # Its files go with it: the workspace (under this process's data
         # directory) and the files sent with its messages.
@@ -121,11 +133,11 @@ class GroupService:
 
     async def add_vp(self, username: str, group_id: str, vp_id: str) -> Group:
         await self.member_group(username, group_id)
-        return await self._call(group_id, lambda c: c.add_vp(vp_id))
+        return await self._call(AddVP(group_id, vp_id))
 
     async def remove_vp(self, username: str, group_id: str, vp_id: str) -> Group:
         await self.member_group(username, group_id)
-        return await self._call(group_id, lambda c: c.remove_vp(vp_id))
+        return await self._call(RemoveVP(group_id, vp_id))
 
     async def set_default_vp(self, username: str, group_id: str, vp_id: str | None) -> Group:
         edit = GroupEdit(default_vp=vp_id, clear_default_vp=vp_id is None)
@@ -134,7 +146,7 @@ class GroupService:
     async def edit(self, username: str, group_id: str, edit: GroupEdit) -> Group:
         """Change name, default VP and settings (the owner only); announced to the group."""
         await self.member_group(username, group_id)
-        return await self._call(group_id, lambda c: c.edit_group(username, edit))
+        return await self._call(EditGroup(group_id, edit, username))
 
     # -- members (see coordinator.membership for the rules) ----------------------
     async def invite(self, username: str, group_id: str, invitee: str) -> Group:
@@ -167,7 +179,7 @@ class GroupService:
 
     async def _members(self, username: str, group_id: str, op: MemberOp) -> Group:
         await self.member_group(username, group_id)
-        return await self._call(group_id, lambda c: c.change_members(username, op))
+        return await self._call(MemberChange(group_id, username, op))
 
     # -- conversation --------------------------------------------------------
     async def ingest(
@@ -187,13 +199,16 @@ class GroupService:
         if not is_id(group_id):
             raise not_found("group")
         try:
-            return await self.runtime.group(group_id).ingest(
-                username,
-                text,
-                mentions,
-                client_message_id,
-                attachments,
-                member_of=GroupKind.GROUP,
+            return await self.runtime.send(
+                Ingest(
+                    group_id,
+                    username,
+                    text,
+                    mentions,
+                    client_message_id,
+                    attachments,
+                    member_of=GroupKind.GROUP,
+                )
             )
         except Exception as exc:
             error = _translate(exc)
@@ -202,28 +217,25 @@ class GroupService:
 
     async def cancel(self, username: str, group_id: str, vp_id: str | None) -> CancelResult:
         await self.member_group(username, group_id)
-        return await self._call(group_id, lambda c: c.cancel(vp_id))
+        return await self._call(Cancel(group_id, vp_id))
 
     async def answer(self, username: str, group_id: str, request_id: str, answer: str) -> bool:
         await self.member_group(username, group_id)
-        return await self._call(group_id, lambda c: c.answer(request_id, answer))
+        return await self._call(Answer(group_id, request_id, answer))
 
     async def task_verdict(
         self,
         username: str,
-        group_id: str,
-        operation: Callable[[CoordinatorClient], Awaitable[Task]],
+        verdict: AcceptTask | ReviseTask | AbandonTask,
     ) -> Task:
         """Accept, revise or abandon one of the group's tasks, as ``username`` (a member)."""
-        await self.member_group(username, group_id)
-        return await self._call(group_id, operation)
+        await self.member_group(username, verdict.group_id)
+        return await self._call(verdict)
 
-    async def _call(
-        self, group_id: str, operation: Callable[[CoordinatorClient], Awaitable[T]]
-    ) -> T:
-        """Run one coordinator operation; its refusals become GatewayErrors."""
+    async def _call(self, command: GroupCommand[T]) -> T:
+        """Run one coordinator command; its refusals become GatewayErrors."""
         try:
-            return await operation(self.runtime.group(group_id))
+            return await self.runtime.send(command)
         except Exception as exc:
             raise _translate(exc) from exc
 

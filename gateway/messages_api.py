@@ -23,6 +23,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Response
 from pydantic import Field
 
+from coordinator.commands import Regenerate
 from gateway.errors import GatewayError, from_group_error, not_found
 from gateway.export import all_messages, as_json, as_markdown, filename, usage_view
 from gateway.http import Body, Ctx, User
@@ -140,7 +141,7 @@ async def regenerate(group_id: str, message_id: str, user: User, ctx: Ctx) -> di
     """Have a VP answer again the message its latest reply answered; a new turn streams."""
     group = await ctx.groups.member_group(user, group_id)
     try:
-        result = await ctx.runtime.group(group.id).regenerate(message_id, user)
+        result = await ctx.runtime.send(Regenerate(group.id, message_id, user))
     except Exception as exc:
         translated = from_group_error(exc)
         if translated is None:

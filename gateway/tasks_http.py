@@ -1,7 +1,7 @@
 """HTTP operations of team mode: a group's tasks, the person's verdict, skills and drafts.
 
 Reading goes to the store; every change of a task goes through the group's
-coordinator (``coordinator.team``), which owns the group's tasks and
+coordinator (``coordinator.team.desk``), which owns the group's tasks and
 announces each change as a ``task_changed`` event. Every route needs a
 session and, for a group's task, membership (a group the user is not in is
 a 404).
@@ -23,6 +23,7 @@ from typing import Annotated, Any, TypeVar
 from fastapi import APIRouter, Query
 from pydantic import Field
 
+from coordinator.commands import AbandonTask, AcceptTask, ReviseTask
 from gateway.errors import GatewayError, not_found
 from gateway.http import Body, Ctx, User
 from protocol import MAX_TEXT_LENGTH, ErrorCode
@@ -76,7 +77,7 @@ async def get_task(group_id: str, task_id: str, user: User, ctx: Ctx) -> dict[st
 @router.post("/api/groups/{group_id}/tasks/{task_id}/accept")
 async def accept_task(group_id: str, task_id: str, user: User, ctx: Ctx) -> dict[str, Any]:
     """Accept the task's newest answer: the only way a task is done."""
-    task = await ctx.groups.task_verdict(user, group_id, lambda c: c.accept_task(task_id, user))
+    task = await ctx.groups.task_verdict(user, AcceptTask(group_id, task_id, user))
     return {"task": _task_view(task)}
 
 
@@ -85,16 +86,14 @@ async def revise_task(
     group_id: str, task_id: str, body: ReviseBody, user: User, ctx: Ctx
 ) -> dict[str, Any]:
     """Ask for another attempt with the changes ``text`` describes (it is posted to the group)."""
-    task = await ctx.groups.task_verdict(
-        user, group_id, lambda c: c.revise_task(task_id, user, body.text)
-    )
+    task = await ctx.groups.task_verdict(user, ReviseTask(group_id, task_id, user, body.text))
     return {"task": _task_view(task)}
 
 
 @router.post("/api/groups/{group_id}/tasks/{task_id}/abandon")
 async def abandon_task(group_id: str, task_id: str, user: User, ctx: Ctx) -> dict[str, Any]:
     """Drop the task: it will not be worked on or accepted; a running attempt is stopped."""
-    task = await ctx.groups.task_verdict(user, group_id, lambda c: c.abandon_task(task_id, user))
+    task = await ctx.groups.task_verdict(user, AbandonTask(group_id, task_id, user))
     return {"task": _task_view(task)}
 
 

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.websockets import WebSocket
 
+from coordinator.commands import Warm
 from gateway.accounts import session_user
 from gateway.auth import AuthError, AuthFailure, check_origin, find_token, token_claims
 from gateway.connection import CloseCode, Connection
@@ -284,7 +285,7 @@ class ClientSession:
         group = await self.ctx.groups.member_group(self.username, frame.group_id)
         # Someone is looking at the group: its VPs' processes start now, not
         # with its next message (after a restart, say).
-        self.ctx.runtime.group(frame.group_id).warm()
+        self.ctx.runtime.post(Warm(frame.group_id))
         old = self.conn.subscriptions.get(frame.group_id)
         if old is not None:
             self.ctx.hub.drop(old)

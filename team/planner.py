@@ -77,7 +77,7 @@ PLANNER_TIMEOUT_S = 45.0
 PLANNER_MAX_TOKENS = 2000
 NODE_ID_CHARS = 40
 _NODE_ID = re.compile(r"^[A-Za-z0-9_-]+$")
-# The ids the executor (coordinator.team_run.runs_of) gives its own runs: a
+# The ids the executor (coordinator.team.run.runs_of) gives its own runs: a
 # node with one of them would be confused with the synthesis or single run.
 RESERVED_NODE_IDS = frozenset({"synthesis", "single"})
 

@@ -15,6 +15,7 @@ import pytest
 
 from actors.config import RuntimeConfig
 from coordinator.admission import Admission
+from coordinator.commands import Cancel, Ingest, VPStatsOf, WaitIdle
 from coordinator.errors import GroupError, GroupErrorCode
 from coordinator.runtime import Runtime
 from gateway.errors import from_group_error
@@ -136,7 +137,7 @@ async def _until_queued(rt: Runtime, group_id: str, vp: str, turns: int) -> None
     loop = asyncio.get_running_loop()
     deadline = loop.time() + 30
     while loop.time() < deadline:
-        (stats,) = await rt.group(group_id).vp_stats([vp])
+        (stats,) = await rt.send(VPStatsOf(group_id, [vp]))
         if stats.active_turns >= turns:
             return
         await asyncio.sleep(0.05)
@@ -145,7 +146,7 @@ async def _until_queued(rt: Runtime, group_id: str, vp: str, turns: int) -> None
 
 async def _refused(rt: Runtime, group_id: str, text: str) -> GroupError:
     with pytest.raises(GroupError) as refused:
-        await rt.group(group_id).ingest("ann", text, client_message_id="late")
+        await rt.send(Ingest(group_id, "ann", text, client_message_id="late"))
     error = refused.value
     assert error.code is GroupErrorCode.BUSY
     assert error.retry_after is not None and error.retry_after > 0
@@ -157,9 +158,8 @@ async def test_the_coordinator_refuses_past_the_group_bound_until_turns_finish(
 ) -> None:
     rt = make_runtime(engine=SLOW, max_group_pending_turns=2)
     group = await rt.create_group("team", ["steve", "linus"])
-    client = rt.group(group.id)
-    assert (await client.ingest("ann", "@steve one")).dispatched == ["steve"]
-    assert (await client.ingest("ann", "@linus two")).dispatched == ["linus"]
+    assert (await rt.send(Ingest(group.id, "ann", "@steve one"))).dispatched == ["steve"]
+    assert (await rt.send(Ingest(group.id, "ann", "@linus two"))).dispatched == ["linus"]
     error = await _refused(rt, group.id, "@steve three")
     assert "this group has 2 turns waiting" in error.message
     await _until_queued(rt, group.id, "steve", 1)
@@ -168,12 +168,12 @@ async def test_the_coordinator_refuses_past_the_group_bound_until_turns_finish(
     store = await rt.store()
     assert [m.text for m in await store.read_messages(group.id)] == ["@steve one", "@linus two"]
     # Once the turns finish, their places are free again.
-    await client.cancel()
-    assert await client.wait_idle(30)
-    out = await client.ingest("ann", "@steve three", client_message_id="late")
+    await rt.send(Cancel(group.id))
+    assert await rt.send(WaitIdle(group.id, 30))
+    out = await rt.send(Ingest(group.id, "ann", "@steve three", client_message_id="late"))
     assert out.dispatched == ["steve"] and not out.duplicate
     await _until_queued(rt, group.id, "steve", 1)
-    await client.cancel()
+    await rt.send(Cancel(group.id))
 
 
 async def test_the_coordinator_refuses_past_a_vp_bound_across_groups(
@@ -182,15 +182,15 @@ async def test_the_coordinator_refuses_past_a_vp_bound_across_groups(
     rt = make_runtime(engine=SLOW, max_group_pending_turns=50, max_vp_pending_turns=2)
     first = await rt.create_group("one", ["steve", "linus"])
     second = await rt.create_group("two", ["steve", "linus"])
-    await rt.group(first.id).ingest("ann", "@steve one")
-    await rt.group(first.id).ingest("ann", "@steve two")
+    await rt.send(Ingest(first.id, "ann", "@steve one"))
+    await rt.send(Ingest(first.id, "ann", "@steve two"))
     error = await _refused(rt, second.id, "@steve three")
     assert "@steve has 2 turns waiting" in error.message
     await _until_queued(rt, first.id, "steve", 2)
     # Another VP of the same group has room.
-    assert (await rt.group(second.id).ingest("ann", "@linus four")).dispatched == ["linus"]
-    await rt.group(first.id).cancel()
-    assert await rt.group(first.id).wait_idle(30)
-    assert (await rt.group(second.id).ingest("ann", "@steve three")).dispatched == ["steve"]
+    assert (await rt.send(Ingest(second.id, "ann", "@linus four"))).dispatched == ["linus"]
+    await rt.send(Cancel(first.id))
+    assert await rt.send(WaitIdle(first.id, 30))
+    assert (await rt.send(Ingest(second.id, "ann", "@steve three"))).dispatched == ["steve"]
     await _until_queued(rt, second.id, "steve", 1)
-    await rt.group(second.id).cancel()
+    await rt.send(Cancel(second.id))

@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from actors.turns import TurnOrigin, TurnRequest
+from coordinator.commands import Answer, EditGroup, Ingest, Regenerate, WaitIdle
+from coordinator.membership import GroupEdit
 from coordinator.runtime import Runtime
 from engine.mcp import parse_mcp_config
 from engine.providers.base import ModelRequest
@@ -54,20 +56,19 @@ async def _questions(rt: Runtime, gid: str) -> list[dict[str, Any]]:
 async def test_allow_once_then_deny(make_runtime: MakeRuntime) -> None:
     rt = _runtime(make_runtime)
     group = await rt.create_group("team", ["linus"])
-    chat = rt.group(group.id)
-    await chat.ingest("ann", "@linus echo something")
+    await rt.send(Ingest(group.id, "ann", "@linus echo something"))
     question = await wait_for_event(rt, group.id, _is_question(0))
     assert question["tool"] == {"name": "fx__echo", "arguments": '{"text": "ping"}'}
     assert question["choices"] == list(CHOICES) and question["vpId"] == "linus"
-    assert await chat.answer(question["requestId"], ALLOW_ONCE)
-    assert await chat.wait_idle()
+    assert await rt.send(Answer(group.id, question["requestId"], ALLOW_ONCE))
+    assert await rt.send(WaitIdle(group.id))
     assert (await _replies(rt, group.id))[0].startswith("the tool said: echo from ")
 
     # Once was once: the next call asks again, and a denial reaches the model.
-    await chat.ingest("ann", "@linus again")
+    await rt.send(Ingest(group.id, "ann", "@linus again"))
     second = await wait_for_event(rt, group.id, _is_question(question["seq"]))
-    assert await chat.answer(second["requestId"], DENY)
-    assert await chat.wait_idle()
+    assert await rt.send(Answer(group.id, second["requestId"], DENY))
+    assert await rt.send(WaitIdle(group.id))
     assert (await _replies(rt, group.id))[1] == (
         "the tool said: fx__echo was not run: a person of the group denied it"
     )
@@ -78,11 +79,10 @@ async def test_allow_once_then_deny(make_runtime: MakeRuntime) -> None:
 async def test_always_is_stored_announced_and_not_asked_again(make_runtime: MakeRuntime) -> None:
     rt = _runtime(make_runtime)
     group = await rt.create_group("team", ["linus"])
-    chat = rt.group(group.id)
-    await chat.ingest("ann", "@linus echo something")
+    await rt.send(Ingest(group.id, "ann", "@linus echo something"))
     question = await wait_for_event(rt, group.id, _is_question(0))
-    assert await chat.answer(question["requestId"], ALWAYS)
-    assert await chat.wait_idle()
+    assert await rt.send(Answer(group.id, question["requestId"], ALWAYS))
+    assert await rt.send(WaitIdle(group.id))
 
     stored = await (await rt.store()).get_group(group.id)
     assert stored is not None and stored.settings.tool_policies == {"fx__echo": "auto"}
@@ -90,8 +90,8 @@ async def test_always_is_stored_announced_and_not_asked_again(make_runtime: Make
     updates = [e for e in events if e["type"] == "group_update" and e["action"] == "settings"]
     assert updates and updates[-1]["group"]["settings"]["toolPolicies"] == {"fx__echo": "auto"}
 
-    await chat.ingest("ann", "@linus once more")
-    assert await chat.wait_idle()
+    await rt.send(Ingest(group.id, "ann", "@linus once more"))
+    assert await rt.send(WaitIdle(group.id))
     assert len(await _questions(rt, group.id)) == 1
     replies = await _replies(rt, group.id)
     assert len(replies) == 2 and all(r.startswith("the tool said: echo from ") for r in replies)
@@ -100,10 +100,13 @@ async def test_always_is_stored_announced_and_not_asked_again(make_runtime: Make
 async def test_an_unanswered_question_expires_into_a_denial(make_runtime: MakeRuntime) -> None:
     rt = _runtime(make_runtime)
     group = await rt.create_group("team", ["linus"])
-    chat = rt.group(group.id)
-    await chat.update_settings(GroupSettingsPatch.model_validate({"approvalTimeoutS": 1}))
-    await chat.ingest("ann", "@linus echo something")
-    assert await chat.wait_idle()
+    await rt.send(
+        EditGroup(
+            group.id, GroupEdit(settings=GroupSettingsPatch.model_validate({"approvalTimeoutS": 1}))
+        )
+    )
+    await rt.send(Ingest(group.id, "ann", "@linus echo something"))
+    assert await rt.send(WaitIdle(group.id))
     (reply,) = await _replies(rt, group.id)
     assert reply == (
         "the tool said: fx__echo was not run: nobody approved it before the question expired"
@@ -114,19 +117,30 @@ async def test_an_unanswered_question_expires_into_a_denial(make_runtime: MakeRu
 async def test_marks_auto_approve_and_deny_need_no_question(make_runtime: MakeRuntime) -> None:
     rt = _runtime(make_runtime)
     group = await rt.create_group("team", ["linus"])
-    chat = rt.group(group.id)
-    await chat.ingest("ann", "@linus echo something !approve fx__echo")
-    assert await chat.wait_idle()
-    await chat.update_settings(
-        GroupSettingsPatch.model_validate({"toolPolicies": {"fx__*": "deny"}})
+    await rt.send(Ingest(group.id, "ann", "@linus echo something !approve fx__echo"))
+    assert await rt.send(WaitIdle(group.id))
+    await rt.send(
+        EditGroup(
+            group.id,
+            GroupEdit(
+                settings=GroupSettingsPatch.model_validate({"toolPolicies": {"fx__*": "deny"}})
+            ),
+        )
     )
-    await chat.ingest("ann", "@linus echo !approve all")
-    assert await chat.wait_idle()
-    await chat.update_settings(
-        GroupSettingsPatch.model_validate({"toolPolicies": {}, "autoApprove": True})
+    await rt.send(Ingest(group.id, "ann", "@linus echo !approve all"))
+    assert await rt.send(WaitIdle(group.id))
+    await rt.send(
+        EditGroup(
+            group.id,
+            GroupEdit(
+                settings=GroupSettingsPatch.model_validate(
+                    {"toolPolicies": {}, "autoApprove": True}
+                )
+            ),
+        )
     )
-    await chat.ingest("ann", "@linus echo")
-    assert await chat.wait_idle()
+    await rt.send(Ingest(group.id, "ann", "@linus echo"))
+    assert await rt.send(WaitIdle(group.id))
     first, denied, auto = await _replies(rt, group.id)
     assert first.startswith("the tool said: echo from ")
     assert "approval policy is deny" in denied
@@ -147,21 +161,20 @@ async def test_marks_hold_again_when_their_author_regenerates_and_for_nobody_els
 ) -> None:
     rt = _runtime(make_runtime)
     group = await rt.create_group("team", ["linus"])
-    chat = rt.group(group.id)
-    await chat.ingest("ann", "@linus echo something !approve fx__echo")
-    assert await chat.wait_idle()
+    await rt.send(Ingest(group.id, "ann", "@linus echo something !approve fx__echo"))
+    assert await rt.send(WaitIdle(group.id))
     store = await rt.store()
     [first] = [m for m in await store.read_messages(group.id) if m.author == "linus"]
-    await chat.regenerate(first.id, "ann")
-    assert await chat.wait_idle()
+    await rt.send(Regenerate(group.id, first.id, "ann"))
+    assert await rt.send(WaitIdle(group.id))
     assert await _questions(rt, group.id) == []
 
     # Someone else asking again does not borrow ann's approval: the tool asks.
     second = [m for m in await store.read_messages(group.id) if m.author == "linus"][-1]
-    await chat.regenerate(second.id, "bob")
+    await rt.send(Regenerate(group.id, second.id, "bob"))
     question = await wait_for_event(rt, group.id, _is_question(0))
-    assert await chat.answer(question["requestId"], DENY)
-    assert await chat.wait_idle()
+    assert await rt.send(Answer(group.id, question["requestId"], DENY))
+    assert await rt.send(WaitIdle(group.id))
     replies = await _replies(rt, group.id)
     assert [r.startswith("the tool said: echo from ") for r in replies] == [True, True, False]
     assert "denied" in replies[2]

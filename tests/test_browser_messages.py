@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from coordinator.commands import Ingest, WaitIdle
 from engine.providers.base import ModelRequest
 from engine.providers.offline import OfflineProvider, Reply
 from gateway.users import add_user
@@ -259,8 +260,8 @@ async def test_regenerate_delete_search_export_unread_and_limits(
         await second.close()
 
         # Unread: bob writes in the other group; the list shows it from the server.
-        await runtime.group(other.id).ingest("bob", "@steve the quokka enclosure needs a lock")
-        assert await runtime.group(other.id).wait_idle()
+        await runtime.send(Ingest(other.id, "bob", "@steve the quokka enclosure needs a lock"))
+        assert await runtime.send(WaitIdle(other.id))
         await page.evaluate("document.dispatchEvent(new Event('visibilitychange'))")
         zoo = page.locator(f'[data-testid="group-item"][data-group-id="{other.id}"]')
         await expect(zoo.get_by_test_id("unread")).to_have_text("2")

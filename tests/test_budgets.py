@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from actors.config import RuntimeConfig
 from actors.turns import TurnOrigin, TurnRequest
 from actors.vp_actor import VPActor
+from actors.vp_commands import RunTurn
 from engine.events import StopReason
 from engine.providers.base import ModelRequest, StreamItem
 from engine.providers.offline import OfflineProvider
@@ -126,7 +127,9 @@ async def test_turns_on_several_vp_actors_share_the_group_budget(
     origin = TurnOrigin(trigger_id=msg.id, chain_id=msg.id, user_id="ann")
     reqs = [TurnRequest("grp_budget", vp, TurnRequest.new_turn_id(vp), origin) for vp in ROSTER]
     try:
-        turns = [asyncio.create_task(w.run_turn(r)) for w, r in zip(workers, reqs, strict=True)]
+        turns = [
+            asyncio.create_task(w.call(RunTurn(r))) for w, r in zip(workers, reqs, strict=True)
+        ]
         # Two turns hold the day's budget between them; the third is refused at once.
         done, _ = await asyncio.wait(turns, return_when=asyncio.FIRST_COMPLETED)
         [refused] = [t.result() for t in done]
@@ -140,8 +143,10 @@ async def test_turns_on_several_vp_actors_share_the_group_budget(
         [spend] = await store.budget_spend("grp_budget", [day_account()])
         assert spend.reserved_tokens == 0 and spend.spent_tokens > 0
         # Once spent, the next turn is refused too, and says which budget.
-        late = await workers[0].run_turn(
-            TurnRequest("grp_budget", ROSTER[0], TurnRequest.new_turn_id(ROSTER[0]), origin)
+        late = await workers[0].call(
+            RunTurn(
+                TurnRequest("grp_budget", ROSTER[0], TurnRequest.new_turn_id(ROSTER[0]), origin)
+            )
         )
         # (each turn's prompt alone is over a thousand tokens: the system prompt)
         assert spend.spent_tokens >= settings.budget_tokens_per_day
@@ -171,7 +176,7 @@ async def test_a_turn_without_limits_is_charged_once_with_its_usage(
         )
         origin = TurnOrigin(trigger_id=msg.id, chain_id=msg.id, user_id="ann")
         req = TurnRequest("grp_free", ROSTER[0], TurnRequest.new_turn_id(ROSTER[0]), origin)
-        outcome = await worker.run_turn(req)
+        outcome = await worker.call(RunTurn(req))
         assert outcome.reason is StopReason.END_TURN
         totals = await store.group_usage("grp_free")
         assert totals.turns == 1 and totals.input_tokens > 0

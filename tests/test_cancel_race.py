@@ -13,6 +13,7 @@ import random
 import time
 from collections import Counter
 
+from coordinator.commands import Cancel, Ingest, WaitIdle
 from tests.fixtures.ray_cluster import MakeRuntime
 from tests.group_helpers import all_events
 
@@ -25,22 +26,21 @@ async def test_a_cancel_at_the_end_of_a_turn_leaves_it_one_result(
 ) -> None:
     rt = make_runtime(engine={"model": "offline:default?ttft=0&tps=1000&tokens=5"})
     group = await rt.create_group("team", ["steve"])
-    client = rt.group(group.id)
     # The first turn starts the actors; the second shows how long a turn takes.
-    await client.ingest("ann", "@steve warm up")
-    assert await client.wait_idle(30)
+    await rt.send(Ingest(group.id, "ann", "@steve warm up"))
+    assert await rt.send(WaitIdle(group.id, 30))
     started = time.monotonic()
-    await client.ingest("ann", "@steve warm up")
-    assert await client.wait_idle(30)
+    await rt.send(Ingest(group.id, "ann", "@steve warm up"))
+    assert await rt.send(WaitIdle(group.id, 30))
     turn_s = time.monotonic() - started
     rng = random.Random(15)
     turns: list[str] = []
     for _ in range(ROUNDS):
-        out = await client.ingest("ann", "@steve hello")
+        out = await rt.send(Ingest(group.id, "ann", "@steve hello"))
         turns.extend(out.turns.values())
         await asyncio.sleep(rng.uniform(0, 1.5 * turn_s))
-        await client.cancel()
-        assert await client.wait_idle(30)
+        await rt.send(Cancel(group.id))
+        assert await rt.send(WaitIdle(group.id, 30))
     ends = [
         e
         for e in await all_events(rt, group.id)
@@ -64,10 +64,9 @@ async def test_a_cancel_right_after_the_message_is_never_missed(
     """
     rt = make_runtime(engine={"model": "offline:default?ttft=0.05&tps=20&tokens=100"})
     group = await rt.create_group("team", ["steve", "linus"])
-    client = rt.group(group.id)
-    out = await client.ingest("ann", "@steve @linus think it over")
-    await client.cancel()
-    assert await client.wait_idle(30)
+    out = await rt.send(Ingest(group.id, "ann", "@steve @linus think it over"))
+    await rt.send(Cancel(group.id))
+    assert await rt.send(WaitIdle(group.id, 30))
     ends = [
         e
         for e in await all_events(rt, group.id)

@@ -19,6 +19,7 @@ from pydantic import SecretStr
 
 from actors.config import RuntimeConfig
 from actors.turns import TurnOrigin, TurnOutcome, TurnRequest
+from actors.vp_commands import RunTurn
 from actors.vp_host import VPHost
 from coordinator.vps import own_host
 from engine.settings import EngineConfig
@@ -106,7 +107,7 @@ async def test_a_vp_actor_answers_through_the_configured_provider_whatever_its_e
         )
         origin = TurnOrigin(trigger_id=msg.id, chain_id=msg.id, user_id="ann")
         req = TurnRequest(gid, "steve", uuid.uuid4().hex, origin)
-        outcome: TurnOutcome = await actor.run_turn.remote(req)
+        outcome: TurnOutcome = await actor.call.remote("steve", RunTurn(req))
     finally:
         ray.kill(actor)
 

@@ -10,8 +10,8 @@ import pytest
 import ray
 from ray.actor import ActorHandle
 
+from actors.commands import CommandTaker
 from actors.coordinator_link import CoordinatorLink
-from actors.turns import TurnHost
 from tests.fixtures.ray_cluster import NAMESPACE
 
 
@@ -27,7 +27,7 @@ class _CountedLink(CoordinatorLink):
         super().__init__(name, NAMESPACE)
         self.lookups: list[threading.Thread] = []
 
-    def _find(self) -> ActorHandle[TurnHost]:
+    def _find(self) -> ActorHandle[CommandTaker]:
         self.lookups.append(threading.current_thread())
         return super()._find()
 

@@ -14,9 +14,15 @@ import os
 import signal
 from typing import Any
 
+import pytest
+
+from coordinator.commands import Ingest, VPStatsOf, WaitIdle
 from coordinator.runtime import Runtime
 from tests.fixtures.ray_cluster import MakeRuntime
 from tests.group_helpers import all_events, wait_for_event
+
+# These tests kill or restart actors: their runtimes get processes of their own.
+pytestmark = pytest.mark.own_processes
 
 # About five seconds a reply: long enough to be killed mid-stream.
 SLOW = {"model": "offline:default?ttft=0&tps=20&tokens=100"}
@@ -46,10 +52,11 @@ async def test_a_sigkilled_vp_process_ends_its_turn_and_runs_the_queued_one(
 ) -> None:
     rt = make_runtime(engine=SLOW)
     group = await rt.create_group("team", ["linus"], members=["ann"])
-    client = rt.group(group.id)
-    [before] = await client.vp_stats(["linus"])
-    first = await client.ingest("ann", "@linus a long answer please", client_message_id="c1")
-    queued = await client.ingest("ann", "@linus and then this", client_message_id="c2")
+    [before] = await rt.send(VPStatsOf(group.id, ["linus"]))
+    first = await rt.send(
+        Ingest(group.id, "ann", "@linus a long answer please", client_message_id="c1")
+    )
+    queued = await rt.send(Ingest(group.id, "ann", "@linus and then this", client_message_id="c2"))
     await wait_for_event(
         rt,
         group.id,
@@ -61,7 +68,7 @@ async def test_a_sigkilled_vp_process_ends_its_turn_and_runs_the_queued_one(
     )
     os.kill(before.pid, signal.SIGKILL)
 
-    assert await client.wait_idle(60)
+    assert await rt.send(WaitIdle(group.id, 60))
     by_turn = _results(await all_events(rt, group.id))
     [lost] = by_turn[first.turns["linus"]]
     assert lost["is_error"] and lost["error_kind"] == "actor_died", lost
@@ -69,11 +76,11 @@ async def test_a_sigkilled_vp_process_ends_its_turn_and_runs_the_queued_one(
     assert "Ray is restarting it: send the message again." in lost["error"]
     [answered] = by_turn[queued.turns["linus"]]
     assert answered["subtype"] == "success", answered
-    [after] = await client.vp_stats(["linus"])
+    [after] = await rt.send(VPStatsOf(group.id, ["linus"]))
     assert after.pid != before.pid
 
-    nxt = await client.ingest("ann", "@linus are you back?", client_message_id="c3")
-    assert await client.wait_idle(60)
+    nxt = await rt.send(Ingest(group.id, "ann", "@linus are you back?", client_message_id="c3"))
+    assert await rt.send(WaitIdle(group.id, 60))
     [back] = _results(await all_events(rt, group.id))[nxt.turns["linus"]]
     assert back["subtype"] == "success"
     await _one_result_per_turn(rt, group.id, [first.message_id, queued.message_id, nxt.message_id])
@@ -87,10 +94,11 @@ async def test_a_sigkilled_vp_host_ends_the_turns_of_every_vp_it_held(
     pair = ["linus", "steve"]
     rt = make_runtime(engine=SLOW, vp_hosts=1)
     group = await rt.create_group("team", pair, members=["ann"])
-    client = rt.group(group.id)
-    before = await client.vp_stats(pair)
+    before = await rt.send(VPStatsOf(group.id, pair))
     assert before[0].pid == before[1].pid
-    first = await client.ingest("ann", "@linus @steve long answers please", client_message_id="c1")
+    first = await rt.send(
+        Ingest(group.id, "ann", "@linus @steve long answers please", client_message_id="c1")
+    )
     for vp in pair:
         await wait_for_event(
             rt,
@@ -103,7 +111,7 @@ async def test_a_sigkilled_vp_host_ends_the_turns_of_every_vp_it_held(
         )
     os.kill(before[0].pid, signal.SIGKILL)
 
-    assert await client.wait_idle(60)
+    assert await rt.send(WaitIdle(group.id, 60))
     by_turn = _results(await all_events(rt, group.id))
     for vp in pair:
         [lost] = by_turn[first.turns[vp]]
@@ -111,10 +119,12 @@ async def test_a_sigkilled_vp_host_ends_the_turns_of_every_vp_it_held(
         assert f"@{vp} stopped unexpectedly and this turn was lost" in lost["error"]
 
     # Sent while Ray may still be starting the process again: the turns wait for it.
-    nxt = await client.ingest("ann", "@linus @steve are you back?", client_message_id="c2")
-    assert await client.wait_idle(60)
+    nxt = await rt.send(
+        Ingest(group.id, "ann", "@linus @steve are you back?", client_message_id="c2")
+    )
+    assert await rt.send(WaitIdle(group.id, 60))
     by_turn = _results(await all_events(rt, group.id))
     assert [by_turn[nxt.turns[vp]][0]["subtype"] for vp in pair] == ["success", "success"]
-    after = await client.vp_stats(pair)
+    after = await rt.send(VPStatsOf(group.id, pair))
     assert after[0].pid == after[1].pid != before[0].pid
     await _one_result_per_turn(rt, group.id, [first.message_id, nxt.message_id])

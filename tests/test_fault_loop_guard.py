@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import time
 
+import pytest
 import ray
 
 from coordinator.chains import rebuild_chain
+from coordinator.commands import Answer, Cancel, Ingest, WaitIdle
 from coordinator.loop_guard import LoopRule
 from engine.providers.base import ModelRequest
 from engine.providers.offline import OfflineProvider, Reply
@@ -26,6 +28,9 @@ from tests.group_helpers import (
     wait_for_event,
 )
 from tests.test_recovery import recovered
+
+# These tests kill or restart actors: their runtimes get processes of their own.
+pytestmark = pytest.mark.own_processes
 
 PAIR = ["steve", "linus"]
 
@@ -52,7 +57,7 @@ async def test_a_chain_at_its_limit_stays_refused_after_a_coordinator_restart(
     # Two turns per message: steve's and the linus turn his reply causes.
     settings = GroupSettingsPatch(max_turns_per_message=2)
     group = await rt.create_group("team", PAIR, members=["ann"], settings=settings)
-    sent = await rt.group(group.id).ingest("ann", "@steve start", client_message_id="c1")
+    sent = await rt.send(Ingest(group.id, "ann", "@steve start", client_message_id="c1"))
     question = await wait_for_event(rt, group.id, lambda e: e["type"] == "ask_user_question")
     assert question["vpId"] == "linus"
     store = await rt.store()
@@ -70,8 +75,8 @@ async def test_a_chain_at_its_limit_stays_refused_after_a_coordinator_restart(
     assert report.followed == 1  # linus's turn, still waiting for its answer
 
     # linus goes on and mentions steve: the chain has used its two turns.
-    assert await rt.group(group.id).answer(question["requestId"], "yes")
-    assert await rt.group(group.id).wait_idle(30)
+    assert await rt.send(Answer(group.id, question["requestId"], "yes"))
+    assert await rt.send(WaitIdle(group.id, 30))
     events = await all_events(rt, group.id)
     by_vp = results(events)
     assert {vp: len(r) for vp, r in by_vp.items()} == {"steve": 1, "linus": 1}, by_vp
@@ -86,8 +91,8 @@ async def test_a_chain_at_its_limit_stays_refused_after_a_coordinator_restart(
     assert again.stopped is LoopRule.TURN_BUDGET and again.turns == 2
 
     # A new message starts a fresh chain, restart or not.
-    out = await rt.group(group.id).ingest("ann", "@linus plain question", client_message_id="c2")
+    out = await rt.send(Ingest(group.id, "ann", "@linus plain question", client_message_id="c2"))
     assert out.dispatched == ["linus"]
     await wait_for_event(rt, group.id, lambda e: e["type"] == "ask_user_question" and e != question)
-    await rt.group(group.id).cancel()
-    assert await rt.group(group.id).wait_idle(30)
+    await rt.send(Cancel(group.id))
+    assert await rt.send(WaitIdle(group.id, 30))

@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import SecretStr
 
+from coordinator.commands import Ingest, WaitIdle
 from coordinator.runtime import Runtime
 from tests.fixtures.llm_server import FakeLLM, Reply, unused_port
 from tests.fixtures.ray_cluster import MakeRuntime
@@ -49,9 +50,9 @@ def _engine(
 async def _ask_both(rt: Runtime, text: str, cmid: str) -> tuple[str, dict[str, list[Any]]]:
     """Send ``text`` to both VPs of a new group; wait (bounded) until both turns ended."""
     group = await rt.create_group("team", PAIR, members=["ann"])
-    out = await rt.group(group.id).ingest("ann", text, client_message_id=cmid)
+    out = await rt.send(Ingest(group.id, "ann", text, client_message_id=cmid))
     assert sorted(out.dispatched) == sorted(PAIR)
-    assert await rt.group(group.id).wait_idle(60), "a turn hung"
+    assert await rt.send(WaitIdle(group.id, 60)), "a turn hung"
     return group.id, results(await all_events(rt, group.id))
 
 
@@ -136,8 +137,8 @@ async def test_without_a_fallback_each_turn_ends_with_one_clear_error(
 
     # The provider is back: the group's next message is answered.
     fake_llm.default = Reply(text="back again")
-    await rt.group(group_id).ingest("ann", "@steve and now?", client_message_id="c2")
-    assert await rt.group(group_id).wait_idle(60), "a turn hung"
+    await rt.send(Ingest(group_id, "ann", "@steve and now?", client_message_id="c2"))
+    assert await rt.send(WaitIdle(group_id, 60)), "a turn hung"
     steve = results(await all_events(rt, group_id))["steve"]
     assert [r["subtype"] for r in steve][-1] == "success" and steve[-1]["result"] == "back again"
     await _every_acked_message_has_one_result(rt, group_id)

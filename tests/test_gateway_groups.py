@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import ray
 
+from coordinator.commands import WaitIdle
 from coordinator.vps import host_names
 from engine.providers.base import ModelRequest
 from engine.providers.offline import OfflineProvider, Reply
@@ -185,7 +186,7 @@ async def test_chat_is_acked_after_storage_and_resends_are_harmless(
         lambda f: f.get("type") == "yeaft_output" and f["data"]["type"] == "result"
     )
     assert result["vpId"] == "linus" and result["seq"] > 0
-    assert await gw.runtime.group(gid).wait_idle()
+    assert await gw.runtime.send(WaitIdle(gid))
     head = (await store.read_events(gid, 0, limit=1000)).last_seq
     await ws.until_seq(head)
     assert [e["seq"] for e in ws.envelopes()] == list(range(1, head + 1))
@@ -325,7 +326,7 @@ async def test_questions_are_answered_and_turns_cancelled_over_the_websocket(
     await ws.recv_until(lambda f: _is_result(f) and f["vpId"] == "steve")
     again = await ws.request({**answer, "answer": "blue"})  # already answered
     assert again["code"] == "not_found" and again["field"] == "requestId"
-    assert await runtime.group(gid).wait_idle()
+    assert await runtime.send(WaitIdle(gid))
     log = await (await gw.store()).read_messages(gid)
     assert [m.text for m in log if m.author == "steve"] == ["you said: red"]
     await ws.close()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from coordinator.commands import WaitIdle
 from tests.fixtures.gateway import Gateway, StartGateway, WsClient
 
 
@@ -87,7 +88,7 @@ async def test_every_member_sees_a_message_live_once_and_before_its_replies(
         await client.seen(_is_message("c-2"))
         shown = [f for f in client.envelopes() if f["type"] == "group_message"]
         assert [f["clientMessageId"] for f in shown] == ["c-1", "c-2"]
-    assert await gw.runtime.group(gid).wait_idle()
+    assert await gw.runtime.send(WaitIdle(gid))
     for client in (sender, other_tab, bob, bob_steve_only):
         await client.close()
 
@@ -108,7 +109,7 @@ async def test_a_reload_replays_no_message_the_history_already_has(
             "clientMessageId": "c-1",
         }
     )
-    assert await gw.runtime.group(gid).wait_idle()
+    assert await gw.runtime.send(WaitIdle(gid))
     # Bob opens the group: the history, then the stream after its lastSeq.
     page = (await gw.http.get(f"/api/groups/{gid}/messages", headers=gw.auth("bob"))).json()
     assert [(m["author"], m["meta"].get("clientMessageId")) for m in page["messages"]] == [
@@ -128,6 +129,6 @@ async def test_a_reload_replays_no_message_the_history_already_has(
     said = await bob.seen(_is_message("c-2"))
     assert [f["type"] for f in bob.envelopes()] == ["group_message"]
     assert said["seq"] == page["lastSeq"] + 1
-    assert await gw.runtime.group(gid).wait_idle()
+    assert await gw.runtime.send(WaitIdle(gid))
     await ann.close()
     await bob.close()

@@ -12,6 +12,7 @@ import asyncio
 import io
 from typing import Any
 
+from coordinator.commands import WaitIdle
 from gateway.auth import issue_token
 from gateway.chat_screen import Screen, render
 from tests.fixtures.gateway import Gateway, StartGateway, WsClient
@@ -205,7 +206,7 @@ async def test_settings_change_is_live_noticed_validated_and_used_for_the_next_m
     assert ack["type"] == "ack"
     result = await bob.seen(lambda f: f["type"] == "yeaft_output" and f["data"]["type"] == "result")
     assert result["vpId"] == "linus" and result["data"]["model"] == "offline:group-model"
-    assert await gw.runtime.group(gid).wait_idle()
+    assert await gw.runtime.send(WaitIdle(gid))
     page = (await gw.http.get(f"/api/groups/{gid}/messages", headers=gw.auth("bob"))).json()
     assert [m["author"] for m in page["messages"] if m["role"] == "assistant"] == ["linus"]
     notices = [m["text"] for m in page["messages"] if m["role"] == "system"]

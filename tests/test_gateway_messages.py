@@ -8,6 +8,7 @@ from typing import Any
 
 import httpx
 
+from coordinator.commands import WaitIdle
 from engine.providers.base import ModelRequest
 from engine.providers.offline import OfflineProvider, Reply
 from tests.fixtures.gateway import Gateway, StartGateway, WsClient
@@ -44,7 +45,7 @@ async def _ask(ws: WsClient, gw: Gateway, gid: str, text: str, cmid: str) -> str
         {"type": "yeaft_session_chat", "groupId": gid, "text": text, "clientMessageId": cmid}
     )
     assert ack["type"] == "ack", ack
-    assert await gw.runtime.group(gid).wait_idle()
+    assert await gw.runtime.send(WaitIdle(gid))
     return str(ack["messageId"])
 
 
@@ -204,7 +205,7 @@ async def test_regenerate_runs_a_new_turn_and_supersedes_the_old_reply(
     second = await ws.recv_until(lambda f: _result(f, body["turnId"]))
     new_id = second["data"]["message_id"]
     assert new_id and new_id != old_id
-    assert await gw.runtime.group(gid).wait_idle()
+    assert await gw.runtime.send(WaitIdle(gid))
 
     store = await gw.store()
     old = await store.get_message(gid, old_id)
@@ -298,7 +299,7 @@ async def test_regenerate_waits_until_the_vp_is_not_answering(
             "answer": "red",
         }
     )
-    assert await gw.runtime.group(gid).wait_idle()
+    assert await gw.runtime.send(WaitIdle(gid))
     # Now the newest reply is the one that answered the question; the old one is not.
     assert (await gw.http.post(path, headers=ann)).status_code == 409
     page = (await gw.http.get(f"/api/groups/{gid}/messages", headers=ann)).json()

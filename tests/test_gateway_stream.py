@@ -13,6 +13,7 @@ from typing import Any
 
 from websockets.asyncio.client import connect
 
+from coordinator.commands import WaitIdle
 from gateway.metrics import Metrics
 from gateway.settings import GatewaySettings
 from gateway.tail import Hub
@@ -107,7 +108,7 @@ async def test_reconnect_with_last_seq_ends_exactly_like_an_uninterrupted_client
     reply = await again.request({"type": "subscribe", "groupId": gid, "lastSeq": seen})
     assert reply["action"] == "subscribed"
 
-    assert await runtime.group(gid).wait_idle()
+    assert await runtime.send(WaitIdle(gid))
     head = await (await gw.store()).head(gid)
     for client in (steady, again):
         await client.until_seq(head)

@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 
+from coordinator.commands import TeamIdle
 from engine.providers.offline import OfflineProvider
 from protocol.tasks import DraftAction, DraftStatus, SafetyReport, SkillDraft
 from tests.fixtures.gateway import Gateway, StartGateway, WsClient
@@ -58,7 +59,7 @@ async def _task(gw: Gateway, ws: WsClient, gid: str, text: str, cmid: str) -> di
         }
     )
     assert ack["type"] == "ack", ack
-    await gw.runtime.group(gid).team_idle()
+    await gw.runtime.send(TeamIdle(gid))
     reply = await gw.http.get(f"/api/groups/{gid}/tasks", headers=gw.auth("ann"))
     assert reply.status_code == 200, reply.text
     task: dict[str, Any] = reply.json()["tasks"][0]
@@ -119,7 +120,7 @@ async def test_members_read_tasks_and_accept_once(
     assert _error(abandon, 409)["message"] == "the task is accepted already"
 
     # Learning ran after the acceptance: the evidence names the accepted run.
-    await gw.runtime.group(gid).team_idle()
+    await gw.runtime.send(TeamIdle(gid))
     one = (await gw.http.get(f"{base}/{task['id']}", headers=ann)).json()
     assert one["task"]["status"] == "accepted" and one["task"]["draftId"]
     assert [e["acceptedRun"] for e in one["evidence"]] == ["synthesis"]
@@ -138,7 +139,7 @@ async def test_revise_then_abandon(start_gateway: StartGateway, make_runtime: Ma
     assert empty.status_code == 422, empty.text
     revised = await gw.http.post(f"{base}/revise", json={"text": "add a budget"}, headers=ann)
     assert revised.status_code == 202, revised.text
-    await gw.runtime.group(gid).team_idle()
+    await gw.runtime.send(TeamIdle(gid))
     one = (await gw.http.get(base, headers=ann)).json()
     assert one["task"]["status"] == "review"
     assert [a["request"] for a in one["task"]["attempts"]] == ["plan the launch", "add a budget"]
@@ -181,7 +182,7 @@ async def test_a_learned_draft_is_its_groups_published_by_its_owner_once(
     task = await _task(gw, ws, gid, "plan the launch", "m1")
     reply = await gw.http.post(f"/api/groups/{gid}/tasks/{task['id']}/accept", headers=ann)
     assert reply.status_code == 200, reply.text
-    await gw.runtime.group(gid).team_idle()
+    await gw.runtime.send(TeamIdle(gid))
 
     # A draft quotes its group: only the group's members see it.
     assert (await gw.http.get("/api/skills/drafts", headers=cat)).json() == {"drafts": []}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from coordinator.commands import Ingest, WaitIdle
 from engine.providers.base import ModelRequest
 from engine.providers.offline import OfflineProvider, Reply
 from tests.fixtures.ray_cluster import MakeRuntime
@@ -43,10 +44,10 @@ def _result(events: list[dict[str, Any]], vp: str) -> dict[str, Any]:
 async def test_a_persons_message_comes_first_and_once(make_runtime: MakeRuntime) -> None:
     rt = make_runtime()
     group = await rt.create_group("team", ["steve", "linus"], members=["ann", "bob"])
-    first = await rt.group(group.id).ingest("ann", "@linus ready?", client_message_id="c-1")
-    again = await rt.group(group.id).ingest("ann", "@linus ready?", client_message_id="c-1")
+    first = await rt.send(Ingest(group.id, "ann", "@linus ready?", client_message_id="c-1"))
+    again = await rt.send(Ingest(group.id, "ann", "@linus ready?", client_message_id="c-1"))
     assert again.duplicate
-    assert await rt.group(group.id).wait_idle()
+    assert await rt.send(WaitIdle(group.id))
     events = await all_events(rt, group.id)
     messages = [e for e in events if e["type"] == "group_message"]
     # The repeat is stored once, so it is shown once.
@@ -69,8 +70,8 @@ async def test_a_persons_message_comes_first_and_once(make_runtime: MakeRuntime)
 async def test_a_forward_is_shown_before_the_turn_it_starts(make_runtime: MakeRuntime) -> None:
     rt = make_runtime(provider_overrides={"offline": OfflineProvider(steve_forwards_to_linus)})
     group = await rt.create_group("team", ["steve", "linus"])
-    out = await rt.group(group.id).ingest("ann", "@steve take this")
-    assert await rt.group(group.id).wait_idle()
+    out = await rt.send(Ingest(group.id, "ann", "@steve take this"))
+    assert await rt.send(WaitIdle(group.id))
     events = await all_events(rt, group.id)
     person, forward = [e for e in events if e["type"] == "group_message"]
     assert person["messageId"] == out.message_id
@@ -100,8 +101,8 @@ async def test_a_forward_is_shown_before_the_turn_it_starts(make_runtime: MakeRu
 async def test_a_reply_that_mentions_a_vp_threads_its_turn(make_runtime: MakeRuntime) -> None:
     rt = make_runtime(provider_overrides={"offline": OfflineProvider(steve_mentions_linus)})
     group = await rt.create_group("team", ["steve", "linus"])
-    out = await rt.group(group.id).ingest("ann", "@steve start")
-    assert await rt.group(group.id).wait_idle()
+    out = await rt.send(Ingest(group.id, "ann", "@steve start"))
+    assert await rt.send(WaitIdle(group.id))
     events = await all_events(rt, group.id)
     # No frame repeats steve's reply: its text streamed, its result names it.
     assert [e["messageId"] for e in events if e["type"] == "group_message"] == [out.message_id]

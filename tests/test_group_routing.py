@@ -8,6 +8,7 @@ carries the whole origin of the turn that caused it, the person included.
 from __future__ import annotations
 
 from actors.turns import new_question_id, question_vp
+from coordinator.commands import Answer, Ingest, WaitIdle
 from engine.providers.base import ModelRequest
 from engine.providers.offline import OfflineProvider, Reply
 from store.memory import user_scope
@@ -41,8 +42,8 @@ async def test_a_forwarded_turn_acts_for_the_person_who_started_the_chain(
         provider_overrides={"offline": OfflineProvider(steve_forwards_linus_remembers)}
     )
     group = await rt.create_group("team", ["steve", "linus"])
-    await rt.group(group.id).ingest("ann", "@steve tabs, please")
-    assert await rt.group(group.id).wait_idle()
+    await rt.send(Ingest(group.id, "ann", "@steve tabs, please"))
+    assert await rt.send(WaitIdle(group.id))
     tool_results = [
         block
         for env in await all_events(rt, group.id)
@@ -69,8 +70,8 @@ def steve_calls_everyone(request: ModelRequest) -> Reply:
 async def test_all_in_a_vp_reply_reaches_everyone_else(make_runtime: MakeRuntime) -> None:
     rt = make_runtime(provider_overrides={"offline": OfflineProvider(steve_calls_everyone)})
     group = await rt.create_group("team", ROSTER)
-    await rt.group(group.id).ingest("ann", "@steve start the round")
-    assert await rt.group(group.id).wait_idle()
+    await rt.send(Ingest(group.id, "ann", "@steve start the round"))
+    assert await rt.send(WaitIdle(group.id))
     events = await all_events(rt, group.id)
     assert sorted(results(events)) == sorted(ROSTER)
     log = await (await rt.store()).read_messages(group.id)
@@ -84,11 +85,12 @@ async def test_all_in_a_vp_reply_reaches_everyone_else(make_runtime: MakeRuntime
 async def test_an_answer_reaches_only_the_vp_that_asked(make_runtime: MakeRuntime) -> None:
     rt = make_runtime()
     group = await rt.create_group("team", ["steve", "linus"])
-    client = rt.group(group.id)
     # Ids that name no VP of the group, or no VP at all, are not delivered anywhere.
-    assert not await client.answer(new_question_id("martin"), "red")
-    assert not await client.answer("ask_not-a-question", "red")
-    assert not await client.answer(new_question_id("linus"), "red")  # linus asked nothing
+    assert not await rt.send(Answer(group.id, new_question_id("martin"), "red"))
+    assert not await rt.send(Answer(group.id, "ask_not-a-question", "red"))
+    assert not await rt.send(
+        Answer(group.id, new_question_id("linus"), "red")
+    )  # linus asked nothing
 
 
 def test_question_ids_name_their_vp() -> None:

@@ -30,6 +30,7 @@ from pydantic import SecretStr
 from actors.config import RuntimeConfig
 from actors.turns import TurnOrigin, TurnOutcome, TurnRequest
 from actors.vp_actor import VPActor
+from actors.vp_commands import RunTurn
 from engine.mcp import McpConfig, McpManager, parse_mcp_config
 from engine.settings import EngineConfig
 from protocol.settings import GroupSettings
@@ -145,7 +146,7 @@ async def turn(
     await store.create_group(group)
     msg, _ = await store.append_message(gid, GroupMessage(author="ann", role="user", text=text))
     origin = TurnOrigin(trigger_id=msg.id, chain_id=msg.id, user_id="ann")
-    outcome = await worker.run_turn(TurnRequest(gid, worker.vp_id, uuid.uuid4().hex, origin))
+    outcome = await worker.call(RunTurn(TurnRequest(gid, worker.vp_id, uuid.uuid4().hex, origin)))
     events = (await store.read_events(gid, 0)).events
     return outcome, [json.loads(e.text) for e in events]
 

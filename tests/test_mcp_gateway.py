@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import httpx
+import pytest
 from pydantic import SecretStr
 
 from engine.mcp import parse_mcp_config
@@ -85,6 +86,7 @@ async def test_servers_are_listed_over_http_and_the_websocket(
     await client.close()
 
 
+@pytest.mark.own_processes
 async def test_a_vp_actor_uses_an_mcp_tool_in_a_group_chat(
     start_gateway: StartGateway, make_runtime: MakeRuntime, fake_llm: FakeLLM, tmp_path: Path
 ) -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from coordinator.commands import Ingest, WaitIdle
 from engine.messages import Message
 from engine.providers.base import ModelRequest
 from engine.providers.offline import OfflineProvider
@@ -128,8 +129,8 @@ async def test_twenty_turns_with_memory_stay_short_and_on_topic(
     rt = make_runtime(dream_every_turns=5)
     group = await rt.create_group("team", ["linus", "steve"], members=["ann"])
     for text in QUESTIONS:
-        await rt.group(group.id).ingest("ann", text)
-        assert await rt.group(group.id).wait_idle()
+        await rt.send(Ingest(group.id, "ann", text))
+        assert await rt.send(WaitIdle(group.id))
     log = await (await rt.store()).read_messages(group.id, limit=200)
     replies = [m for m in log if m.role == "assistant"]
     assert len(replies) >= 30
@@ -155,8 +156,8 @@ async def test_a_chinese_group_gets_chinese_replies(make_runtime: MakeRuntime) -
     group = await rt.create_group(
         "团队", ["linus"], members=["ann"], settings=GroupSettingsPatch(language="zh")
     )
-    await rt.group(group.id).ingest("ann", "@linus what should we cache?")
-    assert await rt.group(group.id).wait_idle()
+    await rt.send(Ingest(group.id, "ann", "@linus what should we cache?"))
+    assert await rt.send(WaitIdle(group.id))
     log = await (await rt.store()).read_messages(group.id)
     assert "我会" in log[-1].text and "关于「what should we cache?」" in log[-1].text
 

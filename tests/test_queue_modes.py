@@ -21,6 +21,7 @@ from actors.config import RuntimeConfig
 from actors.queueing import SteerInbox
 from actors.turns import QueuePolicy, TurnOrigin, TurnOutcome, TurnRequest
 from actors.vp_actor import VPActor
+from actors.vp_commands import Abort, RunTurn
 from engine.events import StopReason
 from engine.providers.base import ModelRequest, StreamItem
 from engine.providers.offline import OfflineProvider, Reply, Step
@@ -102,7 +103,7 @@ class Fixture:
         )
 
     def run(self, req: TurnRequest) -> asyncio.Task[TurnOutcome]:
-        return asyncio.create_task(self.worker.run_turn(req))
+        return asyncio.create_task(self.worker.call(RunTurn(req)))
 
     async def frames(self) -> list[dict[str, Any]]:
         batch = await self.store.read_events(self.group, 0, limit=1000)
@@ -204,7 +205,7 @@ async def test_steer_during_a_tool_call_joins_the_running_turn(
         {**steered[0], "queue": "steered", "otherTurnId": done_a.turn_id, "state": "idle"}
     ]
     # The next turn starts after the steered message: it is not read twice.
-    c = await fx.worker.run_turn(await fx.say("thanks", STEER))
+    c = await fx.worker.call(RunTurn(await fx.say("thanks", STEER)))
     assert said(fx.model.requests[-1]).count("[ann] also use metres") == 1
     assert c.text == "answering: [ann] thanks"
 
@@ -259,7 +260,7 @@ async def test_a_steered_message_the_turn_did_not_take_gets_its_own_turn(
     b = fx.run(await fx.say("second thought", STEER))
     await was_offered.wait()
     # The running turn is cancelled before its next model call: the offer is refused.
-    await fx.worker.abort(fx.group, a_req.turn_id)
+    await fx.worker.call(Abort(fx.group, a_req.turn_id))
     done_a, done_b = await a, await b
     assert done_a.reason is StopReason.ABORTED
     assert not done_b.skipped and done_b.text == "answering: [ann] second thought"
@@ -329,7 +330,7 @@ async def test_collect_merges_messages_after_the_quiet_window(fx: Fixture) -> No
 
 async def test_collect_on_an_idle_lane_runs_at_once(fx: Fixture) -> None:
     fx.worker.queue.sleep = _never_sleep
-    done = await fx.worker.run_turn(await fx.say("hello", QueuePolicy()))
+    done = await fx.worker.call(RunTurn(await fx.say("hello", QueuePolicy())))
     assert done.text == "answering: [ann] hello"
 
 
@@ -375,7 +376,7 @@ async def test_interrupt_stops_the_running_turn_keeping_its_text(fx: Fixture) ->
     # Wait until the partial text has streamed (the writer released it).
     await _until_output(fx, a_req.turn_id)
     b_req = await fx.say("stop, answer this", interrupt)
-    done_b = await fx.worker.run_turn(b_req)
+    done_b = await fx.worker.call(RunTurn(b_req))
     done_a = await a
     assert done_a.reason is StopReason.ABORTED
     assert done_a.message_id is not None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from coordinator.commands import Ingest, WaitIdle
 from tests.fixtures.ray_cluster import MakeRuntime
 from tests.group_helpers import all_events, results, wait_for_event
 
@@ -9,14 +10,14 @@ from tests.group_helpers import all_events, results, wait_for_event
 async def test_a_steer_prefix_joins_the_running_turn(make_runtime: MakeRuntime) -> None:
     rt = make_runtime(engine={"model": "offline:default?tps=20"})
     group = await rt.create_group("solo", ["steve"], members=["ann"])
-    first = await rt.group(group.id).ingest("ann", "tell me a long story")
+    first = await rt.send(Ingest(group.id, "ann", "tell me a long story"))
     await wait_for_event(
         rt,
         group.id,
         lambda e: e.get("type") == "yeaft_output" and e["data"]["type"] == "assistant",
     )
-    second = await rt.group(group.id).ingest("ann", "/steer make it shorter")
-    assert await rt.group(group.id).wait_idle(60)
+    second = await rt.send(Ingest(group.id, "ann", "/steer make it shorter"))
+    assert await rt.send(WaitIdle(group.id, 60))
     events = await all_events(rt, group.id)
     steered = [
         e

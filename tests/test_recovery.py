@@ -18,10 +18,14 @@ import pytest
 import ray
 from ray.exceptions import ActorUnavailableError, RayActorError
 
+from coordinator.commands import Ingest, Recover, WaitIdle
 from coordinator.results import RecoveryReport
 from coordinator.runtime import Runtime
 from tests.fixtures.ray_cluster import MakeRuntime
 from tests.group_helpers import all_events, wait_for_event
+
+# These tests kill or restart actors: their runtimes get processes of their own.
+pytestmark = pytest.mark.own_processes
 
 # Long enough to be killed mid-reply: about 10 s of text.
 SLOW = {"model": "offline:default?ttft=0.05&tps=20&tokens=200"}
@@ -60,7 +64,7 @@ async def busy_group(rt: Runtime) -> tuple[str, list[str]]:
     group = await rt.create_group("team", PAIR, members=["ann"])
     ids = []
     for n in range(3):
-        out = await rt.group(group.id).ingest("ann", f"question {n}", client_message_id=f"c{n}")
+        out = await rt.send(Ingest(group.id, "ann", f"question {n}", client_message_id=f"c{n}"))
         assert sorted(out.dispatched) == sorted(PAIR)
         ids.append(out.message_id)
     await started_streaming(rt, group.id, PAIR)
@@ -77,7 +81,7 @@ async def crash(rt: Runtime) -> None:
     ray.kill(coordinator, no_restart=True)
     with pytest.raises(RayActorError):  # the kill has landed once a call fails
         for _ in range(1000):
-            await coordinator.recover.remote()
+            await coordinator.call.remote(Recover())
     rt.shutdown()
 
 
@@ -117,7 +121,7 @@ async def test_a_crash_reruns_queued_turns_and_ends_running_ones(
     report = await second.recover()
     assert report.turns == (0, 4, 2)
     assert await second.recover() == report  # once per coordinator life
-    assert await second.group(group_id).wait_idle()
+    assert await second.send(WaitIdle(group_id))
 
     by_turn = results_by_turn(await all_events(second, group_id))
     assert len(by_turn) == 6 and all(len(r) == 1 for r in by_turn.values()), by_turn
@@ -139,19 +143,19 @@ async def test_a_crash_reruns_queued_turns_and_ends_running_ones(
                 interrupted.setdefault(n, set()).add(vp)
     assert sum(len(vps) for vps in interrupted.values()) == 2
     for n, vps in interrupted.items():
-        again = await second.group(group_id).ingest("ann", f"q{n}", client_message_id=f"c{n}")
+        again = await second.send(Ingest(group_id, "ann", f"q{n}", client_message_id=f"c{n}"))
         assert again.duplicate and set(again.dispatched) == vps
-        assert await second.group(group_id).wait_idle()
+        assert await second.send(WaitIdle(group_id))
         answered = results_by_turn(await all_events(second, group_id))
         for turn_id in again.turns.values():
             assert [r["subtype"] for r in answered[turn_id]] == ["success"]
         # Answered now: a third send starts nothing.
-        third = await second.group(group_id).ingest("ann", f"q{n}", client_message_id=f"c{n}")
+        third = await second.send(Ingest(group_id, "ann", f"q{n}", client_message_id=f"c{n}"))
         assert third.duplicate and third.dispatched == []
     # Nor does a repeat of a message whose turns were answered the first time.
     answered_first = next(n for n in range(3) if n not in interrupted)
-    repeat = await second.group(group_id).ingest(
-        "ann", "again", client_message_id=f"c{answered_first}"
+    repeat = await second.send(
+        Ingest(group_id, "ann", "again", client_message_id=f"c{answered_first}")
     )
     assert repeat.duplicate and repeat.dispatched == []
 
@@ -161,7 +165,7 @@ async def test_a_graceful_stop_ends_every_turn_with_one_result(make_runtime: Mak
     group_id, _ = await busy_group(first)
     drained = await first.drain(0.2)
     assert not drained.drained and drained.interrupted == 6
-    assert await first.group(group_id).wait_idle()
+    assert await first.send(WaitIdle(group_id))
     by_turn = results_by_turn(await all_events(first, group_id))
     assert len(by_turn) == 6 and all(len(r) == 1 for r in by_turn.values()), by_turn
     kinds = Counter(r[0]["error_kind"] for r in by_turn.values())
@@ -170,9 +174,9 @@ async def test_a_graceful_stop_ends_every_turn_with_one_result(make_runtime: Mak
 
     second = make_runtime(engine=QUICK, store=first.config.store)
     assert (await second.recover()).turns == (0, 0, 0)
-    again = await second.group(group_id).ingest("ann", "question 2", client_message_id="c2")
+    again = await second.send(Ingest(group_id, "ann", "question 2", client_message_id="c2"))
     assert sorted(again.dispatched) == sorted(PAIR)
-    assert await second.group(group_id).wait_idle()
+    assert await second.send(WaitIdle(group_id))
     by_turn = results_by_turn(await all_events(second, group_id))
     assert all(by_turn[t][0]["subtype"] == "success" for t in again.turns.values())
     assert all(len(r) == 1 for r in by_turn.values())
@@ -193,7 +197,7 @@ async def test_a_restarted_coordinator_follows_the_turns_its_vps_still_run(
     # Turns that ended while the coordinator was down need nothing; every
     # other one is still held by its VP actor, and is followed, not re-run.
     assert report.followed >= 2 and report.rerun == report.interrupted == 0
-    assert await rt.group(group_id).wait_idle()
+    assert await rt.send(WaitIdle(group_id))
     by_turn = results_by_turn(await all_events(rt, group_id))
     assert len(by_turn) == 6
     assert all([r["subtype"] for r in rs] == ["success"] for rs in by_turn.values()), by_turn

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from coordinator.commands import Ingest, WaitIdle
 from coordinator.runtime import Runtime
 from store import StoreConfig
 from tests.fixtures.ray_cluster import MakeRuntime
@@ -44,7 +45,7 @@ async def test_a_turn_survives_a_redis_restart(
         engine={"model": "offline:default?ttft=0.05&tps=40&tokens=120"},
     )
     group = await rt.create_group("team", ["linus"], members=["ann"])
-    sent = await rt.group(group.id).ingest("ann", "@linus go", client_message_id="c1")
+    sent = await rt.send(Ingest(group.id, "ann", "@linus go", client_message_id="c1"))
     await wait_for_event(rt, group.id, lambda e: e.get("vpId") == "linus")
     before = await (await rt.store()).head(group.id)
 
@@ -53,7 +54,7 @@ async def test_a_turn_survives_a_redis_restart(
     own_redis.start()
 
     await wait_for_event(rt, group.id, _result)
-    assert await rt.group(group.id).wait_idle()
+    assert await rt.send(WaitIdle(group.id))
     events = await _events(rt, group.id)
     # Everything logged before the restart is still there, seqs without a hole.
     assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
@@ -67,7 +68,7 @@ async def test_a_turn_survives_a_redis_restart(
     assert await (await rt.store()).open_turns() == []
 
     # The group goes on: the next message is answered.
-    await rt.group(group.id).ingest("ann", "@linus again", client_message_id="c2")
-    assert await rt.group(group.id).wait_idle()
+    await rt.send(Ingest(group.id, "ann", "@linus again", client_message_id="c2"))
+    assert await rt.send(WaitIdle(group.id))
     events = await _events(rt, group.id)
     assert [e["data"]["subtype"] for e in events if _result(e)][-1] == "success"  # type: ignore[index]

@@ -14,7 +14,7 @@ import pytest
 from ray.exceptions import RayTaskError
 
 from actors.completion import complete_call
-from coordinator.team_calls import _timed_out
+from coordinator.team.calls import _timed_out
 from engine.errors import ErrorKind, ModelError
 from engine.providers.offline import Reply
 from personas.loader import load_personas

@@ -13,8 +13,19 @@ from typing import Any
 
 import pytest
 
+from coordinator.commands import (
+    AbandonTask,
+    AcceptTask,
+    Cancel,
+    DeleteGroup,
+    Ingest,
+    Regenerate,
+    ReviseTask,
+    TeamIdle,
+    VPStatsOf,
+)
 from coordinator.errors import GroupError
-from coordinator.team_calls import task_request
+from coordinator.team.calls import task_request
 from engine.providers.base import ModelRequest
 from engine.providers.offline import OfflineProvider, Reply
 from protocol.settings import GroupSettingsPatch
@@ -105,9 +116,8 @@ def tools_offered(request: ModelRequest) -> Reply:
 
 
 async def _task_in_review(rt: Any, group_id: str, text: str) -> Any:
-    client = rt.group(group_id)
-    await client.ingest("ann", text)
-    await client.team_idle()
+    await rt.send(Ingest(group_id, "ann", text))
+    await rt.send(TeamIdle(group_id))
     task = (await (await rt.store()).list_tasks(group_id))[0]  # the newest
     assert task.status is TaskStatus.REVIEW, task
     return task
@@ -139,9 +149,8 @@ async def test_verdicts_said_in_chat(make_runtime: MakeRuntime) -> None:
 
 
 async def _task_in_review_then(rt: Any, group_id: str, text: str) -> None:
-    client = rt.group(group_id)
-    await client.ingest("ann", text)
-    await client.team_idle()
+    await rt.send(Ingest(group_id, "ann", text))
+    await rt.send(TeamIdle(group_id))
 
 
 async def test_a_verdict_in_chat_on_a_task_settled_meanwhile_is_chat(
@@ -150,11 +159,10 @@ async def test_a_verdict_in_chat_on_a_task_settled_meanwhile_is_chat(
     rt = make_runtime(provider_overrides={"offline": OfflineProvider(slow_verdict)})
     group = await rt.create_group("g", ROSTER, settings=GroupSettingsPatch(team_mode=True))
     task = await _task_in_review(rt, group.id, "Plan our product launch")
-    client = rt.group(group.id)
-    said = await client.ingest("ann", "looks good")
+    said = await rt.send(Ingest(group.id, "ann", "looks good"))
     # The card's Abandon comes while the router is still reading the message.
-    await client.abandon_task(task.id, "ann")
-    await client.team_idle()
+    await rt.send(AbandonTask(group.id, task.id, "ann"))
+    await rt.send(TeamIdle(group.id))
     store = await rt.store()
     (only,) = await store.list_tasks(group.id)
     assert only.id == task.id and only.status is TaskStatus.ABANDONED
@@ -166,9 +174,8 @@ async def test_a_learned_skill_may_only_list_tools_that_exist(make_runtime: Make
     rt = make_runtime(provider_overrides={"offline": OfflineProvider(made_up_tool)})
     group = await rt.create_group("g", ROSTER, settings=GroupSettingsPatch(team_mode=True))
     task = await _task_in_review(rt, group.id, "Plan our product launch")
-    client = rt.group(group.id)
-    await client.accept_task(task.id, "ann")
-    await client.team_idle()
+    await rt.send(AcceptTask(group.id, task.id, "ann"))
+    await rt.send(TeamIdle(group.id))
     store = await rt.store()
     done = await store.get_task(group.id, task.id)
     assert done is not None and done.draft_id
@@ -200,18 +207,17 @@ async def test_accept_and_revise_at_once_decide_once(make_runtime: MakeRuntime) 
     rt = make_runtime(provider_overrides={"offline": OfflineProvider(team_model)})
     group = await rt.create_group("g", ROSTER, settings=GroupSettingsPatch(team_mode=True))
     task = await _task_in_review(rt, group.id, "Plan our product launch")
-    client = rt.group(group.id)
     outcomes = await asyncio.gather(
-        client.accept_task(task.id, "ann"),
-        client.revise_task(task.id, "ann", "shorter please"),
-        client.revise_task(task.id, "ann", "and in French"),
+        rt.send(AcceptTask(group.id, task.id, "ann")),
+        rt.send(ReviseTask(group.id, task.id, "ann", "shorter please")),
+        rt.send(ReviseTask(group.id, task.id, "ann", "and in French")),
         return_exceptions=True,
     )
     won = [o for o in outcomes if not isinstance(o, BaseException)]
     refused = [o for o in outcomes if isinstance(o, BaseException)]
     assert len(won) == 1 and len(refused) == 2, outcomes
     assert all(isinstance(getattr(e, "cause", e), GroupError) for e in refused)
-    await client.team_idle()
+    await rt.send(TeamIdle(group.id))
     final = await (await rt.store()).get_task(group.id, task.id)
     assert final is not None
     if final.status is TaskStatus.ACCEPTED:
@@ -223,15 +229,14 @@ async def test_accept_and_revise_at_once_decide_once(make_runtime: MakeRuntime) 
 async def test_stop_while_planning_starts_no_run(make_runtime: MakeRuntime) -> None:
     rt = make_runtime(provider_overrides={"offline": OfflineProvider(slow_planner)})
     group = await rt.create_group("g", ROSTER, settings=GroupSettingsPatch(team_mode=True))
-    client = rt.group(group.id)
-    await client.ingest("ann", "Plan our product launch")
+    await rt.send(Ingest(group.id, "ann", "Plan our product launch"))
     await wait_for_event(
         rt,
         group.id,
         lambda e: e.get("type") == "task_changed" and e["task"]["status"] == "planning",
     )
-    await client.cancel()
-    await client.team_idle()
+    await rt.send(Cancel(group.id))
+    await rt.send(TeamIdle(group.id))
     [task] = await (await rt.store()).list_tasks(group.id)
     attempt = task.attempt
     assert attempt is not None and attempt.failed and task.status is TaskStatus.REVIEW
@@ -242,8 +247,7 @@ async def test_stop_while_planning_starts_no_run(make_runtime: MakeRuntime) -> N
 async def test_deleting_a_group_while_its_task_runs(make_runtime: MakeRuntime) -> None:
     rt = make_runtime(provider_overrides={"offline": OfflineProvider(slow_nodes)})
     group = await rt.create_group("g", ROSTER, settings=GroupSettingsPatch(team_mode=True))
-    client = rt.group(group.id)
-    await client.ingest("ann", "Plan our product launch")
+    await rt.send(Ingest(group.id, "ann", "Plan our product launch"))
     await wait_for_event(
         rt,
         group.id,
@@ -252,8 +256,8 @@ async def test_deleting_a_group_while_its_task_runs(make_runtime: MakeRuntime) -
             and any(r["status"] == "running" for r in e["task"]["attempts"][-1]["runs"])
         ),
     )
-    assert await client.delete_group()
-    await client.team_idle()
+    assert await rt.send(DeleteGroup(group.id))
+    await rt.send(TeamIdle(group.id))
     store = await rt.store()
     assert await store.list_tasks(group.id) == []
     assert await store.evidence_of(group.id, "any") == []
@@ -263,13 +267,12 @@ async def test_team_calls_are_charged_to_the_budget(make_runtime: MakeRuntime) -
     rt = make_runtime(provider_overrides={"offline": OfflineProvider(team_model)})
     settings = GroupSettingsPatch(team_mode=True, budget_tokens_per_day=1)
     group = await rt.create_group("g", ROSTER, settings=settings)
-    client = rt.group(group.id)
-    await client.ingest("ann", "Plan our product launch")
-    await client.team_idle()
+    await rt.send(Ingest(group.id, "ann", "Plan our product launch"))
+    await rt.send(TeamIdle(group.id))
     # The router's call was the one the budget let through; it spent the
     # day's budget, so the planner's call was refused (a single run, the
     # fallback) and so was that run's turn.
-    assert sum(s.model_calls for s in await client.vp_stats()) == 1
+    assert sum(s.model_calls for s in await rt.send(VPStatsOf(group.id))) == 1
     [task] = await (await rt.store()).list_tasks(group.id)
     attempt = task.attempt
     assert attempt is not None and attempt.plan is not None and attempt.plan.fallback
@@ -282,11 +285,14 @@ async def test_team_calls_are_charged_to_the_budget(make_runtime: MakeRuntime) -
 async def test_a_repeated_message_is_routed_once(make_runtime: MakeRuntime) -> None:
     rt = make_runtime(provider_overrides={"offline": OfflineProvider(team_model)})
     group = await rt.create_group("g", ROSTER, settings=GroupSettingsPatch(team_mode=True))
-    client = rt.group(group.id)
-    first = await client.ingest("ann", "Plan our product launch", client_message_id="c1")
-    await client.team_idle()
-    again = await client.ingest("ann", "Plan our product launch", client_message_id="c1")
-    await client.team_idle()
+    first = await rt.send(
+        Ingest(group.id, "ann", "Plan our product launch", client_message_id="c1")
+    )
+    await rt.send(TeamIdle(group.id))
+    again = await rt.send(
+        Ingest(group.id, "ann", "Plan our product launch", client_message_id="c1")
+    )
+    await rt.send(TeamIdle(group.id))
     assert again.duplicate and again.message_id == first.message_id
     assert len(await (await rt.store()).list_tasks(group.id)) == 1
 
@@ -298,10 +304,13 @@ async def test_a_repeat_sent_while_the_message_is_routed_is_not_routed_again(
     comes while the router still reads the first, and opens no second task."""
     rt = make_runtime(provider_overrides={"offline": OfflineProvider(slow_router)})
     group = await rt.create_group("g", ROSTER, settings=GroupSettingsPatch(team_mode=True))
-    client = rt.group(group.id)
-    first = await client.ingest("ann", "Plan our product launch", client_message_id="c1")
-    again = await client.ingest("ann", "Plan our product launch", client_message_id="c1")
-    await client.team_idle()
+    first = await rt.send(
+        Ingest(group.id, "ann", "Plan our product launch", client_message_id="c1")
+    )
+    again = await rt.send(
+        Ingest(group.id, "ann", "Plan our product launch", client_message_id="c1")
+    )
+    await rt.send(TeamIdle(group.id))
     assert again.duplicate and again.message_id == first.message_id
     assert len(await (await rt.store()).list_tasks(group.id)) == 1
 
@@ -316,7 +325,7 @@ async def test_a_tasks_runs_neither_hand_off_nor_regenerate(make_runtime: MakeRu
     assert run.output.startswith("tools:") and "route_forward" not in run.output
     assert run.message_id is not None
     with pytest.raises(Exception) as refused:
-        await rt.group(group.id).regenerate(run.message_id, "ann")
+        await rt.send(Regenerate(group.id, run.message_id, "ann"))
     assert "part of a task" in str(refused.value)
 
 
@@ -335,7 +344,7 @@ async def test_a_restart_never_reruns_a_tasks_turn_alone(make_runtime: MakeRunti
     )
     await store.add_turns(group.id, [record])
     again = make_runtime(provider_overrides={"offline": provider})
-    await again.group(group.id).cancel()
+    await again.send(Cancel(group.id))
     [turn] = await store.turns_of(group.id, "msg_1")
     assert turn.finished and turn.interrupted
-    assert sum(s.model_calls for s in await again.group(group.id).vp_stats()) == 0
+    assert sum(s.model_calls for s in await again.send(VPStatsOf(group.id))) == 0

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 
+from coordinator.commands import AbandonTask, AcceptTask, Cancel, Ingest, TeamIdle, WaitIdle
 from engine.errors import ErrorKind
 from engine.providers.base import ModelRequest
 from engine.providers.offline import Fail, OfflineProvider, Reply
@@ -100,10 +101,9 @@ async def test_a_team_answers_in_parallel_and_one_vp_synthesises(
 ) -> None:
     rt = make_runtime(provider_overrides={"offline": OfflineProvider(team_model)})
     group = await rt.create_group("launch", ROSTER, settings=GroupSettingsPatch(team_mode=True))
-    client = rt.group(group.id)
-    sent = await client.ingest("ann", "Plan our product launch for March")
+    sent = await rt.send(Ingest(group.id, "ann", "Plan our product launch for March"))
     assert sent.trigger == "task" and sent.turns == {}
-    await client.team_idle()
+    await rt.send(TeamIdle(group.id))
     store = await rt.store()
     [task] = await store.list_tasks(group.id)
     assert task.status is TaskStatus.REVIEW and task.title == "Launch plan"
@@ -138,9 +138,9 @@ async def test_a_team_answers_in_parallel_and_one_vp_synthesises(
     assert evidence.final_output == runs["synthesis"].output
     assert evidence.mode is PlanMode.TEAM and evidence.tool_names == ["rethink"]
 
-    accepted = await client.accept_task(task.id, "ann")
+    accepted = await rt.send(AcceptTask(group.id, task.id, "ann"))
     assert accepted.status is TaskStatus.ACCEPTED and accepted.accepted_by == "ann"
-    await client.team_idle()
+    await rt.send(TeamIdle(group.id))
     done = await store.get_task(group.id, task.id)
     assert done is not None and done.draft_id
     draft = await store.get_skill_draft(done.draft_id)
@@ -154,26 +154,25 @@ async def test_a_team_answers_in_parallel_and_one_vp_synthesises(
 async def test_plain_chat_mentions_and_the_task_prefix(make_runtime: MakeRuntime) -> None:
     rt = make_runtime(provider_overrides={"offline": OfflineProvider(team_model)})
     group = await rt.create_group("launch", ROSTER, settings=GroupSettingsPatch(team_mode=True))
-    client = rt.group(group.id)
     # The router calls a greeting plain chat: it goes where an unmentioned
     # message goes when team mode is off (to everyone, by default).
-    await client.ingest("ann", "hello")
-    await client.team_idle()
-    assert await client.wait_idle()
+    await rt.send(Ingest(group.id, "ann", "hello"))
+    await rt.send(TeamIdle(group.id))
+    assert await rt.send(WaitIdle(group.id))
     store = await rt.store()
     assert await store.list_tasks(group.id) == []
     authors = [m.author for m in await store.read_messages(group.id)]
     assert authors[0] == "ann" and sorted(authors[1:]) == sorted(ROSTER)
     # @mentions win for plain chat: no router call, straight to steve.
-    sent = await client.ingest("ann", "@steve what do you think?")
+    sent = await rt.send(Ingest(group.id, "ann", "@steve what do you think?"))
     assert sent.dispatched == ["steve"]
-    assert await client.wait_idle()
+    assert await rt.send(WaitIdle(group.id))
     assert await store.list_tasks(group.id) == []
 
     off = await rt.create_group("plain", ROSTER)
-    forced = await rt.group(off.id).ingest("ann", "/task plan the launch")
+    forced = await rt.send(Ingest(off.id, "ann", "/task plan the launch"))
     assert forced.trigger == "task"
-    await rt.group(off.id).team_idle()
+    await rt.send(TeamIdle(off.id))
     [task] = await store.list_tasks(off.id)
     assert task.goal == "plan the launch"
 
@@ -192,16 +191,15 @@ async def test_fallbacks_plain_chat_then_a_single_run(make_runtime: MakeRuntime)
     group = await rt.create_group(
         "launch", ROSTER, default_vp="martin", settings=GroupSettingsPatch(team_mode=True)
     )
-    client = rt.group(group.id)
     # No router: with no active task the message is plain chat.
-    await client.ingest("ann", "Plan our product launch")
-    await client.team_idle()
-    assert await client.wait_idle()
+    await rt.send(Ingest(group.id, "ann", "Plan our product launch"))
+    await rt.send(TeamIdle(group.id))
+    assert await rt.send(WaitIdle(group.id))
     store = await rt.store()
     assert await store.list_tasks(group.id) == []
     # /task forces a task; the planner's answer is unusable: one VP does it all.
-    await client.ingest("ann", "/task plan the launch")
-    await client.team_idle()
+    await rt.send(Ingest(group.id, "ann", "/task plan the launch"))
+    await rt.send(TeamIdle(group.id))
     [task] = await store.list_tasks(group.id)
     attempt = task.attempt
     assert attempt is not None and attempt.plan is not None
@@ -209,7 +207,7 @@ async def test_fallbacks_plain_chat_then_a_single_run(make_runtime: MakeRuntime)
     [run] = attempt.runs
     assert run.vp == "martin" and run.status is RunStatus.DONE
     assert task.status is TaskStatus.REVIEW
-    abandoned = await client.abandon_task(task.id, "ann")
+    abandoned = await rt.send(AbandonTask(group.id, task.id, "ann"))
     assert abandoned.status is TaskStatus.ABANDONED
 
 
@@ -217,9 +215,8 @@ async def test_the_loop_guard_bounds_a_team(make_runtime: MakeRuntime) -> None:
     rt = make_runtime(provider_overrides={"offline": OfflineProvider(team_model)})
     settings = GroupSettingsPatch(team_mode=True, max_turns_per_message=2)
     group = await rt.create_group("launch", ROSTER, settings=settings)
-    client = rt.group(group.id)
-    await client.ingest("ann", "Plan our product launch for March")
-    await client.team_idle()
+    await rt.send(Ingest(group.id, "ann", "Plan our product launch for March"))
+    await rt.send(TeamIdle(group.id))
     store = await rt.store()
     [task] = await store.list_tasks(group.id)
     attempt = task.attempt
@@ -264,7 +261,7 @@ async def test_a_restarted_coordinator_ends_the_attempt_it_lost(make_runtime: Ma
     await store.save_task(lost)
     # A new deployment on the same store: its coordinator recovers before any turn call.
     again = make_runtime()
-    await again.group(group.id).cancel()
+    await again.send(Cancel(group.id))
     recovered = await store.get_task(group.id, "task_lost")
     assert recovered is not None and recovered.status is TaskStatus.REVIEW
     assert recovered.attempt is not None and recovered.attempt.failed
@@ -281,9 +278,8 @@ async def test_the_offline_model_runs_a_team_of_five(make_runtime: MakeRuntime) 
     rt = make_runtime()
     five = ["steve", "linus", "martin", "grace", "ada"]
     group = await rt.create_group("launch", five, settings=GroupSettingsPatch(team_mode=True))
-    client = rt.group(group.id)
-    await client.ingest("ann", "Please write a launch plan for our new app")
-    await client.team_idle()
+    await rt.send(Ingest(group.id, "ann", "Please write a launch plan for our new app"))
+    await rt.send(TeamIdle(group.id))
     store = await rt.store()
     [task] = await store.list_tasks(group.id)
     attempt = task.attempt
@@ -292,8 +288,8 @@ async def test_the_offline_model_runs_a_team_of_five(make_runtime: MakeRuntime) 
     nodes = [r for r in attempt.runs if r.role is RunRole.NODE]
     assert len(nodes) >= 2 and all(r.status is RunStatus.DONE for r in nodes)
     assert attempt.run("synthesis") is not None and not attempt.failed
-    await client.accept_task(task.id, "ann")
-    await client.team_idle()
+    await rt.send(AcceptTask(group.id, task.id, "ann"))
+    await rt.send(TeamIdle(group.id))
     done = await store.get_task(group.id, task.id)
     assert done is not None and done.draft_id
     draft = await store.get_skill_draft(done.draft_id)

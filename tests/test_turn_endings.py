@@ -22,6 +22,7 @@ from actors.config import RuntimeConfig
 from actors.runner import QUICK_CATCH_UP
 from actors.turns import TurnOrigin, TurnOutcome, TurnRequest
 from actors.vp_actor import VPActor
+from actors.vp_commands import Abort, RunTurn
 from actors.writer import TurnWriter
 from engine.events import EngineEvent, StopReason
 from engine.providers.base import ModelRequest
@@ -198,7 +199,7 @@ async def test_a_cancel_at_any_step_gives_the_turn_one_result(
     async def hook(name: str, args: tuple[Any, ...]) -> None:
         if hits or not point(name, args):
             return
-        hits.append(await worker.abort(req.group_id))
+        hits.append(await worker.call(Abort(req.group_id)))
         # A few loop turns here: the abort reaches the engine while the turn
         # is at this step, and its cancel lands on one of these awaits.
         for _ in range(10):
@@ -209,7 +210,7 @@ async def test_a_cancel_at_any_step_gives_the_turn_one_result(
                     raise
 
     tap(worker, hook, monkeypatch)
-    outcome = await worker.run_turn(req)
+    outcome = await worker.call(RunTurn(req))
     assert hits == [1], "the turn never reached this step"
     assert outcome.reason is expected
     await one_result(worker, req, outcome)
@@ -221,9 +222,9 @@ async def test_a_cancel_while_queued_in_the_lane_ends_the_turn_aborted(
     worker = make_worker()
     req = await new_group(worker)
     async with worker.lanes.hold(req.group_id):
-        task = asyncio.create_task(worker.run_turn(req))
+        task = asyncio.create_task(worker.call(RunTurn(req)))
         await asyncio.sleep(0)  # the turn registers, then waits for the lane
-        assert await worker.abort(req.group_id) == 1
+        assert await worker.call(Abort(req.group_id)) == 1
     outcome = await task
     assert outcome.reason is ABORTED
     await one_result(worker, req, outcome)
@@ -234,9 +235,9 @@ async def test_a_cancel_before_or_after_a_turn_reaches_nothing(
 ) -> None:
     worker = make_worker()
     req = await new_group(worker)
-    assert await worker.abort(req.group_id) == 0
-    outcome = await worker.run_turn(req)
-    assert await worker.abort(req.group_id) == 0
+    assert await worker.call(Abort(req.group_id)) == 0
+    outcome = await worker.call(RunTurn(req))
+    assert await worker.call(Abort(req.group_id)) == 0
     assert outcome.reason is DONE
     await one_result(worker, req, outcome)
 
@@ -263,7 +264,7 @@ async def test_a_step_that_fails_ends_the_turn_with_one_result(
             raise StoreError("the store is gone")
 
     tap(worker, hook, monkeypatch)
-    outcome = await worker.run_turn(req)
+    outcome = await worker.call(RunTurn(req))
     assert outcome.reason is expected
     result = await one_result(worker, req, outcome)
     if expected is ERROR:

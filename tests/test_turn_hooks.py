@@ -14,6 +14,7 @@ from actors.memory_tier import RECENT_TURNS, RecallHook, recall_budget
 from actors.runner import TurnRunner
 from actors.turns import TurnOrigin, TurnRequest
 from actors.vp_actor import VPActor
+from actors.vp_commands import RunTurn
 from engine.events import StopReason
 from engine.providers.offline import OfflineProvider
 from engine.settings import EngineConfig
@@ -85,7 +86,7 @@ async def test_configured_hooks_add_to_the_prompt_and_see_the_turn(
     msg, _ = await store.append_message(gid, GroupMessage(author="ann", role="user", text="hi"))
     origin = TurnOrigin(trigger_id=msg.id, chain_id=msg.id, user_id="ann")
     req = TurnRequest(gid, "steve", TurnRequest.new_turn_id("steve"), origin)
-    outcome = await vp.run_turn(req)
+    outcome = await vp.call(RunTurn(req))
     # The broken hook is skipped; the turn runs and the probe's line is in the prompt.
     assert outcome.reason is StopReason.END_TURN and outcome.text == "fine"
     assert "probe says hello to steve" in model.requests[0].system
@@ -139,7 +140,7 @@ async def test_a_request_that_carries_its_trigger_recalls_once_and_the_same(
         req = TurnRequest(
             gid, "steve", TurnRequest.new_turn_id("steve"), origin, trigger=msg if carried else None
         )
-        outcome = await vp.run_turn(req)
+        outcome = await vp.call(RunTurn(req))
         assert outcome.reason is StopReason.END_TURN
         asked.append([t for t in SEEN if isinstance(t, BeforeTurn)])
         order.append(list(steps))

@@ -21,6 +21,7 @@ from actors.dream import DreamReport
 from actors.transcripts import load_conversation
 from actors.turns import TurnOrigin, TurnOutcome, TurnRequest
 from actors.vp_actor import VPActor, VPShared
+from actors.vp_commands import Running, RunTurn
 from engine.errors import ErrorKind
 from engine.events import StopReason
 from engine.providers.base import ModelRequest, StreamItem
@@ -68,7 +69,7 @@ async def say(worker: VPActor, gid: str, text: str, user: str = "ann") -> TurnOu
     msg, _ = await store.append_message(gid, GroupMessage(author=user, role="user", text=text))
     origin = TurnOrigin(trigger_id=msg.id, chain_id=msg.id, user_id=user)
     req = TurnRequest(gid, worker.vp_id, uuid.uuid4().hex, origin)
-    return await worker.run_turn(req)
+    return await worker.call(RunTurn(req))
 
 
 async def test_what_a_user_said_is_remembered_in_another_group(make_worker: MakeWorker) -> None:
@@ -180,17 +181,17 @@ async def test_a_turn_sent_again_while_it_runs_runs_once(make_worker: MakeWorker
     msg, _ = await store.append_message(gid, GroupMessage(author="ann", role="user", text="hi"))
     origin = TurnOrigin(trigger_id=msg.id, chain_id=msg.id, user_id="ann")
     req = TurnRequest(gid, steve.vp_id, uuid.uuid4().hex, origin)
-    first = asyncio.create_task(steve.run_turn(req))
+    first = asyncio.create_task(steve.call(RunTurn(req)))
     await provider.held.wait()
-    again = asyncio.create_task(steve.run_turn(req))
-    assert await steve.running() == [req.turn_id]
+    again = asyncio.create_task(steve.call(RunTurn(req)))
+    assert await steve.call(Running()) == [req.turn_id]
     provider.gate.set()
     one, two = await asyncio.gather(first, again)
     assert one == two and one.reason is StopReason.END_TURN
     assert len(await results(steve, req)) == 1
     assert provider.calls == 1
     # Ended, it is no longer held.
-    assert await steve.running() == []
+    assert await steve.call(Running()) == []
 
 
 async def test_vps_of_one_process_share_the_persona_files_and_see_new_ones(

@@ -21,6 +21,7 @@ from pydantic import SecretStr
 from actors.config import RuntimeConfig
 from actors.turns import TurnOrigin, TurnRequest
 from actors.vp_actor import VPActor
+from actors.vp_commands import RunTurn
 from engine.messages import ToolCall
 from engine.settings import EngineConfig
 from engine.tools.registry import ToolContext, ToolRegistry
@@ -199,7 +200,7 @@ async def test_a_vp_fetches_a_page_in_its_turn(site: str, fake_llm: FakeLLM, tmp
         fake_llm.tool_calls(ScriptedToolCall("web_fetch", {"url": f"{site}/page"}))
         fake_llm.text("It says write-through.")
         origin = TurnOrigin(trigger_id=msg.id, chain_id=msg.id, user_id="ann")
-        outcome = await vp.run_turn(TurnRequest(gid, "linus", uuid.uuid4().hex, origin))
+        outcome = await vp.call(RunTurn(TurnRequest(gid, "linus", uuid.uuid4().hex, origin)))
         assert outcome.text == "It says write-through."
         (result,) = [
             m["content"] for m in fake_llm.requests[1].body["messages"] if m["role"] == "tool"

@@ -20,6 +20,7 @@ from pydantic import SecretStr
 from actors.config import RuntimeConfig
 from actors.turns import TurnOrigin, TurnOutcome, TurnRequest
 from actors.vp_actor import VPActor
+from actors.vp_commands import RunTurn
 from engine.settings import EngineConfig
 from engine.tools.files import FileArea, FileLimits, FileToolError
 from protocol.settings import GroupSettings
@@ -73,7 +74,7 @@ async def turn(worker: VPActor, group: Group | None = None) -> tuple[Group, Turn
     )
     origin = TurnOrigin(trigger_id=msg.id, chain_id=msg.id, user_id="ann")
     req = TurnRequest(group.id, worker.vp_id, uuid.uuid4().hex, origin)
-    return group, await worker.run_turn(req)
+    return group, await worker.call(RunTurn(req))
 
 
 def results(request: RecordedRequest) -> list[str]:

@@ -31,6 +31,7 @@ from pathlib import Path
 from ray.exceptions import RayError
 
 from actors.turns import TurnOrigin, TurnOutcome
+from actors.vp_commands import Abort
 from actors.writer import GroupEvents
 from coordinator.dispatch import Dispatcher
 from engine.events import StopReason
@@ -209,7 +210,7 @@ class AttemptRun:
 
     async def _abort(self, run: Run) -> None:
         try:
-            await (await self.s.turns.vp(run.vp)).abort(self.group.id, run.turn_id)
+            await (await self.s.turns.vp(run.vp)).send(Abort(self.group.id, run.turn_id))
         except RayError:
             log.warning("run %s of task %s could not be stopped", run.id, self.task.id)
 

@@ -20,6 +20,7 @@ import re
 from ray.exceptions import RayError
 
 from actors.completion import BudgetRefused
+from actors.vp_commands import Complete
 from coordinator.dispatch import Dispatcher
 from engine.errors import ErrorKind, ModelError
 from protocol import split_queue_prefix
@@ -64,7 +65,7 @@ class VPComplete:
     async def __call__(self, call: ModelCall) -> str:
         vp = await self.turns.vp(self.vp_id)
         try:
-            text = await vp.complete(call, self.model, self.group_id, self.chain_id)
+            text = await vp.send(Complete(call, self.model, self.group_id, self.chain_id))
         except RayError as exc:
             if _timed_out(exc):
                 # The caller retries a timeout; any other failure falls back.

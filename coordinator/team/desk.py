@@ -1,6 +1,6 @@
 """Team mode in a group: the intent router's decisions, tasks, acceptance and learning.
 
-A message that takes the task path (``coordinator.team_calls``) is stored
+A message that takes the task path (``coordinator.team.calls``) is stored
 and acknowledged first, as any other, and its loop-guard chain starts; then
 the router decides, from the message, the group's active task and its last
 eight messages:
@@ -8,7 +8,7 @@ eight messages:
 * ``simple_chat``: the message is answered as plain chat (the group's usual
   targets), as if team mode were off;
 * ``new_task``: a task is opened and its first attempt runs
-  (:class:`~coordinator.team_run.AttemptRun`);
+  (:class:`~coordinator.team.run.AttemptRun`);
 * ``continue_task`` / ``revise_task``: another attempt at the active task
   (refused with a notice while one is still running);
 * ``close_task``: the person says it is done: it is accepted;
@@ -43,8 +43,8 @@ from actors.turns import TurnOrigin
 from actors.writer import GroupEvents
 from coordinator.errors import GroupError, GroupErrorCode
 from coordinator.results import IngestResult
-from coordinator.team_calls import VPComplete, task_request
-from coordinator.team_run import AttemptRun, TeamServices
+from coordinator.team.calls import VPComplete, task_request
+from coordinator.team.run import AttemptRun, TeamServices
 from protocol.tasks import (
     Attempt,
     Evidence,
@@ -105,6 +105,12 @@ class TeamDesk:
         task = asyncio.get_running_loop().create_task(guarded())
         self._jobs.add(task)
         task.add_done_callback(self._jobs.discard)
+
+    async def close(self) -> None:
+        """Stop every job of this desk (a coordinator that is configured anew)."""
+        for job in list(self._jobs):
+            job.cancel()
+        await asyncio.gather(*list(self._jobs), return_exceptions=True)
 
     async def idle(self) -> None:
         """Wait for every routing, attempt and learning job of this desk (tests, shutdown)."""

@@ -1,0 +1,244 @@
+"""Messages and turns: a person's message, a hand-off, regenerate, stop, answers (the handlers).
+
+A person's message is stored before anything is dispatched, with the turns
+that answer it in the same write; a VP's ``route_forward`` and a regenerate
+go through the same selection rules and the group's loop guard
+(``coordinator.shard``).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from typing import Any
+
+from actors.commands import Forward
+from actors.turns import QueuePolicy, TurnOrigin
+from actors.vp_commands import VPStats
+from actors.writer import GroupEvents
+from coordinator.commands import (
+    Answer,
+    Cancel,
+    Ingest,
+    Regenerate,
+    VPStatsOf,
+    WaitIdle,
+    Warm,
+)
+from coordinator.errors import GroupError, GroupErrorCode
+from coordinator.groups import unknown_names
+from coordinator.regenerate import RegenerateResult, origin_of, regenerable_reply
+from coordinator.results import CancelResult, ForwardResult, IngestResult
+from coordinator.shard import OPS, Shard, no_vp
+from coordinator.team.calls import takes_task_path
+from personas.mentions import extract_mentions
+from personas.routing import Selection, Source
+from protocol import MessageChange, MessageChanged, split_queue_prefix
+from store.base import Group, GroupMessage
+from store.conversation import GroupKind
+
+
+@OPS.on(Ingest)
+async def ingest(shard: Shard, cmd: Ingest) -> IngestResult:
+    """Persist a person's message, then fan it out.
+
+    With ``member_of``, a sender who is not a member of a group of that
+    kind gets ``GroupError(NOT_FOUND)`` (the coordinator holds the group).
+
+    ``attachments`` are the references of its files (``id``, ``name``,
+    ``mime``, ``size``), already stored by the gateway; they are kept in
+    the message's ``meta``.
+
+    A message the group or one of its VPs has no room for is refused with
+    ``GroupError(BUSY)`` before it is stored (``coordinator.admission``).
+    A repeat of a stored ``client_message_id`` starts nothing new, except
+    for the VPs whose turns on it were interrupted (by a restart, say) or
+    never dispatched: those answer it now.
+    """
+    await shard.recover()
+    group = await shard.groups.require(cmd.group_id)
+    sender, text = cmd.sender, cmd.text
+    if cmd.member_of is not None and (
+        group.kind is not cmd.member_of or sender not in group.members
+    ):
+        raise GroupError(GroupErrorCode.NOT_FOUND, "group not found")
+    names = list(dict.fromkeys([*extract_mentions(text), *(cmd.mentions or [])]))
+    if group.kind is GroupKind.CONVERSATION:
+        names = []  # its one VP answers everything; an "@word" is just text
+    attachments = cmd.attachments
+    if takes_task_path(group, text, names):
+        # A team may give every VP of the group a turn.
+        with shard.turns.admission.reserve(group.id, list(group.roster)):
+            return await shard.team.ingest(group, sender, text, cmd.client_message_id, attachments)
+    sel = shard.select(group, names, Source.PERSON, None)
+    with shard.turns.admission.reserve(group.id, sel.targets):
+        return await _accept(shard, group, sel, sender, text, cmd.client_message_id, attachments)
+
+
+async def _accept(
+    shard: Shard,
+    group: Group,
+    sel: Selection,
+    sender: str,
+    text: str,
+    client_message_id: str | None,
+    attachments: list[dict[str, Any]] | None,
+) -> IngestResult:
+    """Store an admitted message with its turns, then dispatch them."""
+    mode, text = split_queue_prefix(text)
+    meta: dict[str, object] = {"trigger": str(sel.trigger)}
+    if mode is not None:
+        meta["queueMode"] = str(mode)
+    if client_message_id:
+        meta["clientMessageId"] = client_message_id
+    if attachments:
+        meta["attachments"] = list(attachments)
+    msg = GroupMessage(author=sender, role="user", text=text, mentions=sel.targets, meta=meta)
+    chain = shard.guard(group).start_chain(msg.id)
+    origin = TurnOrigin.of_message(msg)
+    reqs, refused = shard.admit_all(group, chain, sel.targets, origin, source=None)
+    # A busy VP takes the message as the group (or the message's prefix) says.
+    policy = QueuePolicy.of(group.settings, mode)
+    reqs = [replace(req, queue=policy) for req in reqs]
+    # The message and the turns that answer it are stored in one write:
+    # nothing is acked without its turns, and a repeat records none.
+    records = [req.record() for req in reqs]
+    events = GroupEvents(shard.store, group.id)
+    stored, created = await events.store_message(msg, records)
+    if not created:
+        turns = await shard.resend(group, stored)
+        return IngestResult(stored.id, duplicate=True, trigger=str(sel.trigger), turns=turns)
+    if sel.unknown:
+        await unknown_names(events, group, sel.unknown, stored.id)
+    elif not sel.targets:
+        await no_vp(events, stored.id)
+    if refused is not None:
+        await shard.refused(group, chain, refused)
+    turns = {req.vp_id: shard.turns.launch(replace(req, trigger=stored)) for req in reqs}
+    return IngestResult(
+        stored.id,
+        trigger=str(sel.trigger),
+        unknown=tuple(sel.unknown),
+        truncated=sel.truncated,
+        turns=turns,
+    )
+
+
+@OPS.on(Forward)
+async def forward(shard: Shard, cmd: Forward) -> ForwardResult:
+    """The ``route_forward`` tool's way in. Never raises: refusals are data."""
+    request = cmd.request
+    await shard.recover()
+    group = await shard.groups.get(request.group_id)
+    if group is None:
+        return ForwardResult(False, error="group_not_found")
+    if request.from_vp not in group.roster:
+        return ForwardResult(False, error="sender_unknown")
+    sel = shard.select(group, [request.to], Source.FORWARD, request.from_vp)
+    if sel.named_self and not sel.targets:
+        return ForwardResult(False, error="self_forward_rejected")
+    if not sel.targets:
+        detail: dict[str, object] = {"to": request.to, "roster": list(group.roster)}
+        return ForwardResult(False, error="target_not_in_roster", detail=detail)
+    chain = shard.guard(group).chain(request.origin.chain_id)
+    dispatched: list[str] = []
+    for target in sel.targets:
+        # The forwarded turn is one hop further from the person's message.
+        depth = request.origin.depth + 1
+        verdict = shard.admit(group, chain, request.from_vp, target, depth)
+        if not verdict.ok:
+            await shard.refused(group, chain, verdict)
+            return ForwardResult(
+                False, tuple(dispatched), error=verdict.rule, detail=dict(verdict.detail)
+            )
+        msg = GroupMessage(
+            author=request.from_vp,
+            role="assistant",
+            text=request.text,
+            meta={
+                "internal": True,
+                "injectedBy": "route_forward",
+                "routeForwardTarget": target,
+                "senderVpId": request.from_vp,
+                "reason": request.reason,
+                "causedBy": [*request.origin.caused_by, request.origin.trigger_id],
+                "chainId": request.origin.chain_id,
+            },
+        )
+        # The hand-off is shown before the turn it starts writes anything.
+        stored, _ = await GroupEvents(shard.store, group.id).store_message(msg)
+        await shard.turns.start(group, target, request.origin.next_hop(stored.id))
+        dispatched.append(target)
+    return ForwardResult(True, tuple(dispatched))
+
+
+@OPS.on(Regenerate)
+async def regenerate(shard: Shard, cmd: Regenerate) -> RegenerateResult:
+    """Answer again the message a VP's latest reply answered (``coordinator.regenerate``).
+
+    The new turn is admitted like any other (``busy``, the loop guard);
+    the old reply is marked superseded and every member is told.
+    """
+    await shard.recover()
+    group = await shard.groups.require(cmd.group_id)
+    reply = await regenerable_reply(shard.store, group, cmd.message_id)
+    if shard.turns.busy(group.id, reply.author):
+        # Its next turn would rewind past what the running one writes.
+        raise GroupError(
+            GroupErrorCode.CONFLICT,
+            f"@{reply.author} is still answering in this group: regenerate once it is done",
+        )
+    origin = await origin_of(shard.store, group.id, reply, cmd.by)
+    chain = await shard.resume_chain(group, origin.chain_id)
+    with shard.turns.admission.reserve(group.id, [reply.author]):
+        verdict = shard.admit(group, chain, None, reply.author, origin.depth)
+        if not verdict.ok:
+            await shard.refused(group, chain, verdict)
+            raise GroupError(GroupErrorCode.CONFLICT, verdict.summary)
+        req = replace(shard.turns.plan(group, reply.author, origin), regenerates=reply.id)
+        await shard.turns.record(group.id, [req])
+        await shard.store.supersede_message(
+            group.id, reply.id, turn_id=req.turn_id, by=cmd.by, ts=time.time()
+        )
+        await GroupEvents(shard.store, group.id).changed(
+            MessageChanged(
+                group_id=group.id,
+                message_id=reply.id,
+                change=MessageChange.SUPERSEDED,
+                by=cmd.by,
+                ts=time.time(),
+                turn_id=req.turn_id,
+            )
+        )
+        turn_id = shard.turns.launch(req)
+    return RegenerateResult(reply.id, reply.author, turn_id, origin.trigger_id)
+
+
+@OPS.on(Cancel)
+async def cancel(shard: Shard, cmd: Cancel) -> CancelResult:
+    return await shard.cancel(await shard.groups.require(cmd.group_id), cmd.vp_id)
+
+
+@OPS.on(Answer)
+async def answer(shard: Shard, cmd: Answer) -> bool:
+    group = await shard.groups.require(cmd.group_id)
+    return await shard.turns.answer(group, cmd.request_id, cmd.answer)
+
+
+@OPS.on(WaitIdle)
+async def wait_idle(shard: Shard, cmd: WaitIdle) -> bool:
+    return await shard.turns.wait_idle(cmd.group_id, cmd.timeout_s)
+
+
+@OPS.on(Warm)
+async def warm(shard: Shard, cmd: Warm) -> None:
+    group = await shard.groups.get(cmd.group_id)
+    await shard.turns.warm(group.roster if group is not None else [])
+
+
+@OPS.on(VPStatsOf)
+async def vp_stats(shard: Shard, cmd: VPStatsOf) -> list[VPStats]:
+    vps = (
+        cmd.vp_ids if cmd.vp_ids is not None else (await shard.groups.require(cmd.group_id)).roster
+    )
+    return await shard.turns.stats(list(vps))
