@@ -208,21 +208,25 @@ class GroupUpdate(ServerModel):
     seq: int | None = Field(default=None, ge=0)
 
 
-EventFrame = (
+GroupEventFrame = (
     YeaftOutput
     | AgentStatus
     | AskUserQuestion
     | GroupMessageFrame
     | GroupUpdate
-    | DirectoryEvent
     | MessageChanged
     | TaskChanged
 )
 """The frames a group's event log holds; the log assigns their ``seq``.
 
 A ``group_update`` there announces a change of members or settings to every
-subscriber; ``directory`` frames live only in the store's directory log.
+subscriber. A frame with a ``vp_id`` field is a VP's (a client may filter it
+by VP); the others are the group's.
 """
+
+EventFrame = GroupEventFrame | DirectoryEvent
+"""What the store's logs hold: a group's events, and ``directory`` frames (only
+in the store's directory log)."""
 
 
 class ErrorFrame(ServerModel):

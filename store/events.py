@@ -16,20 +16,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from protocol import (
-    AgentStatus,
-    AskUserQuestion,
     ErrorCode,
     EventFrame,
-    GroupMessageFrame,
-    GroupUpdate,
-    MessageChanged,
+    GroupEventFrame,
     ProtocolError,
-    TaskChanged,
     YeaftOutput,
     dumps,
     parse_server_frame,
 )
-from protocol.members import DirectoryEvent
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,12 +42,11 @@ class EventHeader:
 
     @classmethod
     def of(cls, frame: EventFrame) -> EventHeader:
-        if isinstance(
-            frame, GroupMessageFrame | GroupUpdate | DirectoryEvent | MessageChanged | TaskChanged
-        ):
-            return cls(type=frame.type)
+        # A frame's own fields say it: a VP's frames have ``vp_id``; the
+        # group's (a message, an update, a change) have none.
+        vp_id: str | None = getattr(frame, "vp_id", None)
         data_type = frame.data.type if isinstance(frame, YeaftOutput) else None
-        return cls(type=frame.type, vp_id=frame.vp_id, data_type=data_type)
+        return cls(type=frame.type, vp_id=vp_id, data_type=data_type)
 
     @classmethod
     def of_envelope(cls, envelope: dict[str, Any]) -> EventHeader:
@@ -121,11 +114,10 @@ class StoredEvent:
         decoded: dict[str, Any] = json.loads(self.text)
         return decoded
 
-    def frame(self) -> EventFrame:
+    def frame(self) -> GroupEventFrame:
         """The stored JSON parsed into its protocol model; ProtocolError when it is not one."""
         frame = parse_server_frame(self.text)
-        event_types = YeaftOutput | AgentStatus | AskUserQuestion | GroupMessageFrame
-        if not isinstance(frame, event_types | GroupUpdate | MessageChanged | TaskChanged):
+        if not isinstance(frame, GroupEventFrame):
             raise ProtocolError(
                 ErrorCode.INVALID_FRAME, f"a {frame.type} frame does not belong in an event log"
             )
