@@ -134,13 +134,13 @@ class OpenAIProvider:
             # The SDK's own post, with the body built here: create() first walks
             # every message and tool against the SDK's typed-dict hints, about
             # 0.15 ms a message, so a 200-message history cost 30 ms of CPU
-            # before each call. The body goes as bytes, encoded by pydantic-core
+            # before each call. The body goes as bytes (``content``), encoded by pydantic-core
             # (a 130 KB history in 0.12 ms; the stdlib encoder the SDK would
             # use takes 0.6 ms).
             stream = await self._client.post(
                 "/chat/completions",
                 cast_to=object,
-                body=to_json(request_body(request, max_tokens_field)),
+                content=to_json(request_body(request, max_tokens_field)),
                 stream=True,
                 # Chunks as parsed JSON: the SDK builds no model per chunk
                 # (100 -> 25 us of CPU a chunk); _ChunkReader reads the fields.
