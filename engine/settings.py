@@ -38,6 +38,12 @@ Thinking = Literal["off", "low", "medium", "high"]
 # Anthropic's thinking budget (tokens) for each thinking level.
 THINKING_BUDGET = {"low": 2048, "medium": 8192, "high": 24576}
 
+# Described once for the config and again where the settings add environment aliases.
+_OPENAI_KEY = "The OpenAI API key."
+_OPENAI_URL = "An OpenAI-compatible server to use instead of OpenAI's (vLLM, Ollama, LM Studio)."
+_ANTHROPIC_KEY = "The Anthropic API key."
+_ANTHROPIC_URL = "An Anthropic-compatible server to use instead of Anthropic's."
+
 
 class _EngineFields(BaseModel):
     """The settings :class:`EngineConfig` and :class:`EngineSettings` share, with defaults."""
@@ -53,18 +59,22 @@ class _EngineFields(BaseModel):
     fallback_models: tuple[str, ...] = Field(
         default=(), description="Models tried in order when the primary fails."
     )
-    openai_api_key: SecretStr | None = None
-    openai_base_url: str | None = None
-    openai_model: str = "gpt-4o-mini"
-    anthropic_api_key: SecretStr | None = None
-    anthropic_base_url: str | None = None
-    anthropic_model: str = "claude-sonnet-4-5"
+    openai_api_key: SecretStr | None = Field(default=None, description=_OPENAI_KEY)
+    openai_base_url: str | None = Field(default=None, description=_OPENAI_URL)
+    openai_model: str = Field(
+        default="gpt-4o-mini", description="The OpenAI model used when no model is named."
+    )
+    anthropic_api_key: SecretStr | None = Field(default=None, description=_ANTHROPIC_KEY)
+    anthropic_base_url: str | None = Field(default=None, description=_ANTHROPIC_URL)
+    anthropic_model: str = Field(
+        default="claude-sonnet-4-5", description="The Anthropic model used when no model is named."
+    )
     vision_models: tuple[str, ...] = Field(
         default=(),
         description="Glob patterns of provider:model names sent images besides the models "
         "the registry marks as vision; other models get a description of each image.",
     )
-    max_output_tokens: int = 4096
+    max_output_tokens: int = Field(default=4096, description="Most tokens one model call writes.")
     context_window: int | None = Field(
         default=None,
         gt=0,
@@ -86,14 +96,31 @@ class _EngineFields(BaseModel):
         gt=0,
         description="A provider-lane slot lapses after this many seconds if its holder died.",
     )
-    max_continuations: int = 3
-    max_tool_iterations: int = 12
-    max_retries: int = 3
-    retry_base_delay: float = 1.0
-    retry_max_delay: float = 30.0
-    retry_jitter: float = 0.25
-    max_compactions: int = 3
-    keep_recent_turns: int = 3
+    max_continuations: int = Field(
+        default=3, description="Automatic continuations of a reply cut off by max_tokens."
+    )
+    max_tool_iterations: int = Field(
+        default=12, description="Tool rounds in a turn before one last call without tools."
+    )
+    max_retries: int = Field(
+        default=3,
+        description="Retries of a rate-limited, overloaded, timed-out or failed call, per model.",
+    )
+    retry_base_delay: float = Field(
+        default=1.0, description="Seconds before the first retry; doubled at each retry."
+    )
+    retry_max_delay: float = Field(
+        default=30.0, description="Longest wait between retries, in seconds (Retry-After wins)."
+    )
+    retry_jitter: float = Field(
+        default=0.25, description="Each wait is varied by up to this fraction, up or down."
+    )
+    max_compactions: int = Field(
+        default=3, description="Compactions of the context in one turn after an overflow."
+    )
+    keep_recent_turns: int = Field(
+        default=3, description="Turns a compaction keeps word for word (one fewer each time)."
+    )
     model_connect_timeout: float = Field(
         default=10.0, gt=0, description="Seconds to open a connection to a provider."
     )
@@ -255,18 +282,24 @@ class EngineSettings(BaseSettings, _EngineFields):
     model_config = SettingsConfigDict(env_prefix="YEAFT_", extra="ignore")
 
     openai_api_key: SecretStr | None = Field(
-        default=None, validation_alias=AliasChoices("YEAFT_OPENAI_API_KEY", "OPENAI_API_KEY")
+        default=None,
+        validation_alias=AliasChoices("YEAFT_OPENAI_API_KEY", "OPENAI_API_KEY"),
+        description=_OPENAI_KEY,
     )
     openai_base_url: str | None = Field(
-        default=None, validation_alias=AliasChoices("YEAFT_OPENAI_BASE_URL", "OPENAI_BASE_URL")
+        default=None,
+        validation_alias=AliasChoices("YEAFT_OPENAI_BASE_URL", "OPENAI_BASE_URL"),
+        description=_OPENAI_URL,
     )
     anthropic_api_key: SecretStr | None = Field(
         default=None,
         validation_alias=AliasChoices("YEAFT_ANTHROPIC_API_KEY", "ANTHROPIC_API_KEY"),
+        description=_ANTHROPIC_KEY,
     )
     anthropic_base_url: str | None = Field(
         default=None,
         validation_alias=AliasChoices("YEAFT_ANTHROPIC_BASE_URL", "ANTHROPIC_BASE_URL"),
+        description=_ANTHROPIC_URL,
     )
     openai_api_keys: SecretStr | None = Field(
         default=None,
@@ -290,7 +323,9 @@ class EngineSettings(BaseSettings, _EngineFields):
     prices_file: str | None = Field(
         default=None, description="Older name of a models file holding only prices."
     )
-    data_dir: Path = Path("~/.yeaft")
+    data_dir: Path = Field(
+        default=Path("~/.yeaft"), description="Where the default models file is looked for."
+    )
     # A person trying the offline model should see replies stream side by
     # side, so a driver (``yeaft serve``, ``yeaft ask``) paces it like a
     # real model unless told otherwise; engines built in code default to no

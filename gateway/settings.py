@@ -178,7 +178,9 @@ class GatewaySettings(StoreSettings):
     # YEAFT_RAY_NAMESPACE / YEAFT_COORDINATOR_SHARDS: how actors are named and
     # sharded. Unset: one shard for a local instance (a process less), two on
     # a cluster; every gateway of a cluster must use the same number.
-    ray_namespace: str = "yeaft"
+    ray_namespace: str = Field(
+        default="yeaft", description="The Ray namespace the coordinator and VP actors live in."
+    )
     coordinator_shards: int | None = Field(default=None, ge=1)
     # YEAFT_VP_HOSTS: the processes the VPs run in. 0 gives every VP a
     # process of its own (the default on a cluster: Ray spreads them over the

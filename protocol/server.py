@@ -199,6 +199,13 @@ class AskUserQuestion(ServerModel):
 class GroupUpdate(ServerModel):
     """The current state of a group after it was created or changed.
 
+    ``action`` says what happened: ``created``, ``renamed``, ``deleted``,
+    ``roster``, ``default_vp``, ``subscribed`` (the answer to ``subscribe``,
+    with ``online``: the members connected now), ``list`` (with ``groups``);
+    ``members``, ``owner``, ``settings`` (from the event log); ``invited``,
+    ``removed``, ``left``, ``added``. A reply to a frame that carried a
+    ``requestId`` echoes it. These ride along as extra fields.
+
     ``seq`` is set when it comes from the group's event log (a change of
     members or settings, which every subscriber sees in order).
     """
