@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 # The project's own packages (pyproject.toml lists the same).
 PACKAGES := protocol engine store team actors coordinator gateway personas
 
-.PHONY: install compile run test lint bench cluster-demo clean
+.PHONY: install compile run test lint docs bench cluster-demo clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,8 +33,14 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
+# The fifteen slowest tests are listed at the end, so a slow one shows at once.
 test: lint compile
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q --durations=15
+
+# docs/configuration.md, protocol.md and http-api.md are generated from the
+# code; tests/test_docs.py fails when they drift.
+docs: $(STAMP)
+	$(BIN)/python -m docs.gen
 
 bench: compile
 	$(BIN)/python bench/fanout.py
