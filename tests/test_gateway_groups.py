@@ -336,6 +336,7 @@ def _is_result(frame: dict[str, Any]) -> bool:
     return frame.get("type") == "yeaft_output" and frame["data"].get("type") == "result"
 
 
+@pytest.mark.own_processes  # it watches processes start
 async def test_opening_a_group_starts_its_vps(start_gateway: StartGateway) -> None:
     """A group made before this process started (no actor of its roster runs yet):
     the first client that subscribes starts them, ahead of its first message."""
