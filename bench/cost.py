@@ -50,9 +50,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.chat_client import Client, login, new_group
 from bench.fanout import bench_personas
-from bench.latency import ROOT, Client, Server, launch, login, new_group
+from bench.latency import launch
 from bench.proctree import cpu_in, pss, tree
+from bench.serve import ROOT, Server
 
 
 class Sampler:

@@ -48,244 +48,26 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import random
-import re
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import httpx
-import websockets
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.chat_client import Client, login, new_group
 from bench.model_server import ModelServer
-from bench.proctree import cpu_of
+from bench.serve import FLOOR, ROOT, Server
+from bench.stats import pct
 
-ROOT = Path(__file__).resolve().parents[1]
 ROSTER = ["linus", "steve", "martin", "dieter", "kent"]
-FLOOR = ROOT / "bench" / "floor.py"
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-async def wait_healthy(url: str, attempts: int) -> None:
-    """Wait until the server at ``url`` answers ``/healthz`` (0.1 s between tries)."""
-    async with httpx.AsyncClient() as http:
-        for _ in range(attempts):
-            try:
-                if (await http.get(f"{url}/healthz")).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            await asyncio.sleep(0.1)
-    raise RuntimeError("the server did not start")
-
-
-def stop_process(proc: subprocess.Popen[bytes] | subprocess.Popen[str]) -> None:
-    """Terminate a server process, and kill it if it is still there after 30 s."""
-    proc.terminate()
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-
-
-class Server:
-    """``yeaft serve`` in a subprocess, stopped by its own pid.
-
-    With ``floor`` it is ``bench/floor.py`` instead (``model`` must then be
-    ``openai:NAME``), which takes any login.
-    """
-
-    def __init__(
-        self,
-        model: str,
-        store: str | None,
-        root: Path = ROOT,
-        extra_env: dict[str, str] | None = None,
-        *,
-        floor: bool = False,
-    ) -> None:
-        self.tmp = tempfile.TemporaryDirectory()
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.store = store
-        self.prefix = f"bench-{uuid.uuid4().hex[:8]}"
-        env = {
-            k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
-        }
-        env.update(
-            PYTHONPATH=str(root),
-            YEAFT_DATA_DIR=self.tmp.name,
-            YEAFT_MODEL=model,
-            # Only the model string's tps paces the model, never serve's default.
-            YEAFT_OFFLINE_TPS="0",
-            YEAFT_RATE_LIMIT_PER_S="1000",
-            YEAFT_RATE_LIMIT_BURST="1000",
-            YEAFT_USER_RATE_LIMIT_PER_S="100000",
-            YEAFT_USER_RATE_LIMIT_BURST="100000",
-            YEAFT_REDIS_PREFIX=self.prefix,
-        )
-        if store:
-            env["YEAFT_REDIS_URL"] = store
-        env.update(extra_env or {})
-        command = [sys.executable, "-m", "gateway.cli", "serve", "--port", str(self.port)]
-        if floor:
-            name = model.removeprefix("openai:")
-            command = [sys.executable, str(FLOOR), "--port", str(self.port), "--model", name]
-        self.created = time.perf_counter()
-        self.proc = subprocess.Popen(
-            command,
-            cwd=root,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-        )
-        self.password = "floor" if floor else ""
-
-    def cpu(self) -> float:
-        """CPU seconds used so far by the server and every process descended from it."""
-        return cpu_of(self.proc.pid)
-
-    async def start(self, attempts: int = 1200) -> None:
-        assert self.proc.stdout is not None
-        for _ in range(0 if self.password else 10):
-            line = await asyncio.to_thread(self.proc.stdout.readline)
-            found = re.search(r"password '([^']+)'", line)
-            if found:
-                self.password = found.group(1)
-                break
-        await wait_healthy(self.url, attempts)
-
-    def stop(self) -> None:
-        stop_process(self.proc)
-        self.tmp.cleanup()
-        if self.store:
-            purge_redis(self.store, self.prefix)
-
-
-def purge_redis(url: str, prefix: str) -> None:
-    """Delete the keys a server wrote under its own ``prefix`` (nobody else's)."""
-    import redis
-
-    try:
-        client = redis.Redis.from_url(url)
-        keys = list(client.scan_iter(match=f"{prefix}:*", count=1000))
-        for start in range(0, len(keys), 500):
-            client.delete(*keys[start : start + 500])
-        client.close()
-    except redis.RedisError as exc:
-        print(f"could not delete the keys under {prefix}: in {url}: {exc}", file=sys.stderr)
-
-
-class Client:
-    """One WebSocket client that times messages to their first token."""
-
-    def __init__(self, url: str, token: str) -> None:
-        self.ws_url = url.replace("http", "ws", 1) + "/ws"
-        self.headers = {"Authorization": f"Bearer {token}"}
-        self.ws: Any = None
-        self.waiting: dict[str, asyncio.Future[float]] = {}
-        self.turn_of: dict[str, str] = {}
-        self.seen_turns: set[str] = set()
-        self.done: dict[str, asyncio.Event] = {}
-        self.envelopes = 0
-        # When each turn's first text arrived (perf_counter), in arrival order.
-        self.first_tokens: list[float] = []
-        self.results: dict[str, int] = {}  # turn results seen, per group
-        self.result_seen = asyncio.Event()
-        self._reader: asyncio.Task[None] | None = None
-
-    async def connect(self, groups: list[str]) -> None:
-        self.ws = await websockets.connect(
-            self.ws_url, additional_headers=self.headers, max_size=None
-        )
-        for gid in groups:
-            await self.ws.send(json.dumps({"type": "subscribe", "groupId": gid}))
-        self._reader = asyncio.create_task(self._read())
-
-    async def _read(self) -> None:
-        async for raw in self.ws:
-            frame = json.loads(raw)
-            self.envelopes += "seq" in frame
-            if frame.get("type") != "yeaft_output":
-                continue
-            gid, turn, data = frame["groupId"], frame["turnId"], frame["data"]
-            if data["type"] == "assistant" and turn not in self.seen_turns:
-                self.seen_turns.add(turn)
-                now = time.perf_counter()
-                self.first_tokens.append(now)
-                fut = self.waiting.pop(gid, None)
-                if fut is not None and not fut.done():
-                    fut.set_result(now)
-            elif data["type"] == "result":
-                self.results[gid] = self.results.get(gid, 0) + 1
-                self.result_seen.set()
-                if gid in self.done:
-                    self.done[gid].set()
-
-    async def ask(self, gid: str, text: str) -> float:
-        """Seconds from sending to the first token; waits for the turn to end."""
-        fut: asyncio.Future[float] = asyncio.get_running_loop().create_future()
-        self.waiting[gid] = fut
-        self.done[gid] = asyncio.Event()
-        started = time.perf_counter()
-        await self.ws.send(
-            json.dumps(
-                {
-                    "type": "yeaft_session_chat",
-                    "groupId": gid,
-                    "text": text,
-                    "clientMessageId": uuid.uuid4().hex,
-                }
-            )
-        )
-        first = await asyncio.wait_for(fut, 60)
-        await asyncio.wait_for(self.done[gid].wait(), 120)
-        return first - started
-
-    async def close(self) -> None:
-        if self._reader:
-            self._reader.cancel()
-        await self.ws.close()
-
-
-async def login(url: str, password: str) -> tuple[str, httpx.AsyncClient]:
-    http = httpx.AsyncClient(base_url=url, timeout=60)
-    res = await http.post("/api/login", json={"username": "admin", "password": password})
-    res.raise_for_status()
-    token = res.json()["token"]
-    http.headers["Authorization"] = f"Bearer {token}"
-    return token, http
-
-
-async def new_group(http: httpx.AsyncClient, name: str, roster: list[str]) -> str:
-    res = await http.post("/api/groups", json={"name": name, "roster": roster})
-    res.raise_for_status()
-    return str(res.json()["id"])
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 Cpu = Callable[[], float]

@@ -1,8 +1,9 @@
 """A process and everything descended from it, read from ``/proc`` (Linux).
 
-Used by ``bench/cost.py`` and ``bench/latency.py`` to charge a server under
-test with the CPU of its whole process tree (for ``yeaft serve``: the
-gateway, Ray's processes and the actor workers), and nothing else.
+Used by ``bench/cost.py``, ``bench/latency.py`` and ``bench/overload.py`` to
+charge a server under test with the CPU or memory of its whole process tree
+(for ``yeaft serve``: the gateway, Ray's processes and the actor workers),
+and nothing else.
 """
 
 from __future__ import annotations
@@ -47,6 +48,12 @@ def tree(root: int) -> dict[int, tuple[float, int]]:
 def cpu_of(root: int) -> float:
     """User and system CPU seconds of ``root``'s tree so far (reaped children included)."""
     return cpu_in(tree(root))
+
+
+def rss_of(root: int) -> tuple[int, int]:
+    """Resident bytes summed over ``root`` and its descendants, and how many processes."""
+    snapshot = tree(root)
+    return sum(rss for _, rss in snapshot.values()), len(snapshot)
 
 
 def cpu_in(snapshot: dict[int, tuple[float, int]]) -> float:

@@ -38,7 +38,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.latency import Client, Server, login, new_group, pct
+from bench.chat_client import Client, login, new_group
+from bench.serve import Server
+from bench.stats import pct
 
 VPS_PER_GROUP = 5
 # A connection sends at most YEAFT_CHAT_IN_FLIGHT (8) chats at once; each

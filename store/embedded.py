@@ -12,33 +12,16 @@ actor processes and a gateway) may open the same directory at once:
 - Blocking SQLite calls run on one dedicated thread per store instance
   (``store.sqlite.SQLiteThread``), so the event loop never blocks and the
   connection is only ever used by the thread that opened it.
-- An event row keeps the frame's JSON text (seq spliced in, inside the
-  append's transaction) and, in their own columns, the header fields a
-  subscriber filter reads, so a read never decodes JSON. A database made
-  before those columns existed gets them, filled from the JSON, on open.
-- Appends that wait for the store thread together go in one transaction
-  (``store.appends``): under load, fewer and larger writes.
+- The event log, and how blocking reads are woken rather than polled, is
+  ``store.embedded_events``; engine transcripts are
+  ``store.embedded_transcripts``.
 - A turn's result is appended in the same transaction that marks its record
   finished (``store.embedded_turns``), and only if it was not finished yet.
   The tables and migrations are in ``store.embedded_schema``.
-
-Blocking event reads are pushed, not polled. Each store instance runs at
-most one waker thread, and only while some coroutine is waiting. It blocks
-on this process's wake-up socket (``store.notify``): every writer, in any
-process, sends a datagram there once its transaction has committed. On a
-wake-up the thread reads one number, the global AUTOINCREMENT counter of the
-events table; when it moved it asks which groups got the new rows and wakes
-only their waiters. The database decides, the datagram only says when to
-look, so a lost datagram costs latency, never an envelope: the thread also
-looks every ``poll_interval`` seconds (1 s), which is all it does while
-nothing happens. A writer in the same process wakes waiters (of every
-instance on the same file) at once, without a datagram.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import sqlite3
 from collections.abc import Callable, Sequence
@@ -49,13 +32,12 @@ from protocol import EventFrame
 from store import embedded_chat as chat_sql
 from store import embedded_turns as turn_sql
 from store._shared import DEFAULT_EVENT_RETENTION, check_retention, client_message_id
-from store.appends import Append, AppendQueue, Outcome
+from store.appends import AppendQueue
 from store.base import (
     Group,
     GroupMessage,
     NotFound,
     Store,
-    StoredTranscript,
     StoreError,
     decode_user,
     encode_user,
@@ -64,18 +46,17 @@ from store.base import (
 from store.chatviews import TurnUsage
 from store.embedded_budgets import GROUP_TABLES as BUDGET_TABLES
 from store.embedded_budgets import EmbeddedBudgets
+from store.embedded_events import GROUP_TABLES as EVENT_TABLES
+from store.embedded_events import EmbeddedEvents
 from store.embedded_members import EmbeddedMembers
 from store.embedded_schema import event_counter, setup_schema
 from store.embedded_tasks import GROUP_TABLES as TASK_TABLES
 from store.embedded_tasks import EmbeddedTasks
+from store.embedded_transcripts import GROUP_TABLES as TRANSCRIPT_TABLES
+from store.embedded_transcripts import EmbeddedTranscripts
 from store.embedded_wake import EventWaker
 from store.events import (
-    EncodedEvent,
-    EventBatch,
-    StoredEvent,
     encode_event,
-    make_batch,
-    with_seq,
 )
 from store.sqlite import SQLiteThread, read_txn, write_txn
 from store.turns import TurnEnd, TurnRecord, finish_frames
@@ -88,7 +69,13 @@ DB_FILENAME = "yeaft-store.sqlite3"
 
 
 class EmbeddedStore(
-    EmbeddedMembers, chat_sql.EmbeddedChatViews, EmbeddedBudgets, EmbeddedTasks, Store
+    EmbeddedMembers,
+    EmbeddedEvents,
+    EmbeddedTranscripts,
+    chat_sql.EmbeddedChatViews,
+    EmbeddedBudgets,
+    EmbeddedTasks,
+    Store,
 ):
     """A Store on one SQLite file under ``data_dir``; safe across processes."""
 
@@ -176,13 +163,14 @@ class EmbeddedStore(
                 # Data written under the id without a group row is removed too.
                 tables = (
                     "messages",
-                    "transcripts",
-                    "transcript_rows",
-                    "events",
-                    "event_heads",
                     "turns",
+                    *EVENT_TABLES,
+                    *TRANSCRIPT_TABLES,
+                    *chat_sql.GROUP_TABLES,
+                    *BUDGET_TABLES,
+                    *TASK_TABLES,
                 )
-                for table in (*tables, *chat_sql.GROUP_TABLES, *BUDGET_TABLES, *TASK_TABLES):
+                for table in tables:
                     conn.execute(f"DELETE FROM {table} WHERE group_id = ?", (group_id,))
             return existed > 0
 
@@ -303,179 +291,6 @@ class EmbeddedStore(
         data = await self._read(op)
         return GroupMessage.model_validate_json(data) if data else None
 
-    # -- engine transcripts ------------------------------------------------
-    async def load_transcript(self, group_id: str, vp_id: str) -> StoredTranscript | None:
-        def op(conn: sqlite3.Connection) -> StoredTranscript | None:
-            key = (group_id, vp_id)
-            with read_txn(conn):
-                head = conn.execute(
-                    "SELECT data FROM transcripts WHERE group_id = ? AND vp_id = ?", key
-                ).fetchone()
-                if head is None:
-                    return None
-                rows = conn.execute(
-                    "SELECT data FROM transcript_rows WHERE group_id = ? AND vp_id = ? ORDER BY n",
-                    key,
-                ).fetchall()
-            return StoredTranscript(head[0], [r[0] for r in rows])
-
-        return await self._read(op)
-
-    async def save_transcript(
-        self, group_id: str, vp_id: str, head: str, messages: Sequence[str], keep: int = 0
-    ) -> bool:
-        def op(conn: sqlite3.Connection) -> bool:
-            key = (group_id, vp_id)
-            with write_txn(conn):
-                if keep > 0:
-                    (held,) = conn.execute(
-                        "SELECT COUNT(*) FROM transcript_rows"
-                        " WHERE group_id = ? AND vp_id = ? AND n < ?",
-                        (*key, keep),
-                    ).fetchone()
-                    if held < keep:
-                        return False
-                conn.execute(
-                    "DELETE FROM transcript_rows WHERE group_id = ? AND vp_id = ? AND n >= ?",
-                    (*key, keep),
-                )
-                conn.executemany(
-                    "INSERT INTO transcript_rows (group_id, vp_id, n, data) VALUES (?, ?, ?, ?)",
-                    [(*key, keep + i, row) for i, row in enumerate(messages)],
-                )
-                conn.execute(
-                    "INSERT INTO transcripts (group_id, vp_id, data) VALUES (?, ?, ?)"
-                    " ON CONFLICT (group_id, vp_id) DO UPDATE SET data = excluded.data",
-                    (*key, head),
-                )
-            return True
-
-        return await self._run(op)
-
-    # -- event log ---------------------------------------------------------
-    async def append_event(self, group_id: str, frame: EventFrame) -> int:
-        return (await self._appends.append(group_id, [encode_event(frame)]))[0]
-
-    async def append_events(self, group_id: str, frames: Sequence[EventFrame]) -> list[int]:
-        encoded = [encode_event(frame) for frame in frames]
-        if not encoded:
-            return []
-        return await self._appends.append(group_id, encoded)
-
-    async def _write_appends(self, appends: Sequence[Append]) -> list[Outcome]:
-        """One transaction for a batch of appends (``AppendQueue``); it fails whole."""
-
-        def op(conn: sqlite3.Connection) -> list[Outcome]:
-            with write_txn(conn):
-                return [
-                    [self._append_event_sync(conn, g, e) for e in events] for g, events in appends
-                ]
-
-        return await self._run(op)
-
-    def _append_event_sync(
-        self, conn: sqlite3.Connection, group_id: str, encoded: EncodedEvent
-    ) -> int:
-        """Take the group's next seq and insert the event; the caller holds a write txn."""
-        header = encoded.header
-        seq = int(
-            conn.execute(
-                "INSERT INTO event_heads (group_id, last_seq) VALUES (?, 1)"
-                " ON CONFLICT (group_id) DO UPDATE SET last_seq = last_seq + 1"
-                " RETURNING last_seq",
-                (group_id,),
-            ).fetchone()[0]
-        )
-        conn.execute(
-            "INSERT INTO events (group_id, seq, data, type, vp_id, data_type)"
-            " VALUES (?, ?, ?, ?, ?, ?)",
-            (
-                group_id,
-                seq,
-                with_seq(encoded.body, seq),
-                header.type,
-                header.vp_id,
-                header.data_type,
-            ),
-        )
-        if seq > self.event_retention:
-            conn.execute(
-                "DELETE FROM events WHERE group_id = ? AND seq <= ?",
-                (group_id, seq - self.event_retention),
-            )
-        return seq
-
-    async def read_events(
-        self, group_id: str, after_seq: int, *, limit: int = 500, wait: float = 0.0
-    ) -> EventBatch:
-        after_seq = max(0, after_seq)
-        limit = max(1, limit)
-
-        def op(conn: sqlite3.Connection) -> EventBatch:
-            return self._read_events_sync(conn, group_id, after_seq, limit)
-
-        if wait <= 0:
-            return await self._read(op)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + wait
-        # The waker counts from the file's state when it was set up.
-        await self._sqlite.set_up()
-        waker = self._waker
-        batch: EventBatch | None = None
-        while True:
-            # Register and stamp before reading: an event committed after
-            # this read is then certain to wake the future (by the writer or
-            # the thread) and to move the stamp.
-            # One read per wake-up, and none from a head already reached with
-            # nothing woken since (a tail back from delivering a batch): the
-            # reads of every group watched here queue on one connection.
-            fut = waker.add(group_id)
-            stamp = waker.stamp(group_id)
-            try:
-                if loop.time() >= deadline or not waker.unmoved(group_id, after_seq):
-                    batch = await self._read(op)
-                    if (head := batch.head_reached(after_seq)) is not None:
-                        waker.reached(group_id, head, stamp)
-                    if batch.events or loop.time() >= deadline:
-                        return batch
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(fut, deadline - loop.time())
-            finally:
-                waker.remove(group_id, fut)
-            if self._closed:
-                return batch if batch is not None else EventBatch(last_seq=after_seq)
-
-    @staticmethod
-    def _read_events_sync(
-        conn: sqlite3.Connection, group_id: str, after_seq: int, limit: int
-    ) -> EventBatch:
-        with read_txn(conn):
-            head = conn.execute(
-                "SELECT last_seq FROM event_heads WHERE group_id = ?", (group_id,)
-            ).fetchone()
-            first = conn.execute(
-                "SELECT MIN(seq) FROM events WHERE group_id = ?", (group_id,)
-            ).fetchone()
-            rows = conn.execute(
-                "SELECT seq, data, type, vp_id, data_type FROM events"
-                " WHERE group_id = ? AND seq > ? ORDER BY seq LIMIT ?",
-                (group_id, after_seq, limit),
-            ).fetchall()
-        events = [
-            StoredEvent(int(seq), text, kind or "", vp, dt) for seq, text, kind, vp, dt in rows
-        ]
-        first_seq = int(first[0]) if first and first[0] is not None else 0
-        return make_batch(after_seq, events, first_seq, int(head[0]) if head else 0)
-
-    async def head(self, group_id: str) -> int:
-        def op(conn: sqlite3.Connection) -> int:
-            row = conn.execute(
-                "SELECT last_seq FROM event_heads WHERE group_id = ?", (group_id,)
-            ).fetchone()
-            return int(row[0]) if row else 0
-
-        return await self._read(op)
-
     # -- turn records ------------------------------------------------------
     async def add_turns(self, group_id: str, turns: Sequence[TurnRecord]) -> None:
         if turns:
@@ -518,22 +333,6 @@ class EmbeddedStore(
 
     async def turns_of(self, group_id: str, trigger_id: str) -> list[TurnRecord]:
         return await self._run(lambda conn: turn_sql.of_trigger(conn, group_id, trigger_id))
-
-    def _appender(
-        self, conn: sqlite3.Connection, group_id: str, encoded: Sequence[EncodedEvent]
-    ) -> Callable[[], int] | None:
-        """The inserts of ``encoded`` into the event log, for a turn step's transaction.
-
-        The callable returns the first one's seq; None when there is nothing to insert.
-        """
-        if not encoded:
-            return None
-
-        def append() -> int:
-            seqs = [self._append_event_sync(conn, group_id, e) for e in encoded]
-            return seqs[0]
-
-        return append
 
     async def open_turns(self) -> list[TurnRecord]:
         return await self._run(turn_sql.open_all)

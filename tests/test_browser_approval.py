@@ -13,15 +13,15 @@ from typing import TYPE_CHECKING, Any
 from engine.providers.base import ModelRequest
 from engine.providers.offline import OfflineProvider, Reply
 from gateway.users import add_user
-from tests.fixtures.ray_cluster import MakeRuntime
-from tests.group_helpers import last_is_tool_result
-from tests.test_browser import (
+from tests.browser_helpers import (
     PASSWORD,
     TURN_TIMEOUT_MS,
     bubble,
     log_in,
     watch_page_errors,
 )
+from tests.fixtures.ray_cluster import MakeRuntime
+from tests.group_helpers import last_is_tool_result
 
 if TYPE_CHECKING:
     from coordinator.runtime import Runtime

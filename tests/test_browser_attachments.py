@@ -21,11 +21,7 @@ import pytest
 from pydantic import SecretStr
 
 from gateway.users import add_user
-from tests.fixtures.llm_server import FakeLLM
-from tests.fixtures.ray_cluster import MakeRuntime
-from tests.fixtures.stores import StoreFactory
-from tests.test_attachments import PNG
-from tests.test_browser import (
+from tests.browser_helpers import (
     PASSWORD,
     TURN_TIMEOUT_MS,
     USER,
@@ -33,6 +29,10 @@ from tests.test_browser import (
     log_in,
     watch_page_errors,
 )
+from tests.fixtures.llm_server import FakeLLM
+from tests.fixtures.ray_cluster import MakeRuntime
+from tests.fixtures.stores import StoreFactory
+from tests.test_attachments import PNG
 
 if TYPE_CHECKING:
     from coordinator.runtime import Runtime

@@ -22,9 +22,7 @@ import pytest
 from engine.providers.base import ModelRequest
 from engine.providers.offline import OfflineProvider, Reply
 from gateway.users import add_user
-from tests.fixtures.ray_cluster import MakeRuntime
-from tests.fixtures.stores import StoreFactory
-from tests.test_browser import (
+from tests.browser_helpers import (
     PASSWORD,
     RECORD_BUBBLES,
     TURN_TIMEOUT_MS,
@@ -35,6 +33,8 @@ from tests.test_browser import (
     streamed_lengths,
     watch_page_errors,
 )
+from tests.fixtures.ray_cluster import MakeRuntime
+from tests.fixtures.stores import StoreFactory
 
 if TYPE_CHECKING:
     from coordinator.runtime import Runtime

@@ -15,9 +15,9 @@ import pytest
 from engine.providers.base import ModelRequest
 from engine.providers.offline import OfflineProvider, Reply
 from gateway.users import add_user
+from tests.browser_helpers import PASSWORD, TURN_TIMEOUT_MS, USER, bubble, log_in, watch_page_errors
 from tests.fixtures.ray_cluster import MakeRuntime
 from tests.group_helpers import last_is_tool_result
-from tests.test_browser import PASSWORD, TURN_TIMEOUT_MS, USER, bubble, log_in, watch_page_errors
 from tests.test_browser_messages import downloaded
 from tests.test_workspace_http import REPORT, writes_a_report
 

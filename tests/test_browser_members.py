@@ -5,6 +5,9 @@ the group appear live, with Ada and herself online. Grace sees the settings
 read-only; Ada changes them and both see the new name and a notice. Ada
 removes Grace, whose view drops the group at once.
 
+Ada and Grace, each in a browser of her own, also chat with Linus: each sees
+the other's message live, once, with its reply right under it.
+
 Run: ``.venv/bin/pytest tests/test_browser_members.py`` (see tests/fixtures/browser.py).
 """
 
@@ -17,8 +20,17 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from gateway.users import add_user
+from tests.browser_helpers import (
+    PASSWORD,
+    PRIMARY_MODEL,
+    TURN_TIMEOUT_MS,
+    USER,
+    bubble,
+    log_in,
+    watch_page_errors,
+)
 from tests.fixtures.ray_cluster import MakeRuntime
-from tests.test_browser import PASSWORD, USER, log_in, watch_page_errors
+from tests.fixtures.stores import StoreFactory
 
 if TYPE_CHECKING:
     from coordinator.runtime import Runtime
@@ -140,4 +152,78 @@ async def test_invite_presence_settings_and_removal_between_two_people(
         await panel.get_by_test_id("invite-button").click()
         back = panel.locator('[data-testid="member"][data-user="grace"]')
         await expect(back).to_have_attribute("data-online", "false")
+    assert not problems, "the pages reported errors:\n" + "\n".join(problems)
+
+
+# Each person's message, and whether the thread row right after it holds
+# exactly one reply and names it as the message it answers.
+THREADS = """
+() => [...document.querySelectorAll('[data-testid="user-message"]')].map((node) => {
+  const row = node.nextElementSibling;
+  const answers = row && row.dataset.trigger === node.dataset.messageId;
+  return {
+    text: node.querySelector('.user-text').textContent,
+    mine: node.classList.contains('mine'),
+    replies: answers ? row.querySelectorAll('[data-testid="vp-bubble"]').length : 0,
+  };
+})
+"""
+
+
+async def test_two_people_see_each_others_messages_live_and_threaded(
+    chromium: Callable[..., AbstractAsyncContextManager[Any]],
+    gateway_server: Callable[[Runtime], AbstractAsyncContextManager[LiveGateway]],
+    make_runtime: MakeRuntime,
+    store_factory: StoreFactory,
+) -> None:
+    """Ada and Grace, each in a browser of her own, share a group with Linus."""
+    from playwright.async_api import expect
+
+    runtime = make_runtime(engine={"model": PRIMARY_MODEL})
+    store = await runtime.store()
+    await add_user(store, USER, PASSWORD)
+    await add_user(store, "grace", PASSWORD)
+    await runtime.create_group("Pairing", ["linus"], members=[USER, "grace"])
+    async with (
+        gateway_server(runtime) as gateway,
+        chromium() as first,
+        chromium("second-profile") as second,
+    ):
+        ada, grace = [b.pages[0] if b.pages else await b.new_page() for b in (first, second)]
+        problems = watch_page_errors(ada) + watch_page_errors(grace)
+        await log_in(ada, gateway.url)
+        await log_in(grace, gateway.url, "grace")
+        said = {ada: "@linus what should we cache first?", grace: "@linus and what not at all?"}
+        for page in (ada, grace):
+            await expect(page.get_by_test_id("group-title")).to_have_text("Pairing")
+        for page, text in said.items():
+            await page.get_by_test_id("message-input").fill(text)
+            await page.get_by_test_id("message-input").press("Enter")
+            # Each sees the other's message live: once, and in the same order.
+            for viewer in (ada, grace):
+                await expect(viewer.get_by_test_id("user-message").last).to_contain_text(text)
+        for page in (ada, grace):
+            linus = bubble(page, "linus")
+            await expect(linus).to_have_count(2, timeout=TURN_TIMEOUT_MS)
+            for reply in (linus.first, linus.last):
+                await expect(reply).to_have_attribute(
+                    "data-state", "complete", timeout=TURN_TIMEOUT_MS
+                )
+        expected = [(said[ada], USER), (said[grace], "grace")]
+
+        async def same_timeline(page: Any, me: str) -> None:
+            threads = await page.evaluate(THREADS)
+            # No message twice, and each has its reply right under it.
+            want = [{"text": t, "mine": author == me, "replies": 1} for t, author in expected]
+            assert threads == want, threads
+            sent = page.locator('[data-testid="user-message"][data-state="sent"]')
+            await expect(sent).to_have_count(2)
+
+        await same_timeline(ada, USER)
+        await same_timeline(grace, "grace")
+        # After a reload the history shows the same timeline.
+        await ada.reload()
+        await expect(ada.get_by_test_id("connection")).to_have_attribute("data-state", "live")
+        await expect(bubble(ada, "linus")).to_have_count(2)
+        await same_timeline(ada, USER)
     assert not problems, "the pages reported errors:\n" + "\n".join(problems)

@@ -35,9 +35,7 @@ from coordinator.commands import Ingest, WaitIdle
 from engine.providers.base import ModelRequest
 from engine.providers.offline import OfflineProvider, Reply
 from gateway.users import add_user
-from tests.fixtures.ray_cluster import MakeRuntime
-from tests.fixtures.stores import StoreFactory
-from tests.test_browser import (
+from tests.browser_helpers import (
     PASSWORD,
     TURN_TIMEOUT_MS,
     USER,
@@ -46,6 +44,8 @@ from tests.test_browser import (
     screenshot_dir,
     watch_page_errors,
 )
+from tests.fixtures.ray_cluster import MakeRuntime
+from tests.fixtures.stores import StoreFactory
 
 if TYPE_CHECKING:
     from coordinator.runtime import Runtime

@@ -36,10 +36,7 @@ from engine.providers.base import ModelRequest
 from engine.providers.offline import OfflineProvider, Reply
 from gateway.users import add_user
 from protocol.settings import GroupSettingsPatch
-from tests.fixtures.ray_cluster import MakeRuntime
-from tests.fixtures.stores import StoreFactory
-from tests.group_helpers import persona_of
-from tests.test_browser import (
+from tests.browser_helpers import (
     PASSWORD,
     TURN_TIMEOUT_MS,
     USER,
@@ -48,6 +45,9 @@ from tests.test_browser import (
     screenshot_dir,
     watch_page_errors,
 )
+from tests.fixtures.ray_cluster import MakeRuntime
+from tests.fixtures.stores import StoreFactory
+from tests.group_helpers import persona_of
 
 if TYPE_CHECKING:
     from coordinator.runtime import Runtime

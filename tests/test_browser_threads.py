@@ -26,10 +26,7 @@ import pytest
 from engine.providers.base import ModelRequest
 from engine.providers.offline import OfflineProvider, Reply
 from gateway.users import add_user
-from tests.fixtures.ray_cluster import MakeRuntime
-from tests.fixtures.stores import StoreFactory
-from tests.group_helpers import last_is_tool_result, persona_of
-from tests.test_browser import (
+from tests.browser_helpers import (
     PASSWORD,
     TURN_TIMEOUT_MS,
     USER,
@@ -38,6 +35,9 @@ from tests.test_browser import (
     screenshot_dir,
     watch_page_errors,
 )
+from tests.fixtures.ray_cluster import MakeRuntime
+from tests.fixtures.stores import StoreFactory
+from tests.group_helpers import last_is_tool_result, persona_of
 
 if TYPE_CHECKING:
     from coordinator.runtime import Runtime

@@ -157,7 +157,7 @@ async def test_the_tools_dialog_shows_the_servers_and_their_tools(
 ) -> None:
     from playwright.async_api import expect
 
-    from tests.test_browser import PASSWORD, USER, create_group, log_in, watch_page_errors
+    from tests.browser_helpers import PASSWORD, USER, create_group, log_in, watch_page_errors
 
     runtime = make_runtime(mcp=_config())
     await add_user(await runtime.store(), USER, PASSWORD)

@@ -203,6 +203,6 @@ def test_every_serve_the_tests_and_benchmarks_start_sets_the_pace() -> None:
         for p in [*ROOT.joinpath("tests").glob("*.py"), *ROOT.joinpath("bench").glob("*.py")]
         if '"serve"' in p.read_text(encoding="utf-8") and p.name != Path(__file__).name
     ]
-    assert {p.name for p in starters} >= {"test_restart.py", "latency.py", "overload.py"}
+    assert {p.name for p in starters} >= {"test_restart.py", "serve.py", "overload.py"}
     for path in starters:
         assert 'YEAFT_OFFLINE_TPS="0"' in path.read_text(encoding="utf-8"), path
