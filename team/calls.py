@@ -4,8 +4,9 @@ Each component (router, planner, skill selection, guidance, learning) builds
 a call with its ``purpose``, a system message and a user prompt, and parses
 the text that comes back. The purpose travels to the provider in the
 request's call context (``context.purpose``, never on the wire), so the
-offline model and the tests' scripted model can tell the calls apart. A :class:`Complete` raises on any failure
-(:class:`CallFailed`, a timeout); each component has its own fallback.
+offline model and the tests' scripted model can tell the calls apart. A
+:class:`Complete` raises on any failure (:class:`CallFailed`, a timeout);
+each component has its own fallback.
 """
 
 from __future__ import annotations
