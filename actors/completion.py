@@ -17,6 +17,7 @@ import math
 import uuid
 
 from actors.budget import TurnBudget
+from engine.call_context import CallContext, CallMode, Speaker
 from engine.caller import CallSpec
 from engine.engine import Engine
 from engine.messages import Message, Usage
@@ -50,12 +51,13 @@ async def complete_call(
         refused = await budget.reserve(group.settings, chain_id)
         if refused is not None:
             raise BudgetRefused(refused)
-    options: dict[str, object] = {
-        "purpose": str(call.purpose),
-        "persona": persona.hint(),
-        "language": call.language,
-    }
-    spec = CallSpec(call.system, [Message.user(call.prompt)], [], call.max_tokens, options)
+    context = CallContext(
+        speaker=Speaker.of(persona),
+        mode=CallMode.TASK,
+        purpose=str(call.purpose),
+        language="zh" if call.language == "zh" else "en",
+    )
+    spec = CallSpec(call.system, [Message.user(call.prompt)], [], call.max_tokens, context)
     usage, cost = Usage(), 0.0
     try:
         # Bounded here, not only by the caller's wait: a call the caller gave

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from actors.hooks import AfterTurn, BeforeTurn
 from actors.transcripts import load_conversation
+from engine.call_context import CallContext, CallMode, Speaker
 from engine.compaction import render_transcript
 from engine.engine import Engine
 from engine.messages import Conversation, Message
@@ -74,7 +75,7 @@ async def dream(ctx: DreamContext, group_id: str, turns: int) -> DreamReport:
         system=system,
         ctx=tools,
         allowed_tools=DREAM_TOOLS,
-        options={"persona": persona.hint(), "mode": "dream"},
+        context=CallContext(speaker=Speaker.of(persona), mode=CallMode.DREAM),
     )
     after = len(await ctx.memory.list(scope, kind="resident"))
     log.info(

@@ -34,6 +34,7 @@ from actors.turns import TurnOutcome, TurnRequest, TurnState, TurnTracker
 from actors.visibility import forget_deleted, group_view, rewind, trigger_text
 from actors.writer import GroupEvents, TurnWriter, error_stop
 from engine.attachments import drop_images
+from engine.call_context import CallContext, Speaker
 from engine.engine import Engine, TurnResult
 from engine.errors import SinkFailed
 from engine.events import EngineEvent, StopEvent, StopReason, ToolResultEvent
@@ -344,11 +345,11 @@ class TurnRunner:
             ctx=ctx.tools,
             allowed_tools=ctx.allowed,
             abort=self.abort,
-            options={
-                "persona": self.s.persona.hint(),
-                "memory": memory,
-                "language": "zh" if ctx.group.settings.language == "zh" else "en",
-            },
+            context=CallContext(
+                speaker=Speaker.of(self.s.persona),
+                language="zh" if ctx.group.settings.language == "zh" else "en",
+                memory=tuple(memory),
+            ),
             # The group's model, when its owner chose one, for every VP in it.
             model=ctx.group.settings.model or None,
             steer=self.inbox,

@@ -28,10 +28,10 @@ import random
 from collections.abc import Awaitable, Callable
 from contextlib import aclosing, nullcontext
 from dataclasses import dataclass, field
-from typing import Any
 
 from engine.access import ProviderAccess
 from engine.attachments import for_model
+from engine.call_context import CallContext
 from engine.credentials import ROTATE_ON, Credential
 from engine.errors import (
     NO_FAILOVER,
@@ -104,7 +104,7 @@ class CallSpec:
     messages: list
     tools: list[ToolSpec]
     max_tokens: int
-    options: dict
+    context: CallContext = field(default_factory=CallContext)
 
 
 class _AttemptFailed(Exception):
@@ -285,9 +285,7 @@ class ModelCaller:
         emitted_tool_call = False
         try:
             provider, name = self.registry.resolve(model, credential)
-            options: dict[str, Any] = dict(spec.options)
-            if self.access is not None:
-                options = {**self.access.options(model), **options}
+            options = dict(self.access.options(model)) if self.access is not None else {}
             request = ModelRequest(
                 model=name,
                 system=spec.system,
@@ -295,6 +293,7 @@ class ModelCaller:
                 tools=spec.tools,
                 max_tokens=spec.max_tokens,
                 options=options,
+                context=spec.context,
             )
             result = CallResult(model=model)
             text: list[str] = []

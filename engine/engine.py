@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.access import ProviderAccess, ProviderState
+from engine.call_context import CallContext
 from engine.caller import CallResult, CallSpec, ModelCaller, RetryPolicy
 from engine.compaction import compact
 from engine.errors import AllModelsFailed, ErrorKind, ModelError, SinkFailed
@@ -186,7 +187,7 @@ class Engine:
         ctx: ToolContext | None = None,
         allowed_tools: set[str] | frozenset[str] | None = None,
         abort: asyncio.Event | None = None,
-        options: dict[str, Any] | None = None,
+        context: CallContext | None = None,
         model: str | None = None,
         steer: SteerSource | None = None,
         preamble: list[Message] | None = None,
@@ -197,6 +198,8 @@ class Engine:
         boundaries (``engine.steer``); ``preamble`` messages go to every
         model call between the system prompt and the transcript, and are
         not added to the transcript (a task's activated skills).
+        ``context`` says who calls and why (:mod:`engine.call_context`);
+        every model call of the turn carries it.
 
         Setting ``abort`` stops the turn at its next await point (or, when
         the code awaited there swallows the cancel, at its next event or
@@ -212,7 +215,7 @@ class Engine:
             emit or _drop,
             ctx or ToolContext(conv.id),
             allowed_tools,
-            options or {},
+            context or CallContext(),
             self.caller(model),
         )
         turn.steer = steer
@@ -266,7 +269,7 @@ class _Turn:
         emit: Emit,
         ctx: ToolContext,
         allowed: set[str] | frozenset[str] | None,
-        options: dict[str, Any],
+        context: CallContext,
         caller: ModelCaller,
     ) -> None:
         self.e = engine
@@ -275,7 +278,7 @@ class _Turn:
         self._sink = emit
         self.ctx = ctx
         self.allowed = allowed
-        self.options = options
+        self.context = context
         self.caller = caller
         self.started = time.monotonic()
         self.usage = Usage()
@@ -370,7 +373,7 @@ class _Turn:
         if self.conv.summary:
             system += f"\n\n# Summary of the earlier conversation\n{self.conv.summary}"
         if final:
-            system += f"\n\n{self.e.final_prompt(self.options.get('language'))}"
+            system += f"\n\n{self.e.final_prompt(self.context.language)}"
             await self.emit(
                 NoticeEvent(
                     NoticeKind.BUDGET,
@@ -380,7 +383,7 @@ class _Turn:
             )
         tools = [] if final else self.e.tools.specs(self.ctx, self.allowed)
         messages = [*self.preamble, *self.conv.messages]
-        spec = CallSpec(system, messages, tools, self.e.settings.max_output_tokens, self.options)
+        spec = CallSpec(system, messages, tools, self.e.settings.max_output_tokens, self.context)
         self.partial = []
         try:
             return await self.caller.call(
@@ -512,7 +515,7 @@ class _Turn:
         return False
 
     async def summarize(self, system: str, transcript: str) -> str:
-        spec = CallSpec(system, [Message.user(transcript)], [], 2048, self.options)
+        spec = CallSpec(system, [Message.user(transcript)], [], 2048, self.context)
         result = await self.caller.call(spec, None, lambda _t: None)
         self.usage = self.usage + result.usage
         self.cost += self.e.prices.cost(result.model, result.usage)

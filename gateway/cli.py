@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
+from engine.call_context import CallContext, Speaker
 from engine.events import (
     EngineEvent,
     NoticeEvent,
@@ -135,14 +136,6 @@ async def run_ask(question: str, vp: str | None, model: str | None) -> int:
     tools = [t.name for t in engine.tools.offered(ctx)]
     system = build_system_prompt(persona=persona, mode="chat", tools=tools)
     printer = TerminalPrinter()
-    options = {
-        "persona": {
-            "id": persona.id,
-            "name": persona.name,
-            "role": persona.role,
-            "traits": list(persona.traits),
-        }
-    }
     try:
         result = await engine.run_turn(
             Conversation(id="cli"),
@@ -150,7 +143,7 @@ async def run_ask(question: str, vp: str | None, model: str | None) -> int:
             system=system,
             emit=printer,
             ctx=ctx,
-            options=options,
+            context=CallContext(speaker=Speaker.of(persona)),
         )
     finally:
         await engine.providers.aclose()

@@ -143,13 +143,3 @@ class Persona(PersonaMeta):
     def names(self) -> tuple[str, ...]:
         """Every name this persona answers to: its id first, then its aliases."""
         return (self.id, *self.aliases)
-
-    def hint(self) -> dict[str, object]:
-        """Who this persona is, in a few fields a model (the offline one) can use."""
-        return {
-            "id": self.id,
-            "name": self.name,
-            "nameZh": self.name_zh,
-            "role": self.role,
-            "traits": list(self.traits),
-        }

@@ -2,10 +2,11 @@
 
 Each component (router, planner, skill selection, guidance, learning) builds
 a call with its ``purpose``, a system message and a user prompt, and parses
-the text that comes back. The purpose travels to the provider as the
-request option ``purpose``, so a scripted model (tests, the offline model)
-can tell the calls apart. A :class:`Complete` raises on any failure
-(:class:`CallFailed`, a timeout); each component has its own fallback.
+the text that comes back. The purpose travels to the provider in the
+request's call context (``context.purpose``, never on the wire), so the
+offline model and the tests' scripted model can tell the calls apart. A
+:class:`Complete` raises on any failure (:class:`CallFailed`, a timeout);
+each component has its own fallback.
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ from typing import Any
 
 from engine.engine import Engine
 from engine.events import EngineEvent
-from engine.providers.offline import OfflineProvider, Step
 from engine.providers.registry import ProviderRegistry
+from engine.providers.scripted import ScriptedModel, Step
 from engine.settings import EngineConfig
 
 
@@ -40,13 +40,13 @@ class FakeSleep:
 
 def scripted_engine(
     *steps: Step,
-    providers: dict[str, OfflineProvider] | None = None,
+    providers: dict[str, ScriptedModel] | None = None,
     model: str = "offline:test",
     fallbacks: list[str] | None = None,
     **settings: Any,
-) -> tuple[Engine, OfflineProvider, FakeSleep]:
-    """An engine on a strict scripted offline model, with instant retries."""
-    provider = OfflineProvider(list(steps), strict=True)
+) -> tuple[Engine, ScriptedModel, FakeSleep]:
+    """An engine whose model plays ``steps`` in place of the offline one, with instant retries."""
+    provider = ScriptedModel(list(steps))
     overrides: dict[str, Any] = {"offline": provider, **(providers or {})}
     sleep = FakeSleep()
     config = EngineConfig(**{"offline_tps": 0, **settings})

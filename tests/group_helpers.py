@@ -13,7 +13,7 @@ from actors.vp_host import VPHost
 from coordinator.runtime import Runtime
 from coordinator.vps import host_names
 from engine.providers.base import ModelRequest
-from engine.providers.offline import Reply
+from engine.providers.scripted import Reply
 from protocol import parse_server_frame
 
 ROSTER = ["steve", "linus", "martin"]
@@ -70,17 +70,13 @@ def notices(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-def persona_of(request: ModelRequest) -> str:
-    return str(request.options.get("persona", {}).get("id"))
-
-
 def last_is_tool_result(request: ModelRequest) -> bool:
     return bool(request.messages) and request.messages[-1].role == "tool"
 
 
 def mention_the_other(request: ModelRequest) -> Reply:
     """A model that always hands the conversation to the other VP."""
-    other = "linus" if persona_of(request) == "steve" else "steve"
+    other = "linus" if request.context.speaker_id == "steve" else "steve"
     return Reply(f"@{other} what do you think?")
 
 
@@ -88,13 +84,13 @@ def forward_around(request: ModelRequest) -> Reply:
     """Forward to the next VP of the roster; after a tool result, answer plainly."""
     if last_is_tool_result(request):
         return Reply("understood, stopping here")
-    me = persona_of(request)
+    me = request.context.speaker_id
     nxt = ROSTER[(ROSTER.index(me) + 1) % len(ROSTER)]
     return Reply(tool_calls=[("route_forward", {"to": nxt, "text": "over to you", "reason": "r"})])
 
 
 def steve_forwards_to_linus(request: ModelRequest) -> Reply:
-    if persona_of(request) == "steve" and not last_is_tool_result(request):
+    if request.context.speaker_id == "steve" and not last_is_tool_result(request):
         return Reply(tool_calls=[("route_forward", {"to": "linus", "text": "please take it"})])
     return Reply("done")
 
@@ -112,7 +108,7 @@ def list_tools(request: ModelRequest) -> Reply:
 
 def count_what_i_see(request: ModelRequest) -> Reply:
     """Reports which other VPs' messages it can see, and whether any carried tool calls."""
-    me = persona_of(request)
+    me = request.context.speaker_id
     others = [m for m in request.messages if m.speaker in ROSTER and m.speaker != me]
     leaked = any(m.tool_calls or m.thinking for m in others)
     text = "seen:" + ",".join(sorted(str(m.speaker) for m in others)) + f" leaked:{leaked}"

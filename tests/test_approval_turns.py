@@ -17,7 +17,7 @@ from coordinator.membership import GroupEdit
 from coordinator.runtime import Runtime
 from engine.mcp import parse_mcp_config
 from engine.providers.base import ModelRequest
-from engine.providers.offline import OfflineProvider, Reply
+from engine.providers.scripted import Reply, ScriptedModel
 from engine.tools.approval import ALLOW_ONCE, ALWAYS, CHOICES, DENY
 from protocol import GroupSettingsPatch
 from store.turns import TurnRecord
@@ -38,7 +38,7 @@ def _runtime(make_runtime: MakeRuntime) -> Runtime:
     mcp = parse_mcp_config(
         {"mcpServers": {"fx": {"command": sys.executable, "args": [SERVER, "stdio"]}}}
     )
-    return make_runtime(provider_overrides={"offline": OfflineProvider(echo_then_report)}, mcp=mcp)
+    return make_runtime(provider_overrides={"offline": ScriptedModel(echo_then_report)}, mcp=mcp)
 
 
 def _is_question(after: int) -> Any:

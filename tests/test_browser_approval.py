@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.providers.base import ModelRequest
-from engine.providers.offline import OfflineProvider, Reply
+from engine.providers.scripted import Reply, ScriptedModel
 from gateway.users import add_user
 from tests.browser_helpers import (
     PASSWORD,
@@ -47,7 +47,7 @@ async def test_an_admin_adds_a_server_and_approves_its_tool_in_the_dialog(
 ) -> None:
     from playwright.async_api import expect
 
-    runtime = make_runtime(provider_overrides={"offline": OfflineProvider(add_with_the_server)})
+    runtime = make_runtime(provider_overrides={"offline": ScriptedModel(add_with_the_server)})
     await add_user(await runtime.store(), ADMIN, PASSWORD)
     async with gateway_server(runtime) as gateway, chromium() as browser:
         page = browser.pages[0] if browser.pages else await browser.new_page()

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from engine.providers.base import ModelRequest
-from engine.providers.offline import OfflineProvider, Reply
+from engine.providers.scripted import Reply, ScriptedModel
 from gateway.users import add_user
 from tests.browser_helpers import (
     PASSWORD,
@@ -66,7 +66,7 @@ async def test_a_conversation_streams_stops_and_survives_a_reload(
     from playwright.async_api import expect
 
     runtime = make_runtime(
-        provider_overrides={"offline": OfflineProvider(linus)},
+        provider_overrides={"offline": ScriptedModel(linus)},
         engine={"model": "offline:default?tps=40"},
     )
     await add_user(await runtime.store(), USER, PASSWORD)

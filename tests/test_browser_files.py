@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from engine.providers.base import ModelRequest
-from engine.providers.offline import OfflineProvider, Reply
+from engine.providers.scripted import Reply, ScriptedModel
 from gateway.users import add_user
 from tests.browser_helpers import PASSWORD, TURN_TIMEOUT_MS, USER, bubble, log_in, watch_page_errors
 from tests.fixtures.ray_cluster import MakeRuntime
@@ -47,7 +47,7 @@ async def test_a_file_a_vp_wrote_is_listed_downloads_and_another_vp_reads_it(
 ) -> None:
     from playwright.async_api import expect
 
-    runtime = make_runtime(provider_overrides={"offline": OfflineProvider(writes_or_reads)})
+    runtime = make_runtime(provider_overrides={"offline": ScriptedModel(writes_or_reads)})
     await add_user(await runtime.store(), USER, PASSWORD)
     await runtime.create_group("Files", ["linus", "steve"], members=[USER])
     async with gateway_server(runtime) as gateway, chromium() as browser:

@@ -33,7 +33,7 @@ import pytest
 
 from coordinator.commands import Ingest, WaitIdle
 from engine.providers.base import ModelRequest
-from engine.providers.offline import OfflineProvider, Reply
+from engine.providers.scripted import Reply, ScriptedModel
 from gateway.users import add_user
 from tests.browser_helpers import (
     PASSWORD,
@@ -104,7 +104,7 @@ async def test_markdown_code_copy_usage_and_no_script_runs(
 ) -> None:
     from playwright.async_api import expect
 
-    runtime = make_runtime(provider_overrides={"offline": OfflineProvider(markdown_vp)})
+    runtime = make_runtime(provider_overrides={"offline": ScriptedModel(markdown_vp)})
     await add_user(await runtime.store(), USER, PASSWORD)
     await runtime.create_group("Markdown", ["linus"], members=[USER])
     async with gateway_server(runtime) as gateway, chromium() as browser:
@@ -210,7 +210,7 @@ async def test_regenerate_delete_search_export_unread_and_limits(
 ) -> None:
     from playwright.async_api import expect
 
-    runtime = make_runtime(provider_overrides={"offline": OfflineProvider(run_id)})
+    runtime = make_runtime(provider_overrides={"offline": ScriptedModel(run_id)})
     store = await runtime.store()
     await add_user(store, USER, PASSWORD)
     await add_user(store, "bob", PASSWORD)

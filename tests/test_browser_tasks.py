@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from engine.providers.base import ModelRequest
-from engine.providers.offline import OfflineProvider, Reply
+from engine.providers.scripted import Reply, ScriptedModel
 from gateway.users import add_user
 from protocol.settings import GroupSettingsPatch
 from tests.browser_helpers import (
@@ -47,7 +47,6 @@ from tests.browser_helpers import (
 )
 from tests.fixtures.ray_cluster import MakeRuntime
 from tests.fixtures.stores import StoreFactory
-from tests.group_helpers import persona_of
 
 if TYPE_CHECKING:
     from coordinator.runtime import Runtime
@@ -98,7 +97,7 @@ def _prompt(request: ModelRequest) -> str:
 
 def launch_team(request: ModelRequest) -> Reply:
     """The scripted model of the scenario (module level: Ray imports it by reference)."""
-    purpose = request.options.get("purpose")
+    purpose = request.context.purpose
     prompt = _prompt(request)
     if purpose == "team.router":
         title = ZH_TITLE if ZH_ASK in prompt else "Launch plan"
@@ -119,7 +118,7 @@ def launch_team(request: ModelRequest) -> Reply:
             "change_reason": "a new kind of task",
         }
         return Reply(json.dumps(draft))
-    me = persona_of(request)
+    me = request.context.speaker_id
     if not any(heading in request.system for heading in ("# Execution Context", "# 执行上下文")):
         return Reply(f"{me} chats")
     if prompt.startswith(("Synthesis instruction", "综合说明")):
@@ -194,7 +193,7 @@ async def test_a_team_task_from_the_setting_to_a_published_skill(
 
     started = time.monotonic()
     runtime = make_runtime(
-        engine={"model": MODEL}, provider_overrides={"offline": OfflineProvider(launch_team)}
+        engine={"model": MODEL}, provider_overrides={"offline": ScriptedModel(launch_team)}
     )
     await add_user(await runtime.store(), USER, PASSWORD)
     shots = screenshot_dir(tmp_path)
@@ -352,7 +351,7 @@ async def test_a_chinese_team_task_is_abandoned_while_it_runs(
     from playwright.async_api import expect
 
     runtime = make_runtime(
-        engine={"model": MODEL}, provider_overrides={"offline": OfflineProvider(launch_team)}
+        engine={"model": MODEL}, provider_overrides={"offline": ScriptedModel(launch_team)}
     )
     await add_user(await runtime.store(), USER, PASSWORD)
     settings = GroupSettingsPatch(team_mode=True, language="zh")

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from engine.providers.base import ModelRequest
-from engine.providers.offline import OfflineProvider, Reply
+from engine.providers.scripted import Reply, ScriptedModel
 from gateway.users import add_user
 from tests.browser_helpers import (
     PASSWORD,
@@ -37,7 +37,7 @@ from tests.browser_helpers import (
 )
 from tests.fixtures.ray_cluster import MakeRuntime
 from tests.fixtures.stores import StoreFactory
-from tests.group_helpers import last_is_tool_result, persona_of
+from tests.group_helpers import last_is_tool_result
 
 if TYPE_CHECKING:
     from coordinator.runtime import Runtime
@@ -51,7 +51,7 @@ pytestmark = [
 
 def hand_on(request: ModelRequest) -> Reply:
     """Steve forwards to Linus, Kent names Linus in his reply, Linus answers."""
-    me = persona_of(request)
+    me = request.context.speaker_id
     if me == "steve" and not last_is_tool_result(request):
         forward = {"to": "linus", "text": "please take it", "reason": "kernel work"}
         return Reply("Linus knows this best.", tool_calls=[("route_forward", forward)])
@@ -95,7 +95,7 @@ async def test_hand_offs_show_live_in_order_and_survive_a_reload(
 ) -> None:
     from playwright.async_api import expect
 
-    runtime = make_runtime(provider_overrides={"offline": OfflineProvider(hand_on)})
+    runtime = make_runtime(provider_overrides={"offline": ScriptedModel(hand_on)})
     await add_user(await runtime.store(), USER, PASSWORD)
     await runtime.create_group("Hand-offs", ["steve", "kent", "linus"], members=[USER])
     async with gateway_server(runtime) as gateway, chromium() as browser:
@@ -143,7 +143,7 @@ async def test_a_message_sent_while_the_history_loads_shows_once_after_it(
 ) -> None:
     from playwright.async_api import Route, expect
 
-    runtime = make_runtime(provider_overrides={"offline": OfflineProvider(hand_on)})
+    runtime = make_runtime(provider_overrides={"offline": ScriptedModel(hand_on)})
     await add_user(await runtime.store(), USER, PASSWORD)
     await runtime.create_group("Slow history", ["linus"], members=[USER])
     async with gateway_server(runtime) as gateway, chromium() as browser:

@@ -18,7 +18,7 @@ import pytest
 
 from engine.errors import ErrorKind
 from engine.providers.base import ModelRequest
-from engine.providers.offline import Fail, OfflineProvider, Reply
+from engine.providers.scripted import Fail, Reply, ScriptedModel
 from gateway.users import add_user
 from store.base import GroupMessage
 from tests.browser_helpers import (
@@ -86,7 +86,7 @@ async def test_tools_thinking_questions_notices_and_errors(
     """What a turn can contain besides text, and the group's own notices."""
     from playwright.async_api import expect
 
-    runtime = make_runtime(provider_overrides={"offline": OfflineProvider(scripted_vp)})
+    runtime = make_runtime(provider_overrides={"offline": ScriptedModel(scripted_vp)})
     await add_user(await runtime.store(), USER, PASSWORD)
 
     async with gateway_server(runtime) as gateway, chromium() as browser:

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from engine.providers.offline import OfflineProvider
+from engine.providers.scripted import ScriptedModel
 from tests.fixtures.gateway import PASSWORD, StartGateway, WsClient
 from tests.fixtures.ray_cluster import MakeRuntime
 from tests.test_conversations_ws import _create, is_output, reply_text, scripted
@@ -31,7 +31,7 @@ def results(frames: list[dict[str, Any]]) -> list[dict[str, Any]]:
 async def test_a_conversation_survives_a_crash_and_goes_on(
     start_gateway: StartGateway, make_runtime: MakeRuntime
 ) -> None:
-    first = make_runtime(provider_overrides={"offline": OfflineProvider(scripted)}, engine=ENGINE)
+    first = make_runtime(provider_overrides={"offline": ScriptedModel(scripted)}, engine=ENGINE)
     gw = await start_gateway(first)
     await gw.user("ann")
     ws = await WsClient.open(gw, "ann")
@@ -44,7 +44,7 @@ async def test_a_conversation_survives_a_crash_and_goes_on(
     await ws.close()
 
     second = make_runtime(
-        provider_overrides={"offline": OfflineProvider(scripted)},
+        provider_overrides={"offline": ScriptedModel(scripted)},
         engine=ENGINE,
         store=first.config.store,
     )

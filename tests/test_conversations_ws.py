@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from engine.providers.base import ModelRequest
-from engine.providers.offline import OfflineProvider, Reply
+from engine.providers.scripted import Reply, ScriptedModel
 from tests.fixtures.gateway import Gateway, StartGateway, WsClient
 from tests.fixtures.ray_cluster import MakeRuntime
 from tests.group_helpers import ask_then_answer, last_is_tool_result
@@ -49,7 +49,7 @@ def reply_text(frames: list[dict[str, Any]], turn_id: str | None = None) -> str:
 
 async def _gateway(start_gateway: StartGateway, make_runtime: MakeRuntime) -> Gateway:
     runtime = make_runtime(
-        provider_overrides={"offline": OfflineProvider(scripted)},
+        provider_overrides={"offline": ScriptedModel(scripted)},
         engine={"model": "offline:default?tps=200"},
     )
     gw = await start_gateway(runtime)

@@ -7,12 +7,13 @@ import asyncio
 import pytest
 from pydantic import BaseModel
 
+from engine.call_context import CallContext
 from engine.errors import ErrorKind
 from engine.events import NoticeKind, StopEvent, StopReason, TextDelta
 from engine.messages import Conversation, Message, ToolCall, message_tokens
 from engine.pricing import Price, PriceTable
 from engine.providers.base import ModelStop
-from engine.providers.offline import Fail, OfflineProvider, Reply
+from engine.providers.scripted import Fail, Reply, ScriptedModel
 from engine.tools.registry import Tool, ToolContext, ToolRegistry
 from tests.engine_helpers import Recorder, scripted_engine
 
@@ -30,6 +31,7 @@ async def test_plain_turn_streams_text_usage_and_one_stop() -> None:
     assert rec.kinds == ["text_delta"] * 3 + ["usage", "stop"]
     assert [m.role for m in c.messages] == ["user", "assistant"]
     assert provider.requests[0].system == "sys"
+    provider.assert_complete()
 
 
 async def test_tool_loop_runs_tool_and_streams_again() -> None:
@@ -44,6 +46,7 @@ async def test_tool_loop_runs_tool_and_streams_again() -> None:
     # The second request carries the tool result back to the model.
     assert provider.requests[1].messages[-1].role == "tool"
     assert {t.name for t in provider.requests[0].tools} >= {"rethink", "finish", "ask_user"}
+    provider.assert_complete()
 
 
 async def test_max_tokens_continues_at_most_three_times() -> None:
@@ -62,6 +65,7 @@ async def test_continuation_then_end_turn_joins_text() -> None:
     engine, provider, _ = scripted_engine(Reply("a", stop=ModelStop.MAX_TOKENS), Reply("b"))
     result = await engine.run_turn(conv(), Message.user("x"), system="s")
     assert (result.reason, result.text, provider.calls) == (StopReason.END_TURN, "ab", 2)
+    provider.assert_complete()
 
 
 async def test_tool_budget_then_one_final_call_without_tools() -> None:
@@ -80,16 +84,18 @@ async def test_tool_budget_then_one_final_call_without_tools() -> None:
     assert result.reason is StopReason.END_TURN and result.text == "answer"
     # A tool call in the final answer is dropped, never left dangling.
     assert c.messages[-1].tool_calls == []
+    provider.assert_complete()
 
 
 async def test_the_final_call_speaks_the_turns_language() -> None:
     engine, provider, _ = scripted_engine(
         Reply(tool_calls=[("rethink", {"reason": "a"})]), Reply("答案"), max_tool_iterations=1
     )
-    await engine.run_turn(conv(), Message.user("x"), system="s", options={"language": "zh"})
+    await engine.run_turn(conv(), Message.user("x"), system="s", context=CallContext(language="zh"))
     final = provider.requests[1]
     assert final.tools == [] and "工具调用次数已经用完" in final.system
     assert "tool budget" not in final.system
+    provider.assert_complete()
 
 
 async def test_preamble_messages_reach_every_call_and_not_the_transcript() -> None:
@@ -101,6 +107,7 @@ async def test_preamble_messages_reach_every_call_and_not_the_transcript() -> No
     await engine.run_turn(c, Message.user("x"), system="s", preamble=[skill])
     assert [r.messages[0].content for r in provider.requests] == ["skill: be brief"] * 2
     assert all(m.content != "skill: be brief" for m in c.messages)
+    provider.assert_complete()
 
 
 async def test_retry_honours_retry_after() -> None:
@@ -112,6 +119,7 @@ async def test_retry_honours_retry_after() -> None:
     assert result.reason is StopReason.END_TURN and provider.calls == 2
     assert sleep.delays == [7.0]
     assert [n.kind for n in rec.of("notice")] == [NoticeKind.RETRY]
+    provider.assert_complete()
 
 
 async def test_retry_backoff_is_exponential_and_bounded() -> None:
@@ -144,8 +152,8 @@ async def test_no_retry_once_a_tool_call_was_emitted() -> None:
 
 
 async def test_fallback_chain_records_attempts() -> None:
-    backup = OfflineProvider(["from backup"], strict=True)
-    engine, _, _ = scripted_engine(
+    backup = ScriptedModel(["from backup"])
+    engine, provider, _ = scripted_engine(
         Fail(ErrorKind.AUTH, "bad key", status=401),
         providers={"backup": backup},
         fallbacks=["backup:b1"],
@@ -164,11 +172,13 @@ async def test_fallback_chain_records_attempts() -> None:
     ]
     fb = [n for n in rec.of("notice") if n.kind is NoticeKind.FALLBACK]
     assert fb and fb[0].detail["to"] == "backup:b1"
+    provider.assert_complete()
+    backup.assert_complete()
 
 
 async def test_all_models_failed_lists_every_attempt() -> None:
-    backup = OfflineProvider([Fail(ErrorKind.MODEL_NOT_FOUND, "no such", status=404)], strict=True)
-    engine, _, _ = scripted_engine(
+    backup = ScriptedModel([Fail(ErrorKind.MODEL_NOT_FOUND, "no such", status=404)])
+    engine, provider, _ = scripted_engine(
         Fail(ErrorKind.BILLING, "pay up", status=402),
         providers={"backup": backup},
         fallbacks=["backup:b1"],
@@ -182,11 +192,13 @@ async def test_all_models_failed_lists_every_attempt() -> None:
     )
     stop = rec.of("stop")[0]
     assert [a["provider"] for a in stop.attempts] == ["offline", "backup"]
+    provider.assert_complete()
+    backup.assert_complete()
 
 
 @pytest.mark.parametrize("kind", [ErrorKind.ABORTED, ErrorKind.CONTEXT_OVERFLOW])
 async def test_abort_and_overflow_never_fail_over(kind: ErrorKind) -> None:
-    backup = OfflineProvider(["should not be used"], strict=True)
+    backup = ScriptedModel(["should not be used"])
     engine, _, _ = scripted_engine(
         Fail(kind), providers={"backup": backup}, fallbacks=["backup:b1"], max_compactions=0
     )
@@ -227,6 +239,7 @@ async def test_context_overflow_compacts_keeps_recent_turns_and_retries() -> Non
     assert "question 4" not in summary_request.messages[0].content
     assert "SUMMARY of turns 0-2" in provider.requests[2].system
     assert [n.kind for n in rec.of("notice")] == [NoticeKind.COMPACT]
+    provider.assert_complete()
 
 
 async def test_overflow_compacts_at_most_three_times_then_fails_clearly() -> None:
@@ -240,6 +253,7 @@ async def test_overflow_compacts_at_most_three_times_then_fails_clearly() -> Non
     assert c.compactions == 3 and provider.calls == 7
     assert result.reason is StopReason.ERROR and result.error_kind == "context_overflow"
     assert result.error is not None and "context window" in result.error
+    provider.assert_complete()
 
 
 async def test_oversized_tool_results_keep_head_and_tail() -> None:
@@ -249,13 +263,14 @@ async def test_oversized_tool_results_keep_head_and_tail() -> None:
     async def big(_: P, __: ToolContext) -> str:
         return "HEAD" + "x" * 200_000 + "TAIL"
 
-    engine, _, _ = scripted_engine(Reply(tool_calls=[("big", {})]), Reply("done"))
+    engine, provider, _ = scripted_engine(Reply(tool_calls=[("big", {})]), Reply("done"))
     engine.tools.register(Tool("big", "big output", P, big))
     c = conv()
     await engine.run_turn(c, Message.user("x"), system="s")
     stored = c.messages[2].content
     assert stored.startswith("HEAD") and stored.endswith("TAIL")
     assert len(stored) <= engine.tool_result_max_chars and "omitted" in stored
+    provider.assert_complete()
 
 
 async def test_orphans_repaired_before_every_request() -> None:
@@ -275,6 +290,7 @@ async def test_orphans_repaired_before_every_request() -> None:
     assert sent[2].tool_call_id == "lost" and sent[2].is_error
     assert all(m.tool_call_id != "stray" for m in sent)
     assert rec.of("notice")[0].kind is NoticeKind.REPAIR
+    provider.assert_complete()
 
 
 async def test_abort_mid_stream_keeps_partial_text_and_ends_aborted() -> None:
@@ -391,6 +407,7 @@ async def test_finish_tool_ends_the_turn() -> None:
     result = await engine.run_turn(conv(), Message.user("x"), system="s")
     assert result.reason is StopReason.FINISH and provider.calls == 1
     assert result.end_turn == {"kind": "finish", "summary": "s"}
+    provider.assert_complete()
 
 
 async def test_other_end_turn_request_is_a_tool_handoff() -> None:
@@ -412,7 +429,7 @@ async def test_other_end_turn_request_is_a_tool_handoff() -> None:
 
 async def test_model_stop_is_read_as_a_member_and_stored_as_text() -> None:
     # A provider that reports end_turn while calling tools is read as tool_use.
-    engine, _, _ = scripted_engine(
+    engine, provider, _ = scripted_engine(
         Reply(tool_calls=[("rethink", {"reason": "r"})], stop=ModelStop.END_TURN),
         Reply("cut", stop=ModelStop.MAX_TOKENS),
         Reply("done"),
@@ -423,6 +440,7 @@ async def test_model_stop_is_read_as_a_member_and_stored_as_text() -> None:
     assert stops == ["tool_use", "max_tokens", "end_turn"]
     # Persisted metadata holds the plain value, not the enum member.
     assert all(type(stop) is str for stop in stops)
+    provider.assert_complete()
 
 
 async def test_tools_filtered_by_allowlist() -> None:
@@ -431,6 +449,7 @@ async def test_tools_filtered_by_allowlist() -> None:
     await engine.run_turn(c, Message.user("x"), system="s", allowed_tools={"finish"})
     assert [t.name for t in provider.requests[0].tools] == ["finish"]
     assert c.messages[2].is_error and "unavailable" in c.messages[2].content
+    provider.assert_complete()
 
 
 def test_registry_rejects_duplicate_names() -> None:

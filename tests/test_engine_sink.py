@@ -15,7 +15,7 @@ import pytest
 from engine.errors import SinkFailed
 from engine.events import EngineEvent, TextDelta
 from engine.messages import Conversation, Message
-from engine.providers.offline import OfflineProvider, Reply
+from engine.providers.scripted import Reply, ScriptedModel
 from tests.engine_helpers import scripted_engine
 
 
@@ -24,7 +24,7 @@ class StoreGone(Exception):
 
 
 async def test_a_failing_sink_stops_the_turn_without_retry_or_fallback() -> None:
-    backup = OfflineProvider([Reply("from the backup")], strict=True)
+    backup = ScriptedModel([Reply("from the backup")])
     engine, provider, sleep = scripted_engine(
         Reply("one two three"),
         providers={"spare": backup},

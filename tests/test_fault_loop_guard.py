@@ -16,14 +16,13 @@ from coordinator.chains import rebuild_chain
 from coordinator.commands import Answer, Cancel, Ingest, WaitIdle
 from coordinator.loop_guard import LoopRule
 from engine.providers.base import ModelRequest
-from engine.providers.offline import OfflineProvider, Reply
+from engine.providers.scripted import Reply, ScriptedModel
 from protocol import GroupSettingsPatch
 from tests.fixtures.ray_cluster import MakeRuntime
 from tests.group_helpers import (
     all_events,
     last_is_tool_result,
     notices,
-    persona_of,
     results,
     wait_for_event,
 )
@@ -41,7 +40,7 @@ def steve_hands_over_and_linus_asks(request: ModelRequest) -> Reply:
     linus's question holds his turn open for as long as the test needs: the
     coordinator is killed and restarted while it waits, with no clock involved.
     """
-    if persona_of(request) == "steve":
+    if request.context.speaker_id == "steve":
         return Reply("@linus over to you")
     if last_is_tool_result(request):
         return Reply("@steve back to you")
@@ -52,7 +51,7 @@ async def test_a_chain_at_its_limit_stays_refused_after_a_coordinator_restart(
     make_runtime: MakeRuntime,
 ) -> None:
     rt = make_runtime(
-        provider_overrides={"offline": OfflineProvider(steve_hands_over_and_linus_asks)}
+        provider_overrides={"offline": ScriptedModel(steve_hands_over_and_linus_asks)}
     )
     # Two turns per message: steve's and the linus turn his reply causes.
     settings = GroupSettingsPatch(max_turns_per_message=2)

@@ -12,12 +12,12 @@ import ray
 from coordinator.commands import WaitIdle
 from coordinator.vps import host_names
 from engine.providers.base import ModelRequest
-from engine.providers.offline import OfflineProvider, Reply
+from engine.providers.scripted import Reply, ScriptedModel
 from store import new_id
 from store.base import Group
 from tests.fixtures.gateway import Gateway, StartGateway, WsClient
 from tests.fixtures.ray_cluster import MakeRuntime
-from tests.group_helpers import ask_then_answer, persona_of
+from tests.group_helpers import ask_then_answer
 
 
 async def _group(gw: Gateway, user: str, **body: Any) -> dict[str, Any]:
@@ -293,7 +293,7 @@ def _subscriptions(gw: Gateway, username: str) -> set[str]:
 
 def steve_asks_linus_rambles(request: ModelRequest) -> Reply:
     """steve asks the user a question; linus talks for long enough to be cancelled."""
-    if persona_of(request) == "steve":
+    if request.context.speaker_id == "steve":
         return ask_then_answer(request)
     return Reply("and so on " * 100)
 
@@ -303,7 +303,7 @@ async def test_questions_are_answered_and_turns_cancelled_over_the_websocket(
     start_gateway: StartGateway, make_runtime: MakeRuntime
 ) -> None:
     runtime = make_runtime(
-        provider_overrides={"offline": OfflineProvider(steve_asks_linus_rambles)},
+        provider_overrides={"offline": ScriptedModel(steve_asks_linus_rambles)},
         engine={"model": "offline:default?tps=50"},
     )
     gw = await start_gateway(runtime)

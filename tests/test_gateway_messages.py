@@ -10,7 +10,7 @@ import httpx
 
 from coordinator.commands import WaitIdle
 from engine.providers.base import ModelRequest
-from engine.providers.offline import OfflineProvider, Reply
+from engine.providers.scripted import Reply, ScriptedModel
 from tests.fixtures.gateway import Gateway, StartGateway, WsClient
 from tests.fixtures.ray_cluster import MakeRuntime
 from tests.group_helpers import last_is_tool_result
@@ -121,7 +121,7 @@ async def test_search_and_export_see_only_the_users_groups(start_gateway: StartG
 async def test_only_the_author_deletes_and_every_client_hears_it(
     start_gateway: StartGateway, make_runtime: MakeRuntime
 ) -> None:
-    provider = OfflineProvider(tells_if_it_saw_the_secret)
+    provider = ScriptedModel(tells_if_it_saw_the_secret)
     gw = await start_gateway(make_runtime(provider_overrides={"offline": provider}))
     await gw.user("ann")
     await gw.user("bob")
@@ -269,7 +269,7 @@ async def test_regenerate_waits_until_the_vp_is_not_answering(
     start_gateway: StartGateway, make_runtime: MakeRuntime
 ) -> None:
     gw = await start_gateway(
-        make_runtime(provider_overrides={"offline": OfflineProvider(asks_when_told)})
+        make_runtime(provider_overrides={"offline": ScriptedModel(asks_when_told)})
     )
     await gw.user("ann")
     ann = gw.auth("ann")

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 
 from coordinator.commands import TeamIdle
-from engine.providers.offline import OfflineProvider
+from engine.providers.scripted import ScriptedModel
 from protocol.tasks import DraftAction, DraftStatus, SafetyReport, SkillDraft
 from tests.fixtures.gateway import Gateway, StartGateway, WsClient
 from tests.fixtures.ray_cluster import MakeRuntime
@@ -33,7 +33,7 @@ BUILTIN_SKILLS = [
 
 async def _gateway(start_gateway: StartGateway, make_runtime: MakeRuntime) -> Gateway:
     """A gateway whose VPs answer with ``team_model``; ann and bob are signed in."""
-    runtime = make_runtime(provider_overrides={"offline": OfflineProvider(team_model)})
+    runtime = make_runtime(provider_overrides={"offline": ScriptedModel(team_model)})
     gw = await start_gateway(runtime)
     await gw.user("ann")
     await gw.user("bob")

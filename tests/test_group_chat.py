@@ -23,7 +23,7 @@ from coordinator.commands import (
 from coordinator.errors import GroupError, GroupErrorCode
 from coordinator.membership import GroupEdit
 from coordinator.results import CancelResult
-from engine.providers.offline import OfflineProvider
+from engine.providers.scripted import ScriptedModel
 from protocol import GroupSettingsPatch
 from tests.fixtures.ray_cluster import MakeRuntime
 from tests.group_helpers import (
@@ -92,7 +92,9 @@ async def test_vps_sharing_a_process_answer_concurrently_each_with_its_own_model
     assert wall < 1.5 * 2, f"took {wall:.2f}s: not concurrent"
 
     # A scripted model is each VP's own, as if it had a process of its own.
-    scripted = make_runtime(provider_overrides={"offline": OfflineProvider()}, vp_hosts=1)
+    scripted = make_runtime(
+        provider_overrides={"offline": ScriptedModel(lambda _: "thoughts")}, vp_hosts=1
+    )
     group = await scripted.create_group("team", ROSTER)
     await scripted.send(Ingest(group.id, "ann", "@all thoughts?"))
     assert await scripted.send(WaitIdle(group.id))
@@ -147,7 +149,7 @@ async def test_plain_reply_is_not_dispatched_again(make_runtime: MakeRuntime) ->
 
 
 async def test_mention_ping_pong_is_stopped_by_the_guard(make_runtime: MakeRuntime) -> None:
-    rt = make_runtime(provider_overrides={"offline": OfflineProvider(mention_the_other)})
+    rt = make_runtime(provider_overrides={"offline": ScriptedModel(mention_the_other)})
     group = await rt.create_group("team", ["steve", "linus"])
     await rt.send(Ingest(group.id, "ann", "@steve start"))
     assert await rt.send(WaitIdle(group.id))
@@ -161,7 +163,7 @@ async def test_mention_ping_pong_is_stopped_by_the_guard(make_runtime: MakeRunti
 
 
 async def test_route_forward_chain_depth(make_runtime: MakeRuntime) -> None:
-    rt = make_runtime(provider_overrides={"offline": OfflineProvider(forward_around)})
+    rt = make_runtime(provider_overrides={"offline": ScriptedModel(forward_around)})
     group = await rt.create_group(
         "team", ROSTER, settings=GroupSettingsPatch(max_pair_exchanges=16, throttle_hits=32)
     )
@@ -187,7 +189,7 @@ async def test_forward_throttle_stops_a_loop_across_messages(make_runtime: MakeR
     # The window is wide so the three messages fall inside it however slow the
     # machine; that the window expires is checked on a fake clock in
     # tests/test_group_rules.py.
-    rt = make_runtime(provider_overrides={"offline": OfflineProvider(steve_forwards_to_linus)})
+    rt = make_runtime(provider_overrides={"offline": ScriptedModel(steve_forwards_to_linus)})
     group = await rt.create_group(
         "team",
         ["steve", "linus"],
@@ -256,7 +258,7 @@ async def test_resent_client_message_id_is_stored_once(make_runtime: MakeRuntime
 
 async def test_ask_user_round_trip_and_expiry(make_runtime: MakeRuntime) -> None:
     rt = make_runtime(
-        provider_overrides={"offline": OfflineProvider(ask_then_answer)}, ask_timeout_s=1.0
+        provider_overrides={"offline": ScriptedModel(ask_then_answer)}, ask_timeout_s=1.0
     )
     group = await rt.create_group("team", ["steve"])
     await rt.send(Ingest(group.id, "ann", "@steve pick"))
@@ -340,7 +342,7 @@ async def test_memory_follows_the_user_into_a_new_group(make_runtime: MakeRuntim
 
 
 async def test_route_forward_is_hidden_in_one_vp_groups(make_runtime: MakeRuntime) -> None:
-    rt = make_runtime(provider_overrides={"offline": OfflineProvider(list_tools)})
+    rt = make_runtime(provider_overrides={"offline": ScriptedModel(list_tools)})
     solo = await rt.create_group("solo", ["steve"])
     pair = await rt.create_group("pair", ["steve", "linus"])
     for gid in (solo.id, pair.id):
@@ -354,7 +356,7 @@ async def test_route_forward_is_hidden_in_one_vp_groups(make_runtime: MakeRuntim
 
 
 async def test_what_a_vp_sees(make_runtime: MakeRuntime) -> None:
-    rt = make_runtime(provider_overrides={"offline": OfflineProvider(count_what_i_see)})
+    rt = make_runtime(provider_overrides={"offline": ScriptedModel(count_what_i_see)})
     group = await rt.create_group("team", ["steve", "linus"])
     await rt.send(Ingest(group.id, "ann", "@steve @linus first"))
     await rt.send(WaitIdle(group.id))

@@ -12,14 +12,14 @@ from typing import Any
 
 from coordinator.commands import Ingest, WaitIdle
 from engine.providers.base import ModelRequest
-from engine.providers.offline import OfflineProvider, Reply
+from engine.providers.scripted import Reply, ScriptedModel
 from tests.fixtures.ray_cluster import MakeRuntime
-from tests.group_helpers import all_events, persona_of, steve_forwards_to_linus
+from tests.group_helpers import all_events, steve_forwards_to_linus
 
 
 def steve_mentions_linus(request: ModelRequest) -> Reply:
     """Steve hands over by naming Linus in his reply; Linus answers plainly."""
-    if persona_of(request) == "steve":
+    if request.context.speaker_id == "steve":
         return Reply("@linus over to you")
     return Reply("done")
 
@@ -68,7 +68,7 @@ async def test_a_persons_message_comes_first_and_once(make_runtime: MakeRuntime)
 
 
 async def test_a_forward_is_shown_before_the_turn_it_starts(make_runtime: MakeRuntime) -> None:
-    rt = make_runtime(provider_overrides={"offline": OfflineProvider(steve_forwards_to_linus)})
+    rt = make_runtime(provider_overrides={"offline": ScriptedModel(steve_forwards_to_linus)})
     group = await rt.create_group("team", ["steve", "linus"])
     out = await rt.send(Ingest(group.id, "ann", "@steve take this"))
     assert await rt.send(WaitIdle(group.id))
@@ -99,7 +99,7 @@ async def test_a_forward_is_shown_before_the_turn_it_starts(make_runtime: MakeRu
 
 
 async def test_a_reply_that_mentions_a_vp_threads_its_turn(make_runtime: MakeRuntime) -> None:
-    rt = make_runtime(provider_overrides={"offline": OfflineProvider(steve_mentions_linus)})
+    rt = make_runtime(provider_overrides={"offline": ScriptedModel(steve_mentions_linus)})
     group = await rt.create_group("team", ["steve", "linus"])
     out = await rt.send(Ingest(group.id, "ann", "@steve start"))
     assert await rt.send(WaitIdle(group.id))

@@ -10,7 +10,7 @@ from __future__ import annotations
 from actors.turns import new_question_id, question_vp
 from coordinator.commands import Answer, Ingest, WaitIdle
 from engine.providers.base import ModelRequest
-from engine.providers.offline import OfflineProvider, Reply
+from engine.providers.scripted import Reply, ScriptedModel
 from store.memory import user_scope
 from tests.fixtures.ray_cluster import MakeRuntime
 from tests.group_helpers import (
@@ -18,14 +18,13 @@ from tests.group_helpers import (
     all_events,
     last_is_tool_result,
     notices,
-    persona_of,
     results,
 )
 
 
 def steve_forwards_linus_remembers(request: ModelRequest) -> Reply:
     """steve hands the work to linus; linus keeps a note in the person's own memory."""
-    me = persona_of(request)
+    me = request.context.speaker_id
     if last_is_tool_result(request):
         return Reply("done")
     if me == "steve":
@@ -38,9 +37,7 @@ def steve_forwards_linus_remembers(request: ModelRequest) -> Reply:
 async def test_a_forwarded_turn_acts_for_the_person_who_started_the_chain(
     make_runtime: MakeRuntime,
 ) -> None:
-    rt = make_runtime(
-        provider_overrides={"offline": OfflineProvider(steve_forwards_linus_remembers)}
-    )
+    rt = make_runtime(provider_overrides={"offline": ScriptedModel(steve_forwards_linus_remembers)})
     group = await rt.create_group("team", ["steve", "linus"])
     await rt.send(Ingest(group.id, "ann", "@steve tabs, please"))
     assert await rt.send(WaitIdle(group.id))
@@ -62,13 +59,13 @@ async def test_a_forwarded_turn_acts_for_the_person_who_started_the_chain(
 
 
 def steve_calls_everyone(request: ModelRequest) -> Reply:
-    if persona_of(request) == "steve":
+    if request.context.speaker_id == "steve":
         return Reply("@all what do you think? and @nobody too")
-    return Reply(f"{persona_of(request)} agrees")
+    return Reply(f"{request.context.speaker_id} agrees")
 
 
 async def test_all_in_a_vp_reply_reaches_everyone_else(make_runtime: MakeRuntime) -> None:
-    rt = make_runtime(provider_overrides={"offline": OfflineProvider(steve_calls_everyone)})
+    rt = make_runtime(provider_overrides={"offline": ScriptedModel(steve_calls_everyone)})
     group = await rt.create_group("team", ROSTER)
     await rt.send(Ingest(group.id, "ann", "@steve start the round"))
     assert await rt.send(WaitIdle(group.id))

@@ -121,7 +121,7 @@ async def test_compaction_follows_the_chosen_models_window(tmp_path: Path) -> No
     # The same conversation (~4k tokens) fits the default window and not the small one.
     for model, compacts in (("offline:small", True), ("offline:test", False)):
         steps = ["summary of before", "the answer"] if compacts else ["the answer"]
-        engine, _provider, _ = scripted_engine(
+        engine, provider, _ = scripted_engine(
             *steps, model=model, models=small, max_output_tokens=500
         )
         rec = Recorder()
@@ -130,6 +130,7 @@ async def test_compaction_follows_the_chosen_models_window(tmp_path: Path) -> No
         compacted = [n for n in rec.of("notice") if n.kind == "compact"]
         assert bool(compacted) == compacts, model
         assert (conv.summary == "summary of before") == compacts
+        provider.assert_complete()
     assert scripted_engine(model="offline:small", models=small)[0].tool_result_max_chars == 3600
 
 

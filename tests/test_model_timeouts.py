@@ -20,8 +20,8 @@ from engine.errors import ErrorKind, ModelError
 from engine.events import NoticeKind, StopEvent, StopReason, TextDelta, ToolCallEvent
 from engine.messages import Conversation, Message
 from engine.providers.base import PROGRESS, ModelRequest, StreamItem
-from engine.providers.offline import OfflineProvider, Reply
 from engine.providers.registry import ProviderRegistry
+from engine.providers.scripted import Reply, ScriptedModel
 from engine.settings import EngineConfig, EngineSettings
 from engine.timeouts import StreamTimeouts, watch
 from tests.engine_helpers import FakeSleep, Recorder, scripted_engine
@@ -135,7 +135,7 @@ async def collect(stream: AsyncIterator[StreamItem], limits: StreamTimeouts) -> 
 
 
 async def test_no_first_token_in_time_is_a_timeout_that_names_the_model() -> None:
-    provider = OfflineProvider([Reply("never said", hang_after=0)])
+    provider = ScriptedModel([Reply("never said", hang_after=0)])
     stream = provider.stream(_request())
 
     with pytest.raises(ModelError) as info:
@@ -147,7 +147,7 @@ async def test_no_first_token_in_time_is_a_timeout_that_names_the_model() -> Non
 
 
 async def test_silence_after_some_output_is_a_stall() -> None:
-    provider = OfflineProvider([Reply("one two three", hang_after=2)])
+    provider = ScriptedModel([Reply("one two three", hang_after=2)])
     received: list[StreamItem] = []
 
     with pytest.raises(ModelError) as info:
@@ -194,13 +194,14 @@ async def test_a_steady_stream_past_the_total_limit_is_a_timeout() -> None:
 
 
 async def test_time_the_consumer_takes_is_not_counted_as_silence() -> None:
-    provider = OfflineProvider(["one two three"])
+    provider = ScriptedModel(["one two three"])
     limits = StreamTimeouts(first_token=0.1, stall=0.1)
     received = 0
     async for _ in watch(provider.stream(_request()), limits, "offline:test"):
         received += 1
         await asyncio.sleep(0.15)  # a slow client: longer than the stall limit
     assert received == 5  # three words, usage, stop
+    provider.assert_complete()
 
 
 async def test_a_steady_stream_sets_the_deadline_timer_once_not_per_item(
@@ -216,7 +217,7 @@ async def test_a_steady_stream_sets_the_deadline_timer_once_not_per_item(
         return call_at(when, *args, **kw)
 
     monkeypatch.setattr(loop, "call_at", counted)
-    provider = OfflineProvider([" ".join(["word"] * 200)])
+    provider = ScriptedModel([" ".join(["word"] * 200)])
     items = await collect(provider.stream(_request()), StreamTimeouts(first_token=60, stall=30))
     monkeypatch.undo()
     assert len(items) == 202  # 200 words, usage, stop
@@ -254,7 +255,7 @@ async def test_a_cancel_from_outside_while_waiting_stays_a_cancel() -> None:
 
 
 async def test_a_hung_model_is_retried_then_the_fallback_answers() -> None:
-    backup = OfflineProvider(["from the backup"], strict=True)
+    backup = ScriptedModel(["from the backup"])
     engine, provider, sleep = scripted_engine(
         Reply("never", hang_after=0),
         Reply("never", hang_after=0),
@@ -272,6 +273,8 @@ async def test_a_hung_model_is_retried_then_the_fallback_answers() -> None:
     assert [a["reason"] for a in result.attempts] == ["timeout", "timeout"]
     assert len(notices(recorder, NoticeKind.RETRY)) == 1
     assert len(notices(recorder, NoticeKind.FALLBACK)) == 1
+    provider.assert_complete()
+    backup.assert_complete()
 
 
 async def test_an_abort_after_a_stalled_attempt_keeps_only_the_new_attempts_text() -> None:

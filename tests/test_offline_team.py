@@ -12,11 +12,13 @@ import json
 
 import pytest
 
+from engine.call_context import CallContext, CallMode
 from engine.events import TextDelta
 from engine.messages import Message
 from engine.providers.base import ModelRequest, StopItem
-from engine.providers.offline import OfflineProvider, Reply
+from engine.providers.offline import OfflineProvider
 from engine.providers.offline_team import TEAM_NODES, TEAM_PURPOSES, team_answer
+from engine.providers.scripted import Reply, ScriptedModel
 from protocol.tasks import (
     ActivatedSkill,
     Attempt,
@@ -238,11 +240,11 @@ def test_guidance_and_draft_answers_without_their_headings_are_still_json() -> N
 
 
 def request(purpose: str | None, prompt: str, model: str = "default") -> ModelRequest:
-    options = {"purpose": purpose} if purpose else {}
-    return ModelRequest(model=model, system="sys", messages=[Message.user(prompt)], options=options)
+    context = CallContext(mode=CallMode.TASK, purpose=purpose) if purpose else CallContext()
+    return ModelRequest(model=model, system="sys", messages=[Message.user(prompt)], context=context)
 
 
-async def text_of(provider: OfflineProvider, req: ModelRequest) -> str:
+async def text_of(provider: OfflineProvider | ScriptedModel, req: ModelRequest) -> str:
     items = [item async for item in provider.stream(req)]
     assert isinstance(items[-1], StopItem)
     return "".join(i.text for i in items if isinstance(i, TextDelta))
@@ -267,18 +269,19 @@ async def test_the_offline_provider_still_chats_without_a_team_purpose() -> None
     assert not other.startswith("{")
 
 
-async def test_a_scripted_offline_provider_still_receives_team_calls() -> None:
+async def test_a_scripted_model_receives_team_calls_and_their_purpose() -> None:
     seen: list[str] = []
 
     def script(req: ModelRequest) -> Reply:
-        seen.append(str(req.options.get("purpose")))
+        seen.append(str(req.context.purpose))
         return Reply('{"action": "simple_chat", "reason": "scripted"}')
 
-    provider = OfflineProvider(script)
+    provider = ScriptedModel(script)
     text = await text_of(provider, request("team.router", ROUTER_PROMPT))
     assert json.loads(text)["reason"] == "scripted" and seen == ["team.router"]
-    queued = OfflineProvider(["not json"])
+    queued = ScriptedModel(["not json"])
     assert await text_of(queued, request("team.planner", "Roster:\n[]")) == "not json"
+    queued.assert_complete()
 
 
 def test_every_purpose_of_team_calls_is_known_to_the_offline_model() -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from coordinator.commands import Ingest, WaitIdle
+from engine.call_context import CallContext, Language, Speaker
 from engine.messages import Message
 from engine.providers.base import ModelRequest
 from engine.providers.offline import OfflineProvider
@@ -26,7 +27,7 @@ from protocol import GroupSettingsPatch
 from tests.fixtures.ray_cluster import OFFLINE_ENGINE, MakeRuntime
 
 ROOT = Path(__file__).resolve().parents[1]
-LINUS = {"name": "Linus Torvalds", "nameZh": "林纳斯", "role": "systems engineer", "traits": []}
+LINUS = Speaker("linus", name="Linus Torvalds", name_zh="林纳斯", role="systems engineer")
 # What a reply must never contain: memory-line labels, tags, dream summaries,
 # speaker labels, @mentions or the mentioned names run together.
 LEAKS = re.compile(
@@ -34,14 +35,12 @@ LEAKS = re.compile(
 )
 
 
-def request(*texts: str, memory: list[str] | None = None, **options: object) -> ModelRequest:
+def request(
+    *texts: str, memory: list[str] | None = None, language: Language | None = None
+) -> ModelRequest:
     messages = [Message.user(t, speaker="ann") for t in texts]
-    return ModelRequest(
-        model="default",
-        system="",
-        messages=messages,
-        options={"persona": LINUS, "memory": memory or [], **options},
-    )
+    context = CallContext(speaker=LINUS, language=language, memory=tuple(memory or ()))
+    return ModelRequest(model="default", system="", messages=messages, context=context)
 
 
 def test_a_reply_quotes_the_question_without_mentions_or_labels() -> None:

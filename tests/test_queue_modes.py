@@ -24,7 +24,7 @@ from actors.vp_actor import VPActor
 from actors.vp_commands import Abort, RunTurn
 from engine.events import StopReason
 from engine.providers.base import ModelRequest, StreamItem
-from engine.providers.offline import OfflineProvider, Reply, Step
+from engine.providers.scripted import Reply, ScriptedModel, Step
 from engine.settings import EngineConfig
 from engine.tools.registry import Tool, ToolContext
 from protocol import GroupSettings, QueueMode, split_queue_prefix
@@ -33,7 +33,7 @@ from tests.fixtures.stores import StoreFactory
 from tests.test_attachments import attachment_record
 
 
-class Gated(OfflineProvider):
+class Gated(ScriptedModel):
     """The offline model; call ``n`` waits for ``gates[n]`` when the test set one."""
 
     def __init__(self, script: Callable[[ModelRequest], Step]) -> None:

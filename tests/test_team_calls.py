@@ -16,7 +16,7 @@ from ray.exceptions import RayTaskError
 from actors.completion import complete_call
 from coordinator.team.calls import _timed_out
 from engine.errors import ErrorKind, ModelError
-from engine.providers.offline import Reply
+from engine.providers.scripted import Reply
 from personas.loader import load_personas
 from store.base import Store
 from team.calls import ModelCall, Purpose
@@ -42,13 +42,15 @@ async def test_a_call_ends_at_its_own_timeout(store: Store) -> None:
 
 
 async def test_a_call_in_time_returns_the_models_text(store: Store) -> None:
-    engine, _, _ = scripted_engine(Reply('{"action": "simple_chat"}'))
+    engine, model, _ = scripted_engine(Reply('{"action": "simple_chat"}'))
     persona = load_personas().get("linus")
     assert persona is not None
     text = await complete_call(
         engine, persona, store, _call(10), model=None, group_id="g1", chain_id="c1"
     )
     assert text == '{"action": "simple_chat"}'
+    model.assert_complete()
+    assert model.requests[0].context.purpose == "team.router"
 
 
 def _remote(cause: BaseException) -> RayTaskError:

@@ -27,12 +27,12 @@ from coordinator.commands import (
 from coordinator.errors import GroupError
 from coordinator.team.calls import task_request
 from engine.providers.base import ModelRequest
-from engine.providers.offline import OfflineProvider, Reply
+from engine.providers.scripted import Reply, ScriptedModel
 from protocol.settings import GroupSettingsPatch
 from protocol.tasks import RunStatus, TaskStatus
 from store.turns import TurnRecord
 from tests.fixtures.ray_cluster import MakeRuntime
-from tests.group_helpers import ROSTER, all_events, persona_of, results, wait_for_event
+from tests.group_helpers import ROSTER, all_events, results, wait_for_event
 from tests.test_team_mode import TEAM_PLAN, team_model
 
 SLOW_S = 1.5
@@ -45,7 +45,7 @@ def _prompt(request: ModelRequest) -> str:
 
 def verdicts_in_chat(request: ModelRequest) -> Reply:
     """A router that reads "looks good" as acceptance and "drop it" as abandonment."""
-    if request.options.get("purpose") == "team.router":
+    if request.context.purpose == "team.router":
         prompt = _prompt(request)
         if "Current user message:\nlooks good" in prompt:
             return Reply('{"action": "close_task", "reason": "accepted in chat"}')
@@ -56,7 +56,7 @@ def verdicts_in_chat(request: ModelRequest) -> Reply:
 
 def slow_verdict(request: ModelRequest) -> Reply:
     """A router that takes a while to read "looks good" as acceptance."""
-    if request.options.get("purpose") == "team.router":
+    if request.context.purpose == "team.router":
         if "Current user message:\nlooks good" in _prompt(request):
             return Reply('{"action": "close_task", "reason": "accepted"}', delay=SLOW_S)
     return team_model(request)
@@ -64,7 +64,7 @@ def slow_verdict(request: ModelRequest) -> Reply:
 
 def made_up_tool(request: ModelRequest) -> Reply | Any:
     """The skill drafted from a task lists a tool nothing here has."""
-    if request.options.get("purpose") == "team.draft":
+    if request.context.purpose == "team.draft":
         draft = {
             "frontmatter": {"name": "launch", "description": "Plan", "tools": ["teleport"]},
             "content": "## Steps\n1. Plan.",
@@ -76,39 +76,39 @@ def made_up_tool(request: ModelRequest) -> Reply | Any:
 def looping_nodes(request: ModelRequest) -> Reply | Any:
     """Task runs that would call tools for ever; each says whether it was told
     what to do when tools fail, and whether its last call was the final one."""
-    node = "# Execution Context" in request.system and not request.options.get("purpose")
+    node = "# Execution Context" in request.system and not request.context.purpose
     if node and not _prompt(request).startswith("Synthesis instruction"):
         if request.tools:
             return Reply(tool_calls=[("rethink", {"reason": "once more"})])
         guided = "# When tools fail" in request.system
-        return Reply(f"OUT-{persona_of(request)} guided={guided} final")
+        return Reply(f"OUT-{request.context.speaker_id} guided={guided} final")
     return team_model(request)
 
 
 def slow_router(request: ModelRequest) -> Reply | Any:
     """A router that takes a while to open a task."""
-    if request.options.get("purpose") == "team.router":
+    if request.context.purpose == "team.router":
         return Reply('{"action": "new_task", "reason": "work"}', delay=SLOW_S)
     return team_model(request)
 
 
 def slow_planner(request: ModelRequest) -> Reply:
     """The planner takes a while: long enough to press Stop while it plans."""
-    if request.options.get("purpose") == "team.planner":
+    if request.context.purpose == "team.planner":
         return Reply(json.dumps(TEAM_PLAN), delay=SLOW_S)
     return team_model(request)
 
 
 def slow_nodes(request: ModelRequest) -> Reply:
     """Task runs take a while: long enough to delete the group while they run."""
-    if "# Execution Context" in request.system and not request.options.get("purpose"):
-        return Reply(f"OUT-{persona_of(request)}", delay=SLOW_S)
+    if "# Execution Context" in request.system and not request.context.purpose:
+        return Reply(f"OUT-{request.context.speaker_id}", delay=SLOW_S)
     return team_model(request)
 
 
 def tools_offered(request: ModelRequest) -> Reply:
     """Task runs report the tools they were offered."""
-    if request.options.get("purpose") == "team.planner":
+    if request.context.purpose == "team.planner":
         return Reply('{"mode": "single", "vp": "steve", "reason": "small"}')
     if "# Execution Context" in request.system:
         return Reply("tools: " + ",".join(sorted(t.name for t in request.tools)))
@@ -134,7 +134,7 @@ def test_the_task_prefix() -> None:
 
 
 async def test_verdicts_said_in_chat(make_runtime: MakeRuntime) -> None:
-    rt = make_runtime(provider_overrides={"offline": OfflineProvider(verdicts_in_chat)})
+    rt = make_runtime(provider_overrides={"offline": ScriptedModel(verdicts_in_chat)})
     group = await rt.create_group("g", ROSTER, settings=GroupSettingsPatch(team_mode=True))
     task = await _task_in_review(rt, group.id, "Plan our product launch")
     await _task_in_review_then(rt, group.id, "looks good")
@@ -156,7 +156,7 @@ async def _task_in_review_then(rt: Any, group_id: str, text: str) -> None:
 async def test_a_verdict_in_chat_on_a_task_settled_meanwhile_is_chat(
     make_runtime: MakeRuntime,
 ) -> None:
-    rt = make_runtime(provider_overrides={"offline": OfflineProvider(slow_verdict)})
+    rt = make_runtime(provider_overrides={"offline": ScriptedModel(slow_verdict)})
     group = await rt.create_group("g", ROSTER, settings=GroupSettingsPatch(team_mode=True))
     task = await _task_in_review(rt, group.id, "Plan our product launch")
     said = await rt.send(Ingest(group.id, "ann", "looks good"))
@@ -171,7 +171,7 @@ async def test_a_verdict_in_chat_on_a_task_settled_meanwhile_is_chat(
 
 
 async def test_a_learned_skill_may_only_list_tools_that_exist(make_runtime: MakeRuntime) -> None:
-    rt = make_runtime(provider_overrides={"offline": OfflineProvider(made_up_tool)})
+    rt = make_runtime(provider_overrides={"offline": ScriptedModel(made_up_tool)})
     group = await rt.create_group("g", ROSTER, settings=GroupSettingsPatch(team_mode=True))
     task = await _task_in_review(rt, group.id, "Plan our product launch")
     await rt.send(AcceptTask(group.id, task.id, "ann"))
@@ -189,7 +189,7 @@ async def test_task_runs_get_tool_failure_guidance_and_a_final_answer(
 ) -> None:
     rt = make_runtime(
         engine={"max_tool_iterations": 2},
-        provider_overrides={"offline": OfflineProvider(looping_nodes)},
+        provider_overrides={"offline": ScriptedModel(looping_nodes)},
     )
     group = await rt.create_group("g", ROSTER, settings=GroupSettingsPatch(team_mode=True))
     task = await _task_in_review(rt, group.id, "Plan our product launch")
@@ -204,7 +204,7 @@ async def test_task_runs_get_tool_failure_guidance_and_a_final_answer(
 
 
 async def test_accept_and_revise_at_once_decide_once(make_runtime: MakeRuntime) -> None:
-    rt = make_runtime(provider_overrides={"offline": OfflineProvider(team_model)})
+    rt = make_runtime(provider_overrides={"offline": ScriptedModel(team_model)})
     group = await rt.create_group("g", ROSTER, settings=GroupSettingsPatch(team_mode=True))
     task = await _task_in_review(rt, group.id, "Plan our product launch")
     outcomes = await asyncio.gather(
@@ -227,7 +227,7 @@ async def test_accept_and_revise_at_once_decide_once(make_runtime: MakeRuntime) 
 
 
 async def test_stop_while_planning_starts_no_run(make_runtime: MakeRuntime) -> None:
-    rt = make_runtime(provider_overrides={"offline": OfflineProvider(slow_planner)})
+    rt = make_runtime(provider_overrides={"offline": ScriptedModel(slow_planner)})
     group = await rt.create_group("g", ROSTER, settings=GroupSettingsPatch(team_mode=True))
     await rt.send(Ingest(group.id, "ann", "Plan our product launch"))
     await wait_for_event(
@@ -245,7 +245,7 @@ async def test_stop_while_planning_starts_no_run(make_runtime: MakeRuntime) -> N
 
 
 async def test_deleting_a_group_while_its_task_runs(make_runtime: MakeRuntime) -> None:
-    rt = make_runtime(provider_overrides={"offline": OfflineProvider(slow_nodes)})
+    rt = make_runtime(provider_overrides={"offline": ScriptedModel(slow_nodes)})
     group = await rt.create_group("g", ROSTER, settings=GroupSettingsPatch(team_mode=True))
     await rt.send(Ingest(group.id, "ann", "Plan our product launch"))
     await wait_for_event(
@@ -264,7 +264,7 @@ async def test_deleting_a_group_while_its_task_runs(make_runtime: MakeRuntime) -
 
 
 async def test_team_calls_are_charged_to_the_budget(make_runtime: MakeRuntime) -> None:
-    rt = make_runtime(provider_overrides={"offline": OfflineProvider(team_model)})
+    rt = make_runtime(provider_overrides={"offline": ScriptedModel(team_model)})
     settings = GroupSettingsPatch(team_mode=True, budget_tokens_per_day=1)
     group = await rt.create_group("g", ROSTER, settings=settings)
     await rt.send(Ingest(group.id, "ann", "Plan our product launch"))
@@ -283,7 +283,7 @@ async def test_team_calls_are_charged_to_the_budget(make_runtime: MakeRuntime) -
 
 
 async def test_a_repeated_message_is_routed_once(make_runtime: MakeRuntime) -> None:
-    rt = make_runtime(provider_overrides={"offline": OfflineProvider(team_model)})
+    rt = make_runtime(provider_overrides={"offline": ScriptedModel(team_model)})
     group = await rt.create_group("g", ROSTER, settings=GroupSettingsPatch(team_mode=True))
     first = await rt.send(
         Ingest(group.id, "ann", "Plan our product launch", client_message_id="c1")
@@ -302,7 +302,7 @@ async def test_a_repeat_sent_while_the_message_is_routed_is_not_routed_again(
 ) -> None:
     """A client resends what is not acked yet (on subscribing, say): the repeat
     comes while the router still reads the first, and opens no second task."""
-    rt = make_runtime(provider_overrides={"offline": OfflineProvider(slow_router)})
+    rt = make_runtime(provider_overrides={"offline": ScriptedModel(slow_router)})
     group = await rt.create_group("g", ROSTER, settings=GroupSettingsPatch(team_mode=True))
     first = await rt.send(
         Ingest(group.id, "ann", "Plan our product launch", client_message_id="c1")
@@ -316,7 +316,7 @@ async def test_a_repeat_sent_while_the_message_is_routed_is_not_routed_again(
 
 
 async def test_a_tasks_runs_neither_hand_off_nor_regenerate(make_runtime: MakeRuntime) -> None:
-    rt = make_runtime(provider_overrides={"offline": OfflineProvider(tools_offered)})
+    rt = make_runtime(provider_overrides={"offline": ScriptedModel(tools_offered)})
     group = await rt.create_group("g", ROSTER, settings=GroupSettingsPatch(team_mode=True))
     task = await _task_in_review(rt, group.id, "Plan our product launch")
     attempt = task.attempt
@@ -330,7 +330,7 @@ async def test_a_tasks_runs_neither_hand_off_nor_regenerate(make_runtime: MakeRu
 
 
 async def test_a_restart_never_reruns_a_tasks_turn_alone(make_runtime: MakeRuntime) -> None:
-    provider = OfflineProvider(team_model)
+    provider = ScriptedModel(team_model)
     rt = make_runtime(provider_overrides={"offline": provider})
     group = await rt.create_group("g", ROSTER)
     store = await rt.store()

@@ -14,7 +14,7 @@ import re
 from coordinator.commands import AbandonTask, AcceptTask, Cancel, Ingest, TeamIdle, WaitIdle
 from engine.errors import ErrorKind
 from engine.providers.base import ModelRequest
-from engine.providers.offline import Fail, OfflineProvider, Reply
+from engine.providers.scripted import Fail, Reply, ScriptedModel
 from protocol.settings import GroupSettingsPatch
 from protocol.tasks import (
     Attempt,
@@ -35,7 +35,6 @@ from tests.group_helpers import (
     all_events,
     last_is_tool_result,
     notices,
-    persona_of,
     results,
 )
 
@@ -65,7 +64,7 @@ def _prompt(request: ModelRequest) -> str:
 
 
 def team_model(request: ModelRequest) -> Reply | Fail:
-    purpose = request.options.get("purpose")
+    purpose = request.context.purpose
     if purpose == "team.router":
         if "Current user message:\nhello" in _prompt(request):
             return Reply(json.dumps({"action": "simple_chat", "reason": "greeting"}))
@@ -83,7 +82,7 @@ def team_model(request: ModelRequest) -> Reply | Fail:
             "change_reason": "a new kind of task",
         }
         return Reply(json.dumps(draft))
-    me = persona_of(request)
+    me = request.context.speaker_id
     if "# Execution Context" not in request.system:
         return Reply(f"{me} chats")
     skills = sum(1 for m in request.messages[:-1] if "launch-plan" in str(m.content))
@@ -99,7 +98,7 @@ def team_model(request: ModelRequest) -> Reply | Fail:
 async def test_a_team_answers_in_parallel_and_one_vp_synthesises(
     make_runtime: MakeRuntime,
 ) -> None:
-    rt = make_runtime(provider_overrides={"offline": OfflineProvider(team_model)})
+    rt = make_runtime(provider_overrides={"offline": ScriptedModel(team_model)})
     group = await rt.create_group("launch", ROSTER, settings=GroupSettingsPatch(team_mode=True))
     sent = await rt.send(Ingest(group.id, "ann", "Plan our product launch for March"))
     assert sent.trigger == "task" and sent.turns == {}
@@ -152,7 +151,7 @@ async def test_a_team_answers_in_parallel_and_one_vp_synthesises(
 
 
 async def test_plain_chat_mentions_and_the_task_prefix(make_runtime: MakeRuntime) -> None:
-    rt = make_runtime(provider_overrides={"offline": OfflineProvider(team_model)})
+    rt = make_runtime(provider_overrides={"offline": ScriptedModel(team_model)})
     group = await rt.create_group("launch", ROSTER, settings=GroupSettingsPatch(team_mode=True))
     # The router calls a greeting plain chat: it goes where an unmentioned
     # message goes when team mode is off (to everyone, by default).
@@ -178,7 +177,7 @@ async def test_plain_chat_mentions_and_the_task_prefix(make_runtime: MakeRuntime
 
 
 def router_down(request: ModelRequest) -> Reply | Fail:
-    purpose = request.options.get("purpose")
+    purpose = request.context.purpose
     if purpose == "team.router":
         return Fail(ErrorKind.AUTH, "router model down")
     if purpose == "team.planner":
@@ -187,7 +186,7 @@ def router_down(request: ModelRequest) -> Reply | Fail:
 
 
 async def test_fallbacks_plain_chat_then_a_single_run(make_runtime: MakeRuntime) -> None:
-    rt = make_runtime(provider_overrides={"offline": OfflineProvider(router_down)})
+    rt = make_runtime(provider_overrides={"offline": ScriptedModel(router_down)})
     group = await rt.create_group(
         "launch", ROSTER, default_vp="martin", settings=GroupSettingsPatch(team_mode=True)
     )
@@ -212,7 +211,7 @@ async def test_fallbacks_plain_chat_then_a_single_run(make_runtime: MakeRuntime)
 
 
 async def test_the_loop_guard_bounds_a_team(make_runtime: MakeRuntime) -> None:
-    rt = make_runtime(provider_overrides={"offline": OfflineProvider(team_model)})
+    rt = make_runtime(provider_overrides={"offline": ScriptedModel(team_model)})
     settings = GroupSettingsPatch(team_mode=True, max_turns_per_message=2)
     group = await rt.create_group("launch", ROSTER, settings=settings)
     await rt.send(Ingest(group.id, "ann", "Plan our product launch for March"))

@@ -26,7 +26,7 @@ from actors.vp_commands import Abort, RunTurn
 from actors.writer import TurnWriter
 from engine.events import EngineEvent, StopReason
 from engine.providers.base import ModelRequest
-from engine.providers.offline import OfflineProvider, Reply
+from engine.providers.scripted import Reply, ScriptedModel
 from engine.settings import EngineConfig
 from protocol import AgentState, AgentStatus, YeaftOutput
 from store.base import Group, GroupMessage, StoreError
@@ -72,7 +72,7 @@ async def make_worker(store_factory: StoreFactory) -> AsyncIterator[Callable[[],
         cfg = RuntimeConfig(
             store=store_factory.config,
             engine=EngineConfig(model="offline:default", offline_tps=0),
-            provider_overrides={"offline": OfflineProvider(tool_then_answer)},
+            provider_overrides={"offline": ScriptedModel(tool_then_answer)},
             dream_idle_s=0,
             dream_every_turns=0,
         )

@@ -16,7 +16,7 @@ from actors.turns import TurnOrigin, TurnRequest
 from actors.vp_actor import VPActor
 from actors.vp_commands import RunTurn
 from engine.events import StopReason
-from engine.providers.offline import OfflineProvider
+from engine.providers.scripted import ScriptedModel
 from engine.settings import EngineConfig
 from store.base import Group, GroupMessage
 from store.memory import MemoryBackend, MemoryItem, group_scope, user_scope
@@ -59,8 +59,8 @@ class Broken:
 
 
 @pytest.fixture
-async def worker(store_factory: StoreFactory) -> AsyncIterator[tuple[VPActor, OfflineProvider]]:
-    model = OfflineProvider(lambda request: "fine")
+async def worker(store_factory: StoreFactory) -> AsyncIterator[tuple[VPActor, ScriptedModel]]:
+    model = ScriptedModel(lambda request: "fine")
     cfg = RuntimeConfig(
         store=store_factory.config,
         engine=EngineConfig(model="offline:default", offline_tps=0),
@@ -76,7 +76,7 @@ async def worker(store_factory: StoreFactory) -> AsyncIterator[tuple[VPActor, Of
 
 
 async def test_configured_hooks_add_to_the_prompt_and_see_the_turn(
-    worker: tuple[VPActor, OfflineProvider],
+    worker: tuple[VPActor, ScriptedModel],
 ) -> None:
     vp, model = worker
     SEEN.clear()
@@ -107,7 +107,7 @@ async def test_configured_hooks_add_to_the_prompt_and_see_the_turn(
 
 
 async def test_a_request_that_carries_its_trigger_recalls_once_and_the_same(
-    worker: tuple[VPActor, OfflineProvider], monkeypatch: pytest.MonkeyPatch
+    worker: tuple[VPActor, ScriptedModel], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The coordinator hands a person's message with its turns: the recall starts
     beside the group-log read, asks what it would have asked, and runs once."""

@@ -22,10 +22,12 @@ from actors.transcripts import load_conversation
 from actors.turns import TurnOrigin, TurnOutcome, TurnRequest
 from actors.vp_actor import VPActor, VPShared
 from actors.vp_commands import Running, RunTurn
+from engine.call_context import CallMode
 from engine.errors import ErrorKind
 from engine.events import StopReason
 from engine.providers.base import ModelRequest, StreamItem
-from engine.providers.offline import Fail, OfflineProvider, Reply
+from engine.providers.offline import OfflineProvider
+from engine.providers.scripted import Fail, Reply, ScriptedModel
 from engine.settings import EngineConfig
 from personas.loader import new_persona_file
 from store.base import Group, GroupMessage
@@ -93,7 +95,7 @@ async def test_a_vp_never_recalls_another_vps_private_memory(make_worker: MakeWo
             tool_calls=[("remember", {"text": "the launch code is 4711", "scope": "private"})]
         )
 
-    steve = make_worker("steve", OfflineProvider(private_note))
+    steve = make_worker("steve", ScriptedModel(private_note))
     gid = await group(steve, ["steve", "linus"])
     await say(steve, gid, "@steve note it privately")
     linus = make_worker("linus")
@@ -132,7 +134,7 @@ class Gated(OfflineProvider):
 
 
 async def test_a_running_dream_never_delays_a_person(make_worker: MakeWorker) -> None:
-    provider = Gated(lambda request: request.options.get("mode") == "dream")
+    provider = Gated(lambda request: request.context.mode is CallMode.DREAM)
     steve = make_worker("steve", provider, dream_every_turns=1)
     gid = await group(steve, ["steve"])
     await say(steve, gid, "first")
@@ -146,7 +148,7 @@ async def test_a_running_dream_never_delays_a_person(make_worker: MakeWorker) ->
 async def test_compaction_summary_is_persisted_and_used_on_resume(
     make_worker: MakeWorker,
 ) -> None:
-    script = OfflineProvider(
+    script = ScriptedModel(
         [
             "a1",
             "a2",
@@ -154,8 +156,7 @@ async def test_compaction_summary_is_persisted_and_used_on_resume(
             Fail(ErrorKind.CONTEXT_OVERFLOW, "prompt is too long", status=400),
             "SUMMARY: ann asked three things",
             "a4",
-        ],
-        strict=True,
+        ]
     )
     steve = make_worker("steve", script)
     gid = await group(steve, ["steve"])
@@ -169,6 +170,7 @@ async def test_compaction_summary_is_persisted_and_used_on_resume(
     await say(resumed, gid, "q5")
     assert "SUMMARY: ann asked three things" in script.requests[-1].system
     assert all("q1" not in m.content for m in script.requests[-1].messages)
+    script.assert_complete()
 
 
 async def test_a_turn_sent_again_while_it_runs_runs_once(make_worker: MakeWorker) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 
 from engine.providers.base import ModelRequest
-from engine.providers.offline import OfflineProvider, Reply
+from engine.providers.scripted import Reply, ScriptedModel
 from store.workspaces import conversation_files, group_files
 from tests.fixtures.gateway import Gateway, StartGateway, WsClient
 from tests.fixtures.ray_cluster import MakeRuntime
@@ -28,7 +28,7 @@ def writes_a_report(request: ModelRequest) -> Reply:
 
 
 async def _gateway(start_gateway: StartGateway, make_runtime: MakeRuntime) -> Gateway:
-    provider = OfflineProvider(writes_a_report)
+    provider = ScriptedModel(writes_a_report)
     gw = await start_gateway(make_runtime(provider_overrides={"offline": provider}))
     for name in ("ann", "bob"):
         await gw.user(name)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from engine.call_context import CallContext
 from engine.events import TextDelta, ThinkingDelta, ToolCallEvent
 from engine.messages import Message, Usage
 
@@ -27,6 +28,13 @@ class ToolSpec:
 
 @dataclass(slots=True)
 class ModelRequest:
+    """One model call as every provider receives it.
+
+    ``options`` are the vendor's own request options and go on the wire;
+    ``context`` says who calls and why, and never does (see
+    :mod:`engine.call_context`).
+    """
+
     model: str
     system: str
     messages: list[Message]
@@ -35,6 +43,7 @@ class ModelRequest:
     temperature: float | None = None
     # Provider-specific extras (for example Anthropic's thinking budget).
     options: dict[str, Any] = field(default_factory=dict)
+    context: CallContext = field(default_factory=CallContext)
 
 
 class ModelStop(StrEnum):

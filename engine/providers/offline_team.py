@@ -1,10 +1,11 @@
 """What the offline model answers to team mode's calls: small, deterministic JSON.
 
 Team mode (``team/``) asks a model narrow questions, each marked by the
-request option ``purpose``: route this message, plan this attempt, pick
-skills, write guidance, draft a skill. With no API key the offline model
-stands in, so each question gets a plausible answer made by simple rules
-from the prompt's own headings (the prompts keep them fixed for this):
+request's ``context.purpose`` (:class:`~engine.call_context.CallContext`):
+route this message, plan this attempt, pick skills, write guidance, draft a
+skill. With no API key the offline model stands in, so each question gets a
+plausible answer made by simple rules from the prompt's own headings (the
+prompts keep them fixed for this):
 
 - the router (``Active task:``, ``Current user message:``): without an
   open task, a message that asks for work (a work verb, or six words or
@@ -35,7 +36,10 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["TEAM_NODES", "TEAM_PURPOSES", "team_answer"]
+from engine.call_context import CallMode
+from engine.providers.base import ModelRequest
+
+__all__ = ["TEAM_NODES", "TEAM_PURPOSES", "team_answer", "team_reply"]
 
 ROUTER = "team.router"
 PLANNER = "team.planner"
@@ -68,6 +72,16 @@ _CLOSE = re.compile(
     re.IGNORECASE,
 )
 _GREETING = re.compile(r"^\s*(?:hi|hello|hey|good (?:morning|evening))\b|^\s*你好", re.IGNORECASE)
+
+
+def team_reply(request: ModelRequest) -> str | None:
+    """The JSON answer to ``request`` when it is a team call of a known purpose, else None."""
+    purpose = request.context.purpose
+    if request.context.mode is not CallMode.TASK or purpose not in TEAM_PURPOSES:
+        return None
+    last = request.messages[-1] if request.messages else None
+    prompt = last.content if last is not None and isinstance(last.content, str) else ""
+    return team_answer(purpose, request.system, prompt)
 
 
 def team_answer(purpose: str, system: str, prompt: str) -> str | None:

@@ -6,8 +6,8 @@ one persona-flavoured move and one question back, and stays within
 :data:`MAX_REPLY_WORDS` words however long the conversation grows. Recalled
 memories are used only as a short clause, never quoted whole, and the dream
 summaries it writes list topics rather than copying the transcript. Replies
-follow the group's language (``options["language"]``), or Chinese when the
-question is written in it.
+follow the group's language (``request.context.language``), or Chinese when
+the question is written in it.
 """
 
 from __future__ import annotations
@@ -147,26 +147,26 @@ def memory_clause(lines: Sequence[object], zh: bool) -> str:
 
 
 def wants_chinese(request: ModelRequest, topic: str) -> bool:
-    language = request.options.get("language")
-    if language in ("zh", "en"):
+    language = request.context.language
+    if language is not None:
         return language == "zh"
     return bool(_CJK.search(topic))
 
 
 def persona_reply(request: ModelRequest) -> str:
     """A deterministic, bounded reply in the persona's voice to the newest question."""
-    persona = request.options.get("persona") or {}
-    name = str(persona.get("name") or "Assistant")
-    role = str(persona.get("role") or "generalist")
+    speaker = request.context.speaker
+    name = (speaker.name if speaker else "") or "Assistant"
+    role = (speaker.role if speaker else "") or "generalist"
     topic, via = _question(request.messages)
     zh = wants_chinese(request, topic)
     # The turn number varies the wording when a question comes back.
     turns = sum(1 for m in request.messages if m.role == "assistant")
     seed = f"{name}|{topic}|{turns}"
-    memory = memory_clause(request.options.get("memory") or [], zh)
+    memory = memory_clause(request.context.memory, zh)
     if zh:
         words = _ZH
-        who = str(persona.get("nameZh") or name)
+        who = (speaker.name_zh if speaker else None) or name
         about = f"关于「{shorten(topic, TOPIC_CHARS)}」，" if topic else ""
         lead = f"接着 {via} 的话说，" if via else ""
         return (

@@ -45,8 +45,9 @@ def split_model(model: str, models: ModelRegistry | None = None) -> tuple[str, s
 class ProviderRegistry:
     """Creates and caches one provider per vendor.
 
-    ``overrides`` replaces a vendor's provider (tests hand in a scripted
-    offline model this way, under any vendor name). Without a ``settings``
+    ``overrides`` replaces a vendor's provider (tests hand in a
+    :class:`~engine.providers.scripted.ScriptedModel` this way, usually in
+    place of ``offline``, the default model's vendor). Without a ``settings``
     config the defaults apply: no keys, so only the offline model resolves.
     """
 
