@@ -120,7 +120,10 @@ class VPActor:
     """
 
     def __init__(self, vp_id: str, config: RuntimeConfig, shared: VPShared | None = None) -> None:
+        # A VP made on its own (a test, a tool) owns its connections and closes them.
+        self._own = shared is None
         shared = shared or VPShared.open(config)
+        self._shared = shared
         personas = shared.personas
         persona = personas.library.get(vp_id)
         if persona is None:
@@ -351,7 +354,8 @@ class VPActor:
         await self.providers.aclose()
 
     async def close(self) -> None:
-        """Stop this VP: abort its turns and wait for them to end, stop its dreams, close tools.
+        """Stop this VP: abort its turns and wait for them to end, stop its dreams, close tools
+        (and the connections it opened itself, when no host shares them).
 
         Each aborted turn still returns its outcome to the coordinator that sent it.
         """
@@ -363,6 +367,8 @@ class VPActor:
             await asyncio.wait(pending, timeout=CLOSE_WAIT_S)
         await self.dreams.close()
         await self.close_tools()
+        if self._own:
+            await self._shared.close()
 
     @VP_OPS.on(Stats)
     async def stats(self, cmd: Stats) -> VPStats:

@@ -140,8 +140,9 @@ class RayNode:
     def _drain(self) -> None:
         out = self.proc.stdout if self.proc else None
         if out is not None:
-            for line in out:
-                self.output.append(line)
+            with out:  # closed once the node has exited
+                for line in out:
+                    self.output.append(line)
 
     @property
     def sid(self) -> int:

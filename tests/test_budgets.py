@@ -153,8 +153,7 @@ async def test_turns_on_several_vp_actors_share_the_group_budget(
         assert late.reason is StopReason.ERROR and "budget" in (late.error or "")
     finally:
         for w in workers:
-            await w.services.memory.close()
-            await w.services.store.close()
+            await w.close()
 
 
 async def test_a_turn_without_limits_is_charged_once_with_its_usage(
@@ -186,5 +185,4 @@ async def test_a_turn_without_limits_is_charged_once_with_its_usage(
             BudgetSpend(account, used, totals.cost_usd) for account in accounts
         ]
     finally:
-        await worker.services.memory.close()
-        await store.close()
+        await worker.close()

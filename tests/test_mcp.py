@@ -126,9 +126,7 @@ async def make_vp(tmp_path: Path, fake_llm: FakeLLM) -> AsyncIterator[MakeVP]:
 
     yield make
     for worker in made:
-        await worker.close_tools()
-        await worker.services.memory.close()
-        await worker.services.store.close()
+        await worker.close()
 
 
 async def turn(
@@ -424,7 +422,7 @@ async def test_connections_are_opened_once_and_closed_with_the_actor(
     first, second = (tool_results(r)[0] for r in fake_llm.requests if tool_results(r))
     assert first.split(":")[0] == second.split(":")[0]  # one process served both turns
     pid = int(pidfile.read_text())
-    await vp.close_tools()
+    await vp.close()
     assert vp.services.mcp.connection("fx").state == "closed"  # type: ignore[union-attr]
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)

@@ -147,8 +147,7 @@ async def fx(store_factory: StoreFactory) -> AsyncIterator[Fixture]:
     worker.services.engine.tools.register(Tool("hold", "Wait.", _NoArgs, hold))
     await fixture.new_group()
     yield fixture
-    await worker.services.memory.close()
-    await worker.services.store.close()
+    await worker.close()
 
 
 async def settle(cond: Callable[[], bool], within: float = 10.0) -> None:

@@ -57,16 +57,17 @@ class Serve:
 
     def _spawn(self, model: str) -> subprocess.Popen[str]:
         # The server's log is kept beside its data, for a failing run's reader.
-        log = (self.log_dir / "serve.log").open("a")
-        return subprocess.Popen(
-            [sys.executable, "-m", "gateway.cli", "serve", "--port", "0"],
-            cwd=ROOT,
-            env={**self.env, "YEAFT_MODEL": model},
-            stdout=subprocess.PIPE,
-            stderr=log,
-            text=True,
-            start_new_session=True,
-        )
+        # The child writes to its own copy of the file; this one closes at once.
+        with (self.log_dir / "serve.log").open("a") as log:
+            return subprocess.Popen(
+                [sys.executable, "-m", "gateway.cli", "serve", "--port", "0"],
+                cwd=ROOT,
+                env={**self.env, "YEAFT_MODEL": model},
+                stdout=subprocess.PIPE,
+                stderr=log,
+                text=True,
+                start_new_session=True,
+            )
 
     async def start(self, model: str) -> None:
         """Start and read stdout up to the ready line (the password comes before it, once)."""
@@ -89,13 +90,20 @@ class Serve:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-        self.proc.wait(timeout=30)
+        self._reap(30)
 
     def interrupt(self) -> None:
         """Ctrl-C: the server drains its turns and stops."""
         assert self.proc is not None
         self.proc.send_signal(signal.SIGINT)
-        self.proc.wait(timeout=120)
+        self._reap(120)
+
+    def _reap(self, timeout_s: float) -> None:
+        """Wait for the server to exit and close our end of its output."""
+        assert self.proc is not None
+        self.proc.wait(timeout=timeout_s)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
 
     def close(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

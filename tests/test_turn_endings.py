@@ -82,8 +82,7 @@ async def make_worker(store_factory: StoreFactory) -> AsyncIterator[Callable[[],
 
     yield make
     for worker in made:
-        await worker.services.memory.close()
-        await worker.services.store.close()
+        await worker.close()
 
 
 def tap(worker: VPActor, hook: Hook, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -71,8 +71,7 @@ async def worker(store_factory: StoreFactory) -> AsyncIterator[tuple[VPActor, Sc
     )
     vp = VPActor("steve", cfg)
     yield vp, model
-    await vp.services.memory.close()
-    await vp.services.store.close()
+    await vp.close()
 
 
 async def test_configured_hooks_add_to_the_prompt_and_see_the_turn(

@@ -56,8 +56,7 @@ async def make_worker(store_factory: StoreFactory) -> Any:
 
     yield make
     for worker in made:
-        await worker.services.memory.close()
-        await worker.services.store.close()
+        await worker.close()
 
 
 async def group(worker: VPActor, roster: list[str]) -> str:
@@ -220,5 +219,4 @@ async def test_vps_of_one_process_share_the_persona_files_and_see_new_ones(
         assert steve.services.personas is nova.services.personas is shared.personas
         assert nova.services.persona.name == "Nova"
     finally:
-        await shared.memory.close()
-        await shared.store.close()
+        await shared.close()

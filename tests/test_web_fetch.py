@@ -207,6 +207,4 @@ async def test_a_vp_fetches_a_page_in_its_turn(site: str, fake_llm: FakeLLM, tmp
         ]
         assert "Use a write-through cache & measure." in result
     finally:
-        await vp.close_tools()
-        await vp.services.memory.close()
-        await vp.services.store.close()
+        await vp.close()

@@ -56,9 +56,7 @@ async def make_vp(store_factory: StoreFactory, fake_llm: FakeLLM) -> AsyncIterat
 
     yield make
     for worker in made:
-        await worker.close_tools()
-        await worker.services.memory.close()
-        await worker.services.store.close()
+        await worker.close()
 
 
 async def turn(worker: VPActor, group: Group | None = None) -> tuple[Group, TurnOutcome]:
