@@ -35,13 +35,14 @@ from actors.visibility import forget_deleted, group_view, rewind, trigger_text
 from actors.writer import GroupEvents, TurnWriter, error_stop
 from engine.attachments import drop_images
 from engine.call_context import CallContext, Speaker
-from engine.engine import Engine, TurnResult
+from engine.engine import Engine
 from engine.errors import SinkFailed
 from engine.events import EngineEvent, StopEvent, StopReason, ToolResultEvent
 from engine.mcp import McpManager, select_servers
 from engine.messages import Conversation, Message, Usage
 from engine.tools.approval import ApprovalGate, ApprovalRules
 from engine.tools.registry import ToolContext
+from engine.turn_loop import TurnResult
 from personas.directory import PersonaDirectory
 from personas.mentions import extract_mentions
 from personas.model import Persona

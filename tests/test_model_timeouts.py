@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from pydantic import SecretStr, ValidationError
 
-from engine.engine import Engine, TurnResult
+from engine.engine import Engine
 from engine.errors import ErrorKind, ModelError
 from engine.events import NoticeKind, StopEvent, StopReason, TextDelta, ToolCallEvent
 from engine.messages import Conversation, Message
@@ -24,6 +24,7 @@ from engine.providers.registry import ProviderRegistry
 from engine.providers.scripted import Reply, ScriptedModel
 from engine.settings import EngineConfig, EngineSettings
 from engine.timeouts import StreamTimeouts, watch
+from engine.turn_loop import TurnResult
 from tests.engine_helpers import FakeSleep, Recorder, scripted_engine
 from tests.fixtures.llm_server import FakeLLM, ScriptedToolCall
 from tests.fixtures.llm_server import Reply as Wire
