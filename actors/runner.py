@@ -1,9 +1,11 @@
 """One VP turn, step by step: context → memory → prompt → engine → reply → result.
 
-:class:`TurnRunner` is given everything it works with (:class:`VPServices`,
-the request, an abort event) and owns no state beyond the turn. Each step is
-a method; the order, and the rule that the reply is stored before the
-``result`` goes out, are visible in :meth:`TurnRunner.steps`. The turn's
+:class:`TurnRunner` is given everything it works with
+(:class:`~actors.services.VPServices`, the request, an abort event) and owns
+no state beyond the turn; the turn's tools and the terms it may call them on
+come from :class:`~actors.turn_tools.TurnToolkit`. Each step is a method;
+the order, and the rule that the reply is stored before the ``result`` goes
+out, are visible in :meth:`TurnRunner.steps`. The turn's
 :class:`~actors.turns.TurnTracker` records which step it reached.
 
 Every turn ends with exactly one ``result``, whatever fails and whenever an
@@ -19,39 +21,29 @@ import asyncio
 import logging
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from actors.attachments import open_files
 from actors.budget import TurnBudget
-from actors.commands import AllowTool
 from actors.coordinator_link import CoordinatorLink
-from actors.hooks import BeforeTurn, TurnHooks, context_window
-from actors.questions import QuestionBox
+from actors.hooks import BeforeTurn, context_window
 from actors.queueing import SteerInbox, shorten_overflow
-from actors.tools import CoordinatorRouter, workspace_service
-from actors.transcripts import TranscriptCache
+from actors.services import VPServices
+from actors.turn_tools import TurnToolkit
 from actors.turns import TurnOutcome, TurnRequest, TurnState, TurnTracker
 from actors.visibility import forget_deleted, group_view, rewind, trigger_text
 from actors.writer import GroupEvents, TurnWriter, error_stop
 from engine.attachments import drop_images
 from engine.call_context import CallContext, Speaker
-from engine.engine import Engine
 from engine.errors import SinkFailed
 from engine.events import EngineEvent, StopEvent, StopReason, ToolResultEvent
-from engine.mcp import McpManager, select_servers
 from engine.messages import Conversation, Message, Usage
-from engine.tools.approval import ApprovalGate, ApprovalRules
 from engine.tools.registry import ToolContext
 from engine.turn_loop import TurnResult
-from personas.directory import PersonaDirectory
 from personas.mentions import extract_mentions
-from personas.model import Persona
 from personas.prompts import build_system_prompt
 from personas.routing import Selection, Source, select_targets
 from protocol.tasks import ToolUse
-from store.attachments import AttachmentStore
-from store.base import Group, GroupMessage, Store, StoreError
-from store.memory import MemoryBackend
+from store.base import Group, GroupMessage, StoreError
 
 log = logging.getLogger(__name__)
 
@@ -61,31 +53,6 @@ CATCH_UP_MESSAGES = 200
 QUICK_CATCH_UP = 20
 # How much of a tool's result a task's evidence keeps.
 TOOL_SUMMARY_CHARS = 300
-
-
-@dataclass(frozen=True, slots=True)
-class VPServices:
-    """What every turn of one VP works with; built once per VP actor."""
-
-    persona: Persona
-    personas: PersonaDirectory
-    engine: Engine
-    store: Store
-    memory: MemoryBackend
-    transcripts: TranscriptCache
-    questions: QuestionBox
-    # Before- and after-turn hooks (memory recall and dreams among them).
-    hooks: TurnHooks
-    # This actor's MCP connections, shared by all its turns.
-    mcp: McpManager
-    # The bytes of the files people send (store.attachments).
-    attachments: AttachmentStore
-    # Where the workspaces of groups and conversations are (store.workspaces).
-    data_dir: Path | None = None
-
-    @property
-    def vp_id(self) -> str:
-        return self.persona.id
 
 
 @dataclass(slots=True)
@@ -125,6 +92,7 @@ class TurnRunner:
         self.writer: TurnWriter = GroupEvents(services.store, req.group_id).turn(
             services.vp_id, req.turn_id, tracker, req.origin.trigger_id
         )
+        self.toolkit = TurnToolkit(services, req, self.writer, host)
         # How the turn ended, set just before its result is sent.
         self.ended: TurnOutcome | None = None
         self.budget = TurnBudget(services.store, req.group_id, req.turn_id)
@@ -232,10 +200,8 @@ class TurnRunner:
             if trigger is not None:
                 conv.messages.append(trigger)
             trigger = Message.user(req.delegation.user_input())
-        tools = self._tool_context(group, conv)
-        allowed = set(self.s.persona.tools) if self.s.persona.tools is not None else None
-        if allowed is not None:
-            allowed.add("route_forward")
+        tools = self.toolkit.context(group, conv)
+        allowed = self.toolkit.allowed()
         offered = [t.name for t in self.s.engine.tools.offered(tools, allowed)]
         return _Context(group, conv, trigger, tools, allowed, offered)
 
@@ -286,29 +252,8 @@ class TurnRunner:
         )
 
     async def mcp_tools(self, ctx: _Context) -> None:
-        """Add the tools of the MCP servers this VP may use in this group to the turn's.
-
-        Servers are opened here on first use (beside the memory recall); one
-        that cannot be reached offers nothing, and a call to one of its tools
-        gets an error saying why.
-        """
-        servers = select_servers(
-            self.s.mcp.servers, self.s.persona.mcp_servers, ctx.group.settings.mcp_servers
-        )
-        if not servers:
-            return
-        try:
-            toolset = await self.s.mcp.toolset(servers)
-        except Exception:
-            # MCP tools are a help, never a reason to fail the turn.
-            log.warning("MCP tools of %s unavailable", self.s.vp_id, exc_info=True)
-            return
-        ctx.tools.extra_tools = toolset.tools
-        ctx.tools.missing_tool = toolset.missing
-        names = [t.name for t in toolset.tools]
-        if ctx.allowed is not None:
-            ctx.allowed.update(names)
-        ctx.offered.extend(names)
+        """Add the tools of the MCP servers this VP may use in this group to the turn's."""
+        ctx.offered.extend(await self.toolkit.add_mcp_tools(ctx.group, ctx.tools, ctx.allowed))
 
     def prompt(self, ctx: _Context, memory: list[str]) -> str:
         library = self.s.personas.library
@@ -479,52 +424,6 @@ class TurnRunner:
         if len(recent) < QUICK_CATCH_UP or (cursor is not None and recent[0].id <= cursor):
             return recent
         return await self.s.store.read_messages(self.req.group_id, limit=CATCH_UP_MESSAGES)
-
-    def _tool_context(self, group: Group, conv: Conversation) -> ToolContext:
-        req = self.req
-        router = None
-        if self.host is not None and req.can_forward:
-            router = CoordinatorRouter(self.host, req.group_id, self.s.vp_id, req.origin)
-        return ToolContext(
-            conversation_id=conv.id,
-            vp_id=self.s.vp_id,
-            group_id=req.group_id,
-            mode="group",
-            ask_user=self.s.questions.asker(self.writer),
-            router=router,
-            roster=tuple(group.roster),
-            services={
-                "user_id": req.origin.user_id,
-                "memory": self.s.memory,
-                **workspace_service(self.s.data_dir, group),
-            },
-            approve=self._approval_gate(group),
-        )
-
-    def _approval_gate(self, group: Group) -> ApprovalGate:
-        """The turn's approval policy: the group's, the persona's and the message's marks."""
-        settings = group.settings
-        rules = ApprovalRules.of(
-            settings.tool_policies,
-            self.s.persona.tool_policies,
-            settings.auto_approve,
-            self.req.origin.approvals,
-        )
-        ask = self.s.questions.approval_asker(self.writer, settings.approval_timeout_s)
-        host = self.host
-
-        async def remember(tool: str) -> None:
-            if host is None:
-                log.warning("turn %s has no coordinator to remember %s", self.req.turn_id, tool)
-                return
-            try:
-                coordinator = await host.handle()
-                await coordinator.call.remote(AllowTool(self.req.group_id, tool, self.s.vp_id))
-            except Exception:
-                # The call was allowed; only the choice for later turns is lost.
-                log.warning("%s could not be remembered as allowed", tool, exc_info=True)
-
-        return ApprovalGate(rules, ask, remember)
 
     def outcome(
         self, result: TurnResult, reply: GroupMessage | None, mentioned: Selection

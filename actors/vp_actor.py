@@ -30,7 +30,8 @@ from actors.lanes import Lanes
 from actors.memory_tier import RecallHook
 from actors.questions import QuestionBox
 from actors.queueing import BusyLanes, CollectBatch
-from actors.runner import TurnRunner, VPServices
+from actors.runner import TurnRunner
+from actors.services import VPServices
 from actors.tools import vp_tools
 from actors.transcripts import TranscriptCache
 from actors.turns import TurnOutcome, TurnTracker

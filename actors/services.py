@@ -1,0 +1,48 @@
+"""What every turn of one VP works with, built once per VP actor.
+
+:class:`VPServices` is handed to each :class:`~actors.runner.TurnRunner`
+and to the pieces a turn is assembled from (``actors.turn_tools``); it sits
+apart so that those pieces need not import the runner.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from actors.hooks import TurnHooks
+from actors.questions import QuestionBox
+from actors.transcripts import TranscriptCache
+from engine.engine import Engine
+from engine.mcp import McpManager
+from personas.directory import PersonaDirectory
+from personas.model import Persona
+from store.attachments import AttachmentStore
+from store.base import Store
+from store.memory import MemoryBackend
+
+
+@dataclass(frozen=True, slots=True)
+class VPServices:
+    """What every turn of one VP works with; built once per VP actor."""
+
+    persona: Persona
+    personas: PersonaDirectory
+    engine: Engine
+    store: Store
+    memory: MemoryBackend
+    transcripts: TranscriptCache
+    questions: QuestionBox
+    # Before- and after-turn hooks (memory recall and dreams among them).
+    hooks: TurnHooks
+    # This actor's MCP connections, shared by all its turns.
+    mcp: McpManager
+    # The bytes of the files people send (store.attachments).
+    attachments: AttachmentStore
+    # Where the workspaces of groups and conversations are (store.workspaces).
+    data_dir: Path | None = None
+
+    @property
+    def vp_id(self) -> str:
+        """The id of the VP these services serve (its persona's)."""
+        return self.persona.id

@@ -1,0 +1,124 @@
+"""The tools of one VP turn, and the terms it may call them on.
+
+:class:`TurnToolkit` assembles the turn's :class:`ToolContext`: the router
+to the coordinator (when the turn may forward), the group's roster and
+services, the question callbacks, and the approval gate that combines the
+group's, the persona's and the message's approval marks. It also says which
+tools the persona may call and adds the tools of the MCP servers the VP may
+use in the group.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from actors.commands import AllowTool
+from actors.coordinator_link import CoordinatorLink
+from actors.services import VPServices
+from actors.tools import CoordinatorRouter, workspace_service
+from actors.turns import TurnRequest
+from actors.writer import TurnWriter
+from engine.mcp import select_servers
+from engine.messages import Conversation
+from engine.tools.approval import ApprovalGate, ApprovalRules
+from engine.tools.registry import ToolContext
+from store.base import Group
+
+log = logging.getLogger(__name__)
+
+
+class TurnToolkit:
+    """Builds the tool context of one turn of one VP in one group."""
+
+    def __init__(
+        self,
+        services: VPServices,
+        req: TurnRequest,
+        writer: TurnWriter,
+        host: CoordinatorLink | None = None,
+    ) -> None:
+        self.s = services
+        self.req = req
+        self.writer = writer
+        self.host = host
+
+    def allowed(self) -> set[str] | None:
+        """The tools the persona may call; None when it may call any."""
+        if self.s.persona.tools is None:
+            return None
+        # Every VP in a group may hand work on, whatever its persona lists.
+        return {*self.s.persona.tools, "route_forward"}
+
+    def context(self, group: Group, conv: Conversation) -> ToolContext:
+        """The turn's tool context: who calls, in which group, with which services."""
+        req = self.req
+        router = None
+        if self.host is not None and req.can_forward:
+            router = CoordinatorRouter(self.host, req.group_id, self.s.vp_id, req.origin)
+        return ToolContext(
+            conversation_id=conv.id,
+            vp_id=self.s.vp_id,
+            group_id=req.group_id,
+            mode="group",
+            ask_user=self.s.questions.asker(self.writer),
+            router=router,
+            roster=tuple(group.roster),
+            services={
+                "user_id": req.origin.user_id,
+                "memory": self.s.memory,
+                **workspace_service(self.s.data_dir, group),
+            },
+            approve=self.approval_gate(group),
+        )
+
+    def approval_gate(self, group: Group) -> ApprovalGate:
+        """The turn's approval policy: the group's, the persona's and the message's marks."""
+        settings = group.settings
+        rules = ApprovalRules.of(
+            settings.tool_policies,
+            self.s.persona.tool_policies,
+            settings.auto_approve,
+            self.req.origin.approvals,
+        )
+        ask = self.s.questions.approval_asker(self.writer, settings.approval_timeout_s)
+        host = self.host
+
+        async def remember(tool: str) -> None:
+            if host is None:
+                log.warning("turn %s has no coordinator to remember %s", self.req.turn_id, tool)
+                return
+            try:
+                coordinator = await host.handle()
+                await coordinator.call.remote(AllowTool(self.req.group_id, tool, self.s.vp_id))
+            except Exception:
+                # The call was allowed; only the choice for later turns is lost.
+                log.warning("%s could not be remembered as allowed", tool, exc_info=True)
+
+        return ApprovalGate(rules, ask, remember)
+
+    async def add_mcp_tools(
+        self, group: Group, tools: ToolContext, allowed: set[str] | None
+    ) -> list[str]:
+        """Add the tools of the MCP servers this VP may use in ``group``; their names.
+
+        Servers are opened here on first use (beside the memory recall); one
+        that cannot be reached offers nothing, and a call to one of its tools
+        gets an error saying why.
+        """
+        servers = select_servers(
+            self.s.mcp.servers, self.s.persona.mcp_servers, group.settings.mcp_servers
+        )
+        if not servers:
+            return []
+        try:
+            toolset = await self.s.mcp.toolset(servers)
+        except Exception:
+            # MCP tools are a help, never a reason to fail the turn.
+            log.warning("MCP tools of %s unavailable", self.s.vp_id, exc_info=True)
+            return []
+        tools.extra_tools = toolset.tools
+        tools.missing_tool = toolset.missing
+        names = [t.name for t in toolset.tools]
+        if allowed is not None:
+            allowed.update(names)
+        return names
