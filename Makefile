@@ -33,9 +33,11 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-# The fifteen slowest tests are listed at the end, so a slow one shows at once.
+# Three workers: most tests wait on processes and sockets more than they
+# compute, so even two cores run three at once. The fifteen slowest tests are
+# listed at the end, so a slow one shows at once.
 test: lint compile
-	$(BIN)/pytest -q --durations=15
+	$(BIN)/pytest -q -n 3 --durations=15
 
 # docs/configuration.md, protocol.md and http-api.md are generated from the
 # code; tests/test_docs.py fails when they drift.
