@@ -34,10 +34,11 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 # Three workers: most tests wait on processes and sockets more than they
-# compute, so even two cores run three at once. The fifteen slowest tests are
+# compute, so even two cores run three at once; an idle worker takes tests
+# queued for a busy one (worksteal). The fifteen slowest tests are
 # listed at the end, so a slow one shows at once.
 test: lint compile
-	$(BIN)/pytest -q -n 3 --durations=15
+	$(BIN)/pytest -q -n 3 --dist worksteal --durations=15
 
 # docs/configuration.md, protocol.md and http-api.md are generated from the
 # code; tests/test_docs.py fails when they drift.
