@@ -41,13 +41,17 @@ class VPHost:
     """
 
     def __init__(self, config: RuntimeConfig) -> None:
+        self._open(config)
+        settle()
+
+    def _open(self, config: RuntimeConfig) -> None:
+        """Serve ``config``: its shared connections open, no VP made yet."""
         self.config = config
         self._shared = VPShared.open(config)
         # The SDKs of the configured models are imported while the process
         # is idle, not in the first turn of each process.
         ProviderRegistry(config.engine, overrides=config.provider_overrides).preload()
         self._vps: dict[str, VPActor] = {}
-        settle()
 
     def _vp(self, vp_id: str) -> VPActor:
         vp = self._vps.get(vp_id)
@@ -78,12 +82,10 @@ class VPHost:
         the shared connections close and open again on ``config``; VPs are
         made anew, with it, on their next call.
         """
-        vps, self._vps = self._vps, {}
-        await asyncio.gather(*(vp.close() for vp in vps.values()), return_exceptions=True)
-        await self._shared.close()
-        self.config = config
-        self._shared = VPShared.open(config)
-        ProviderRegistry(config.engine, overrides=config.provider_overrides).preload()
+        vps, shared = list(self._vps.values()), self._shared
+        self._open(config)
+        await asyncio.gather(*(vp.close() for vp in vps), return_exceptions=True)
+        await shared.close()
 
     async def set_mcp(self, config: McpConfig) -> None:
         """Every VP here uses these MCP servers from its next turn on; VPs made later too."""

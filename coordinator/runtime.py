@@ -57,16 +57,17 @@ class Runtime:
         self._coordinators: dict[int, ActorHandle[CoordinatorWorker]] = {}
         self._store: Store | None = None
 
+    def _coordinator(self, group_id: str) -> ActorHandle[CoordinatorWorker]:
+        return self._shard(shard_of(group_id, self.config.coordinator_shards))
+
     async def send(self, command: GroupCommand[R]) -> R:
         """Carry out a group's command on the coordinator shard that owns the group."""
-        return await self._on_shard(
-            shard_of(command.group_id, self.config.coordinator_shards), command
-        )
+        result: R = await self._coordinator(command.group_id).call.remote(command)
+        return result
 
     def post(self, command: GroupCommand[Any]) -> None:
         """Send a group's command and return at once: nothing waits for its answer."""
-        shard = shard_of(command.group_id, self.config.coordinator_shards)
-        self._shard(shard).call.remote(command)
+        self._coordinator(command.group_id).call.remote(command)
 
     async def _on_shard(self, shard: int, command: Command[R]) -> R:
         result: R = await self._shard(shard).call.remote(command)

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from actors.commands import GroupCommand
 from coordinator.commands import Answer, Cancel, DeleteGroup, EditGroup, Ingest
 from coordinator.membership import GroupEdit
-from gateway.errors import GatewayError, from_group_error, not_found
+from gateway.errors import GatewayError, coordinator_refusal, not_found
 from personas.loader import PersonaLibrary
 from protocol import ErrorCode, SessionReady
 from protocol.common import is_id
@@ -223,7 +223,7 @@ class ConversationService:
         try:
             return await self.runtime.create_conversation(name, info)
         except Exception as exc:
-            raise _translate(exc) from exc
+            raise _refusal(exc) from exc
 
     async def delete(self, username: str, conversation_id: str) -> None:
         await self.owned(username, conversation_id)
@@ -309,7 +309,7 @@ class ConversationService:
         try:
             return await self.runtime.send(command)
         except Exception as exc:
-            raise _translate(exc) from exc
+            raise _refusal(exc) from exc
 
 
 def check_provider(provider: str | None) -> None:
@@ -331,13 +331,5 @@ def check_work_dir(work_dir: str | None) -> str:
         raise GatewayError(ErrorCode.INVALID_FRAME, str(exc), field="workDir") from exc
 
 
-def _translate(exc: Exception) -> GatewayError:
-    if isinstance(exc, GatewayError):
-        return exc
-    translated = from_group_error(exc)
-    if translated is not None:
-        return translated
-    log.error("a coordinator call failed: %s", exc, exc_info=exc)
-    return GatewayError(
-        ErrorCode.INTERNAL, f"the conversation service failed ({type(exc).__name__}); try again"
-    )
+def _refusal(exc: Exception) -> GatewayError:
+    return coordinator_refusal(exc, "conversation service")

@@ -12,11 +12,14 @@ first imported.
 
 from __future__ import annotations
 
+import logging
 import math
 from typing import Any
 
 from coordinator.errors import GroupError, GroupErrorCode
 from protocol import ErrorCode, ErrorFrame
+
+log = logging.getLogger(__name__)
 
 HTTP_STATUS: dict[ErrorCode, int] = {
     ErrorCode.BAD_JSON: 400,
@@ -129,4 +132,19 @@ def from_group_error(exc: BaseException) -> GatewayError | None:
         cause.message,
         detail={"reason": cause.code.value},
         retry_after=cause.retry_after,
+    )
+
+
+def coordinator_refusal(exc: Exception, service: str) -> GatewayError:
+    """What a failed coordinator call tells the client: the coordinator's refusal as a
+    GatewayError; anything else is logged and becomes ``internal`` ("the ``service``
+    failed")."""
+    if isinstance(exc, GatewayError):
+        return exc
+    translated = from_group_error(exc)
+    if translated is not None:
+        return translated
+    log.error("a coordinator call failed: %s", exc, exc_info=exc)
+    return GatewayError(
+        ErrorCode.INTERNAL, f"the {service} failed ({type(exc).__name__}); try again"
     )

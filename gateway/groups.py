@@ -10,7 +10,6 @@ changes go through the group's coordinator, which owns the group record.
 from __future__ import annotations
 
 import asyncio
-import logging
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from actors.commands import GroupCommand
@@ -28,7 +27,7 @@ from coordinator.commands import (
     ReviseTask,
 )
 from coordinator.membership import GroupEdit, MemberOp
-from gateway.errors import GatewayError, from_group_error, not_found
+from gateway.errors import GatewayError, coordinator_refusal, not_found
 from gateway.views import message_view
 from protocol import ErrorCode, GroupSettingsPatch
 from protocol.common import is_id
@@ -43,7 +42,6 @@ if TYPE_CHECKING:
     from coordinator.runtime import Runtime
     from gateway.tail import Hub
 
-log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -115,7 +113,7 @@ class GroupService:
                 name, list(roster), default_vp=default_vp, members=[username], settings=settings
             )
         except Exception as exc:
-            raise _translate(exc) from exc
+            raise _refusal(exc) from exc
 
     async def rename(self, username: str, group_id: str, name: str) -> Group:
         return await self.edit(username, group_id, GroupEdit(name=name))
@@ -211,7 +209,7 @@ class GroupService:
                 )
             )
         except Exception as exc:
-            error = _translate(exc)
+            error = _refusal(exc)
             # The same answer as for a group that does not exist.
             raise not_found("group") if error.code is ErrorCode.NOT_FOUND else error from exc
 
@@ -237,17 +235,8 @@ class GroupService:
         try:
             return await self.runtime.send(command)
         except Exception as exc:
-            raise _translate(exc) from exc
+            raise _refusal(exc) from exc
 
 
-def _translate(exc: Exception) -> GatewayError:
-    """A coordinator refusal as a GatewayError; anything else is logged as internal."""
-    if isinstance(exc, GatewayError):
-        return exc
-    translated = from_group_error(exc)
-    if translated is not None:
-        return translated
-    log.error("a coordinator call failed: %s", exc, exc_info=exc)
-    return GatewayError(
-        ErrorCode.INTERNAL, f"the group service failed ({type(exc).__name__}); try again"
-    )
+def _refusal(exc: Exception) -> GatewayError:
+    return coordinator_refusal(exc, "group service")
