@@ -293,6 +293,8 @@ class TurnRunner:
             abort=self.abort,
             context=CallContext(
                 speaker=Speaker.of(self.s.persona),
+                # A task's run says which (``team.run.synthesis``, ...); chat says none.
+                purpose=delegation.purpose if delegation is not None else None,
                 language="zh" if ctx.group.settings.language == "zh" else "en",
                 memory=tuple(memory),
             ),

@@ -59,7 +59,9 @@ class CallContext:
     """The facts about one call that are not its prompt.
 
     ``speaker`` is None for a call made on no persona's behalf; ``purpose``
-    is set only for ``TASK`` calls (``team.router``, ``team.planner``, ...);
+    is set for ``TASK`` calls (``team.router``, ``team.planner``, ...) and for
+    the ``CHAT`` turns of a task's runs (``team.run.node``, ``team.run.synthesis``,
+    ``team.run.single``), None otherwise;
     ``language`` is the group's, None when it has none; ``memory`` holds the
     recalled lines the system prompt already carries, one fact a line.
     """

@@ -11,6 +11,12 @@ a value) and the VP's turn uses it three ways:
   sub-task, the synthesis request, or the person's request for a single run);
 * :attr:`Delegation.skills` become user messages right after the system
   prompt, one per activated skill, and are never stored in the transcript.
+
+The synthesis also reads the planner's reason, whether every part of the
+team finished, the team's evidence (each run's status, skills and tool
+calls, ok or failed) and a reminder not to repeat a tool call that already
+failed: the answer builds on the material at hand. The turn's model call
+carries :attr:`Delegation.purpose` in its call context (``team.run.<role>``).
 """
 
 from __future__ import annotations
@@ -67,6 +73,13 @@ _HEADINGS = {
         "failed": "(this part failed)",
         "instruction": "Synthesis instruction",
         "previous": "The previous attempt's answer (the person asked for another attempt)",
+        "reason": "Planner's reason",
+        "team_ok": "Team result: every part finished.",
+        "team_partial": "Team result: {done} of {total} parts finished; say what is missing.",
+        "evidence": "Team evidence (facts of each run)",
+        "no_repeat": "Tool calls that failed in the team's runs (marked failed above) will "
+        "fail again: do not repeat them. Use the material at hand, state what stays "
+        "uncertain and give the confirmed part.",
     },
     "zh": {
         "context": "# 执行上下文",
@@ -87,6 +100,12 @@ _HEADINGS = {
         "failed": "（此部分失败）",
         "instruction": "综合说明",
         "previous": "上一次尝试的答案（用户要求再做一次）",
+        "reason": "规划理由",
+        "team_ok": "团队结果：所有部分都已完成。",
+        "team_partial": "团队结果：{total} 个部分中完成了 {done} 个；请说明缺少什么。",
+        "evidence": "团队证据（每个运行的事实）",
+        "no_repeat": "团队运行中失败的工具调用（上面标为 failed）会再次失败：不要重复它们。"
+        "使用已有材料，说明仍不确定之处，给出已确认的部分。",
     },
 }
 
@@ -115,6 +134,14 @@ class Delegation:
     # The answer of the attempt before this one, when the person asked again.
     previous: str = ""
     language: str = "en"
+    # The synthesis only: the planner's reason and the team's rendered evidence.
+    reason: str = ""
+    evidence: str = ""
+
+    @property
+    def purpose(self) -> str:
+        """What the run's model calls are for, in their call context (``team.run.<role>``)."""
+        return f"team.run.{self.role.value}"
 
     def execution_context(self) -> str:
         """The system prompt's ``# Execution Context`` section."""
@@ -127,6 +154,8 @@ class Delegation:
             "",
             w[self.role.value],
         ]
+        if self.reason:
+            lines.append(f"{w['reason']}: {self.reason}")
         if self.strategy:
             lines.append(f"{w['strategy']}: {self.strategy}")
         if self.constraints:
@@ -141,7 +170,19 @@ class Delegation:
             for dep in self.dependencies:
                 body = dep.output[:limit] if dep.ok else w["failed"]
                 lines += [f"## {dep.run_id} (@{dep.vp}): {dep.task}", body, ""]
+        if self.role is RunRole.SYNTHESIS:
+            lines += ["", *self._team_facts(w)]
         return "\n".join(lines).rstrip()
+
+    def _team_facts(self, w: dict[str, str]) -> list[str]:
+        """What the synthesis reads besides the outputs: the team's result, evidence, reminder."""
+        done = sum(1 for dep in self.dependencies if dep.ok)
+        total = len(self.dependencies)
+        partial = w["team_partial"].format(done=done, total=total)
+        lines = [w["team_ok"] if done == total else partial]
+        if self.evidence:
+            lines += ["", f"{w['evidence']}:", self.evidence]
+        return [*lines, "", w["no_repeat"]]
 
     def user_input(self) -> str:
         """The turn's last user message: what this run must produce now."""

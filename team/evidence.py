@@ -111,8 +111,11 @@ def _run_head(run: Run, accepted: bool) -> list[str]:
     return lines
 
 
-def render_evidence(evidence: Evidence, max_chars: int = 6000) -> str:
+def render_evidence(evidence: Evidence, max_chars: int = 6000, *, outputs: bool = True) -> str:
     """``evidence`` as plain text of at most ``max_chars`` characters.
+
+    ``outputs=False`` gives the head and each run's facts only (the
+    synthesis reads the outputs in full elsewhere).
 
     The head (goal, request, mode, each run's facts) comes first; the run
     outputs and the final output share what room is left, short ones whole
@@ -130,22 +133,25 @@ def render_evidence(evidence: Evidence, max_chars: int = 6000) -> str:
     if evidence.accepted_run:
         head.append(f"Accepted run: {evidence.accepted_run}")
     blocks = [_run_head(run, run.id == evidence.accepted_run) for run in evidence.runs]
+    if not outputs:
+        runs = [line for block in blocks for line in block]
+        return "\n".join([*head, "Runs:" if runs else "Runs: none", *runs])[:max_chars]
     # The outputs to fit: each run's but the final run's, then the final output.
-    outputs: list[str] = []
+    texts: list[str] = []
     for run, block in zip(evidence.runs, blocks, strict=True):
         if run.id == evidence.final_run and run.output.strip():
             block.append("  output: the final output, below")
-            outputs.append("")
+            texts.append("")
         else:
-            outputs.append(run.output.strip())
+            texts.append(run.output.strip())
     final = evidence.final_output.strip()
     label = f"Final output ({evidence.final_run}):" if evidence.final_run else "Final output:"
     skeleton = "\n".join([*head, "Runs:", *(line for b in blocks for line in b), label])
     # Each shown output costs its label line ("  output: ") besides its text.
-    overhead = sum(11 for o in outputs if o) + 1
-    shares = _fair_shares([len(o) for o in [*outputs, final]], max_chars - len(skeleton) - overhead)
+    overhead = sum(11 for o in texts if o) + 1
+    shares = _fair_shares([len(o) for o in [*texts, final]], max_chars - len(skeleton) - overhead)
     lines = [*head, "Runs:" if blocks else "Runs: none"]
-    for block, output, share in zip(blocks, outputs, shares, strict=False):
+    for block, output, share in zip(blocks, texts, shares, strict=False):
         lines += block
         if output:
             fits = len(output) <= share or share >= _MIN_OUTPUT_CHARS

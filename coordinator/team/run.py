@@ -55,7 +55,7 @@ from store.base import Group, Store
 from store.retry import until_stored
 from team.calls import Complete
 from team.delegation import Delegation, DependencyOutput, SkillText
-from team.evidence import build_evidence
+from team.evidence import build_evidence, render_evidence
 from team.planner import RosterEntry, plan
 from team.skills import (
     BM25Retriever,
@@ -70,6 +70,8 @@ log = logging.getLogger(__name__)
 
 # Why a turn's end counts as a failed run.
 _FAILED = frozenset({StopReason.ABORTED, StopReason.ERROR, StopReason.ERROR_MAX_TURNS})
+# How much of the team's evidence (runs, skills, tool calls) the synthesis reads.
+SYNTHESIS_EVIDENCE_CHARS = 3_000
 # Admit a run's turn: None when the loop guard lets it through, else why not.
 Admit = Callable[[Group, str, str], Awaitable[str | None]]
 
@@ -272,10 +274,18 @@ class AttemptRun:
         deps = tuple(self._output_of(r) for r in nodes)
         instruction = decided.final_synthesis_instruction
         skills = await self._assembled("synthesis", instruction)
-        delegation = self._delegation(
-            synthesis, RunRole.SYNTHESIS, instruction, deps=deps, skills=skills
+        delegation = replace(
+            self._delegation(synthesis, RunRole.SYNTHESIS, instruction, deps=deps, skills=skills),
+            reason=decided.reason,
+            evidence=self._team_evidence(nodes),
         )
         await self._turn(synthesis, delegation, skills)
+
+    def _team_evidence(self, nodes: Sequence[Run]) -> str:
+        """The facts of the team's runs for the synthesis (their outputs it reads in full)."""
+        evidence = build_evidence(self.task, self.attempt, self.s.clock())
+        evidence = evidence.model_copy(update={"runs": [r.model_copy(deep=True) for r in nodes]})
+        return render_evidence(evidence, SYNTHESIS_EVIDENCE_CHARS, outputs=False)
 
     async def _node(self, node: PlanNode, finished: dict[str, asyncio.Event]) -> None:
         run = self.attempt.run(node.id)

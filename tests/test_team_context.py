@@ -1,0 +1,85 @@
+"""What team mode hands its model calls, on a real Ray cluster (seed 001's prompt atlas).
+
+The scripted model answers each call by its ``context.purpose``; a task's
+runs carry ``team.run.<role>``, so the synthesis request can be read on the
+VP actor's side and reported back in the synthesis's own answer.
+"""
+
+from __future__ import annotations
+
+import json
+
+from coordinator.commands import Ingest, TeamIdle
+from engine.providers.base import ModelRequest
+from engine.providers.scripted import Reply, ScriptedModel
+from protocol.settings import GroupSettingsPatch
+from protocol.tasks import RunStatus, TaskStatus
+from tests.fixtures.ray_cluster import MakeRuntime
+from tests.group_helpers import ROSTER, last_is_tool_result
+
+PLAN = {
+    "mode": "team",
+    "reason": "REASON-42: two areas",
+    "strategy": "market and tech in parallel",
+    "nodes": [
+        {"id": "market", "vp": "steve", "task": "size the market", "depends_on": []},
+        {"id": "tech", "vp": "linus", "task": "list the technical risks", "depends_on": []},
+    ],
+    "final_synthesis_instruction": "one launch plan",
+    "synthesizer": "steve",
+}
+# What the synthesis's system prompt must hold, by the word its answer reports.
+SYNTHESIS_SEES = {
+    "reason": "Planner's reason: REASON-42: two areas",
+    "result": "Team result: every part finished.",
+    "evidence": "Team evidence (facts of each run):",
+    "failed": "tool no_such_tool failed",
+    "reminder": "do not repeat them",
+    "outputs": "OUT-linus",
+}
+
+
+def team_calls(request: ModelRequest) -> Reply | None:
+    """The answers to team mode's narrow calls (router, planner, skills, guidance)."""
+    purpose = request.context.purpose
+    if purpose == "team.router":
+        return Reply('{"action": "new_task", "reason": "work", "short_title": "Launch"}')
+    if purpose == "team.planner":
+        return Reply(json.dumps(PLAN))
+    if isinstance(purpose, str) and purpose.startswith("team.skills"):
+        return Reply("[]")
+    if purpose == "team.guidance":
+        return Reply('{"guidance_name": "focus", "description": "d", "content": "Stay on it."}')
+    return None
+
+
+def synthesis_model(request: ModelRequest) -> Reply:
+    answer = team_calls(request)
+    if answer is not None:
+        return answer
+    purpose = request.context.purpose
+    me = request.context.speaker_id
+    if purpose == "team.run.synthesis":
+        seen = [word for word, needle in SYNTHESIS_SEES.items() if needle in request.system]
+        return Reply("SYNTH " + ",".join(seen))
+    if purpose == "team.run.node" and me == "linus" and not last_is_tool_result(request):
+        return Reply(tool_calls=[("no_such_tool", {"q": "risks"})])
+    return Reply(f"OUT-{me}")
+
+
+async def test_the_synthesis_reads_the_reason_the_evidence_and_the_reminder(
+    make_runtime: MakeRuntime,
+) -> None:
+    rt = make_runtime(provider_overrides={"offline": ScriptedModel(synthesis_model)})
+    group = await rt.create_group("ctx", ROSTER, settings=GroupSettingsPatch(team_mode=True))
+    await rt.send(Ingest(group.id, "ann", "Plan our product launch for March"))
+    await rt.send(TeamIdle(group.id))
+    store = await rt.store()
+    [task] = await store.list_tasks(group.id)
+    assert task.status is TaskStatus.REVIEW
+    attempt = task.attempt
+    assert attempt is not None
+    runs = {r.id: r for r in attempt.runs}
+    assert all(r.status is RunStatus.DONE for r in runs.values()), runs
+    assert [(t.tool, t.ok) for t in runs["tech"].tools] == [("no_such_tool", False)]
+    assert runs["synthesis"].output == "SYNTH " + ",".join(SYNTHESIS_SEES)
