@@ -54,6 +54,7 @@ __all__ = [
     "FALLBACK_UNREACHABLE",
     "RECENT_CHARS",
     "RECENT_MESSAGES",
+    "ROUTER_SKILL",
     "ROUTER_TIMEOUT_S",
     "TITLE_CHARS",
     "RecentMessage",
@@ -69,6 +70,10 @@ ROUTER_TIMEOUT_S = 20.0
 RECENT_MESSAGES = 8
 RECENT_CHARS = 500
 TITLE_CHARS = 60
+# The skill whose body is the router's guidance (a data-directory file or a
+# group's learned skill of this name); it is never activated for a run.
+ROUTER_SKILL = "intent-router"
+GUIDANCE_CHARS = 4_000
 # The router answers a JSON object of three short fields; this is ample.
 ROUTER_MAX_TOKENS = 300
 
@@ -154,7 +159,7 @@ def build_prompt(
     ]
     parts = ["Decide how to route the newest message of a person in this group chat."]
     if guidance and guidance.strip():
-        parts.append("Intent router guidance:\n" + guidance.strip())
+        parts.append("Intent router guidance:\n" + excerpt(guidance.strip(), GUIDANCE_CHARS))
     parts += [
         _ACTIONS,
         _POLICY,

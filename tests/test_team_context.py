@@ -13,7 +13,7 @@ from coordinator.commands import Ingest, TeamIdle
 from engine.providers.base import ModelRequest
 from engine.providers.scripted import Reply, ScriptedModel
 from protocol.settings import GroupSettingsPatch
-from protocol.tasks import RunStatus, TaskStatus
+from protocol.tasks import RunStatus, Skill, SkillSource, TaskStatus
 from tests.fixtures.ray_cluster import MakeRuntime
 from tests.group_helpers import ROSTER, last_is_tool_result
 
@@ -83,3 +83,30 @@ async def test_the_synthesis_reads_the_reason_the_evidence_and_the_reminder(
     assert all(r.status is RunStatus.DONE for r in runs.values()), runs
     assert [(t.tool, t.ok) for t in runs["tech"].tools] == [("no_such_tool", False)]
     assert runs["synthesis"].output == "SYNTH " + ",".join(SYNTHESIS_SEES)
+
+
+def guided_router(request: ModelRequest) -> Reply:
+    prompt = request.messages[-1].content if request.messages else ""
+    if request.context.purpose == "team.router":
+        guided = "Intent router guidance:\nGREETINGS-OF-WORK are chat" in str(prompt)
+        action = "simple_chat" if guided else "new_task"
+        return Reply(json.dumps({"action": action, "reason": "r", "short_title": "T"}))
+    return team_calls(request) or Reply(f"{request.context.speaker_id} chats")
+
+
+async def test_the_router_reads_the_groups_intent_router_skill(make_runtime: MakeRuntime) -> None:
+    rt = make_runtime(provider_overrides={"offline": ScriptedModel(guided_router)})
+    group = await rt.create_group("guided", ROSTER, settings=GroupSettingsPatch(team_mode=True))
+    store = await rt.store()
+    guidance = Skill(
+        name="intent-router",
+        description="How this group's messages are routed",
+        content="GREETINGS-OF-WORK are chat: never open a task for them.",
+        source=SkillSource.LEARNED,
+        group_id=group.id,
+    )
+    await store.save_learned_skill(guidance)
+    sent = await rt.send(Ingest(group.id, "ann", "Plan our product launch for March"))
+    await rt.send(TeamIdle(group.id))
+    assert sent.trigger == "task"
+    assert await store.list_tasks(group.id) == []  # the guidance made it plain chat

@@ -57,8 +57,8 @@ from protocol.tasks import (
 )
 from store.base import Group, GroupMessage
 from team.evidence import accept as accept_evidence
-from team.router import RecentMessage, route
-from team.skills import SkillLibrary, synthesize_draft
+from team.router import ROUTER_SKILL, RecentMessage, route
+from team.skills import SkillLibrary, strip_front_matter, synthesize_draft
 
 log = logging.getLogger(__name__)
 
@@ -153,6 +153,12 @@ class TeamDesk:
         finally:
             self._routing.discard(message.id)
 
+    async def _router_guidance(self, group_id: str) -> str | None:
+        """The body of the group's ``intent-router`` skill, if its library has one."""
+        learned = await self.s.store.learned_skills(group_id)
+        skill = SkillLibrary.load(self.s.data_dir, learned).get(ROUTER_SKILL)
+        return strip_front_matter(skill.content) if skill is not None else None
+
     async def _unanswered(self, group_id: str, message_id: str) -> bool:
         if await self.s.store.turns_of(group_id, message_id):
             return False
@@ -171,6 +177,7 @@ class TeamDesk:
             active=seen,
             recent=await self._recent(group.id, message.id),
             language=group.settings.language,
+            guidance=await self._router_guidance(group.id),
         )
         if forced and decision.action is TaskAction.SIMPLE_CHAT:
             decision = RouterDecision(

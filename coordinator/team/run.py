@@ -57,6 +57,7 @@ from team.calls import Complete
 from team.delegation import Delegation, DependencyOutput, SkillText
 from team.evidence import build_evidence, render_evidence
 from team.planner import RosterEntry, plan
+from team.router import ROUTER_SKILL
 from team.skills import (
     BM25Retriever,
     SkillLibrary,
@@ -229,7 +230,9 @@ class AttemptRun:
 
     async def _steps(self) -> None:
         learned = await self.s.store.learned_skills(self.group.id)
-        self.library = SkillLibrary.load(self.s.data_dir, learned).all()
+        # The router's guidance is a skill for the router alone, never a run's.
+        library = SkillLibrary.load(self.s.data_dir, learned).all()
+        self.library = [skill for skill in library if skill.name != ROUTER_SKILL]
         decided = await plan(
             self.complete,
             goal=self.task.goal,
