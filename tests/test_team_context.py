@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from coordinator.commands import Ingest, TeamIdle
+from coordinator.commands import AcceptTask, Ingest, TeamIdle
 from engine.providers.base import ModelRequest
 from engine.providers.scripted import Reply, ScriptedModel
 from protocol.settings import GroupSettingsPatch
@@ -110,3 +110,35 @@ async def test_the_router_reads_the_groups_intent_router_skill(make_runtime: Mak
     await rt.send(TeamIdle(group.id))
     assert sent.trigger == "task"
     assert await store.list_tasks(group.id) == []  # the guidance made it plain chat
+
+
+def drafting_model(request: ModelRequest) -> Reply:
+    purpose = request.context.purpose
+    if purpose == "team.planner":
+        return Reply('{"mode": "single", "vp": "steve", "reason": "one voice"}')
+    if purpose == "team.draft":
+        prompt = str(request.messages[-1].content)
+        excerpts = prompt.split("Session excerpts:\n")[1].split("\n\n")[0]
+        quoted = "ann: Plan our product launch" in excerpts and "steve: PLAN-TEXT" in excerpts
+        draft = {
+            "frontmatter": {"name": "launch-steps", "description": f"quoted={quoted}"},
+            "content": "## Steps\n1. Plan.",
+            "change_reason": "new",
+        }
+        return Reply(json.dumps(draft))
+    return team_calls(request) or Reply("PLAN-TEXT for March")
+
+
+async def test_a_skill_draft_quotes_the_tasks_session(make_runtime: MakeRuntime) -> None:
+    rt = make_runtime(provider_overrides={"offline": ScriptedModel(drafting_model)})
+    group = await rt.create_group("drafts", ROSTER, settings=GroupSettingsPatch(team_mode=True))
+    await rt.send(Ingest(group.id, "ann", "Plan our product launch for March"))
+    await rt.send(TeamIdle(group.id))
+    store = await rt.store()
+    [task] = await store.list_tasks(group.id)
+    await rt.send(AcceptTask(group.id, task.id, "ann"))
+    await rt.send(TeamIdle(group.id))
+    done = await store.get_task(group.id, task.id)
+    assert done is not None and done.draft_id
+    draft = await store.get_skill_draft(done.draft_id)
+    assert draft is not None and draft.description == "quoted=True"

@@ -65,6 +65,8 @@ log = logging.getLogger(__name__)
 ROUTER_HISTORY = 8
 # How much of earlier attempts a new attempt's planner reads.
 HISTORY_CHARS = 2_000
+# How far back in the group log learning looks for a task's messages.
+SESSION_MESSAGES = 300
 
 Chat = Callable[[Group, GroupMessage], Awaitable[None]]
 StartChain = Callable[[Group, str], None]
@@ -391,10 +393,24 @@ class TeamDesk:
             draft_id=f"draft_{uuid.uuid4().hex[:12]}",
             ts=self.s.clock(),
             known_tools=self._known_tools(evidence, library),
+            session=await self._session(group.id, task),
         )
         await self.s.store.save_skill_draft(draft)
         task.draft_id = draft.id
         await self.s.board.publish(task)
+
+    async def _session(self, group_id: str, task: Task) -> list[str]:
+        """The task's messages as ``author: text`` lines: its requests and its runs' replies."""
+        asked = {a.message_id for a in task.attempts}
+        lines = []
+        for m in await self.s.store.read_messages(group_id, limit=SESSION_MESSAGES):
+            run = m.meta.get("task")
+            of_task = m.meta.get("taskId") == task.id or (
+                isinstance(run, dict) and run.get("taskId") == task.id
+            )
+            if (m.id in asked or of_task) and not m.meta.get("deleted") and m.text.strip():
+                lines.append(f"{m.author}: {m.text}")
+        return lines
 
     def _known_tools(self, evidence: Sequence[Evidence], library: Sequence[Skill]) -> set[str]:
         """The tools a learned skill may name: built in, used by the task, or named by a skill."""

@@ -12,7 +12,9 @@ model:
 
 The model (``Purpose.DRAFT``) is shown every attempt's evidence, each written
 by :func:`team.evidence.render_evidence` (:func:`render_attempts` gives the
-accepted attempt the larger share of the room), and writes the front matter,
+accepted attempt the larger share of the room), and excerpts of the session
+the task lived in (the people's requests and the runs' replies, each cut,
+newest kept when there are too many), and writes the front matter,
 the body and the reason for the change. Its answer is normalised: the name
 becomes a slug, an empty tools list is filled from the tools the runs used,
 and a missing description or body, or an answer that is not JSON, gives a
@@ -49,11 +51,13 @@ from team.text import excerpt, one_line
 
 __all__ = [
     "EVIDENCE_CHARS",
+    "SESSION_CHARS",
     "choose_action",
     "evidence_tool_names",
     "fallback_body",
     "related_skills",
     "render_attempts",
+    "render_session",
     "synthesize_draft",
 ]
 
@@ -61,6 +65,9 @@ log = logging.getLogger(__name__)
 
 # The evidence shown to the model is cut to about this many characters.
 EVIDENCE_CHARS = 6_000
+# The session excerpts: each message cut to a line, the newest within the total.
+SESSION_CHARS = 3_000
+SESSION_LINE_CHARS = 400
 _MAX_TOKENS = 3_000
 _RELATED_BODY_CHARS = 1_200
 
@@ -159,6 +166,19 @@ def render_attempts(evidence: Sequence[Evidence], limit: int = EVIDENCE_CHARS) -
     return "\n\n".join(blocks)[:limit]
 
 
+def render_session(excerpts: Sequence[str], limit: int = SESSION_CHARS) -> str:
+    """The session excerpts as prompt lines, each cut, the newest kept within ``limit``."""
+    lines: list[str] = []
+    used = 0
+    for line in reversed(excerpts):
+        shown = "- " + excerpt(one_line(line, SESSION_LINE_CHARS), SESSION_LINE_CHARS)
+        if used + len(shown) + 1 > limit:
+            break
+        lines.append(shown)
+        used += len(shown) + 1
+    return "\n".join(reversed(lines)) if lines else "(none)"
+
+
 def _candidate_kind(evidence: Sequence[Evidence]) -> str:
     if any(item.mode == PlanMode.TEAM for item in evidence):
         return "team workflow (several agents, then a synthesis)"
@@ -219,7 +239,11 @@ def _listed(names: Sequence[str]) -> str:
 
 
 def _prompt(
-    task: Task, evidence: Sequence[Evidence], action: DraftAction, related: Sequence[Skill]
+    task: Task,
+    evidence: Sequence[Evidence],
+    action: DraftAction,
+    related: Sequence[Skill],
+    session: Sequence[str] = (),
 ) -> str:
     accepted = _accepted(evidence)
     sections = [
@@ -231,6 +255,7 @@ def _prompt(
         f"Called tool names:\n{_listed(_called_tools(evidence))}",
         f"Run-selected tool names:\n{_listed(_selected_tools(evidence))}",
         f"Task summaries:\n{_task_summary(task, accepted)}",
+        f"Session excerpts:\n{render_session(session)}",
         f"Evidence:\n{render_attempts(evidence)}",
         f"final_accepted_run_id:\n{_accepted_run_id(accepted)}",
         _rules(action, related),
@@ -391,17 +416,19 @@ async def synthesize_draft(
     ts: float,
     timeout_s: float = 30.0,
     known_tools: Collection[str] | None = None,
+    session: Sequence[str] = (),
 ) -> SkillDraft:
     """A draft learned from ``task``'s evidence: ``blocked`` when the safety check fails.
 
-    ``known_tools``, when given, are the only tool names the draft may list.
+    ``known_tools``, when given, are the only tool names the draft may list;
+    ``session`` holds the task's messages as ``"author: text"`` lines, oldest first.
     """
     related = related_skills(evidence, library)
     action = choose_action(related)
     call = ModelCall(
         purpose=Purpose.DRAFT,
         system=_SYSTEM,
-        prompt=_prompt(task, evidence, action, related),
+        prompt=_prompt(task, evidence, action, related, session),
         max_tokens=_MAX_TOKENS,
         timeout_s=timeout_s,
     )
