@@ -15,7 +15,7 @@ from engine.providers.scripted import Reply, ScriptedModel
 from protocol.settings import GroupSettingsPatch
 from protocol.tasks import RunStatus, Skill, SkillSource, TaskStatus
 from tests.fixtures.ray_cluster import MakeRuntime
-from tests.group_helpers import ROSTER, last_is_tool_result
+from tests.group_helpers import ROSTER, all_events, last_is_tool_result, notices
 
 PLAN = {
     "mode": "team",
@@ -142,3 +142,41 @@ async def test_a_skill_draft_quotes_the_tasks_session(make_runtime: MakeRuntime)
     assert done is not None and done.draft_id
     draft = await store.get_skill_draft(done.draft_id)
     assert draft is not None and draft.description == "quoted=True"
+
+
+def two_tasks(request: ModelRequest) -> Reply:
+    if request.context.purpose == "team.router":
+        prompt = str(request.messages[-1].content)
+        title = "Pricing" if "pricing" in prompt else "Launch"
+        return Reply(json.dumps({"action": "new_task", "reason": "r", "short_title": title}))
+    if request.context.purpose == "team.planner":
+        return Reply('{"mode": "single", "vp": "steve", "reason": "one voice"}')
+    return team_calls(request) or Reply("an answer")
+
+
+async def test_a_new_task_sets_the_open_one_aside_with_a_notice(
+    make_runtime: MakeRuntime,
+) -> None:
+    rt = make_runtime(provider_overrides={"offline": ScriptedModel(two_tasks)})
+    group = await rt.create_group("two", ROSTER, settings=GroupSettingsPatch(team_mode=True))
+    await rt.send(Ingest(group.id, "ann", "Plan our product launch for March"))
+    await rt.send(TeamIdle(group.id))
+    second = await rt.send(Ingest(group.id, "ann", "Now work out our pricing tiers"))
+    await rt.send(TeamIdle(group.id))
+    store = await rt.store()
+    pricing, launch = await store.list_tasks(group.id)
+    assert (pricing.title, launch.title) == ("Pricing", "Launch")
+    active = await store.active_task(group.id)
+    assert active is not None and active.id == pricing.id
+    [parked] = [n for n in notices(await all_events(rt, group.id)) if _rule(n) == "task_parked"]
+    assert parked["detail"]["taskId"] == launch.id and parked["detail"]["byTaskId"] == pricing.id
+    assert "Launch" in parked["message"] and "Pricing" in parked["message"]
+    # The notice is in the group log too, answering the message that opened the new task.
+    log = await store.read_messages(group.id)
+    [stored] = [m for m in log if m.meta.get("notice", {}).get("rule") == "task_parked"]
+    assert stored.meta["chainId"] == second.message_id
+
+
+def _rule(data: dict[str, object]) -> object:
+    detail = data.get("detail")
+    return detail.get("rule") if isinstance(detail, dict) else None

@@ -219,7 +219,10 @@ class TeamDesk:
             await self._chat(group, message)
             return None
         if action is TaskAction.NEW_TASK or active is None:
-            return await self._open(group, message, text, decision)
+            run = await self._open(group, message, text, decision)
+            if active is not None:
+                await self._park(group, active, run.task, message.id)
+            return run
         if action is TaskAction.CLOSE_TASK:
             await self._accept(group, active, message.author)
             return None
@@ -282,6 +285,21 @@ class TeamDesk:
         self._live[task.id] = task
         await self.s.board.publish(task)
         return self._attempt_run(group, task, message, None)
+
+    async def _park(self, group: Group, old: Task, new: Task, root: str) -> None:
+        """Say that a new task set the open ``old`` one aside (it keeps its card and status)."""
+        if old.status is TaskStatus.REVIEW:
+            what = "waits on its card: accept, revise or abandon it there"
+        else:
+            what = "keeps running and then waits on its card"
+        await GroupEvents(self.s.store, group.id).notice(
+            f"New task “{new.title}”: the task “{old.title}” is set aside and {what}. "
+            "Messages now go to the new task.",
+            root,
+            "task_parked",
+            taskId=old.id,
+            byTaskId=new.id,
+        )
 
     async def _again(
         self, group: Group, task: Task, message: GroupMessage, text: str, action: TaskAction
