@@ -36,11 +36,13 @@ from coordinator.results import CancelResult, RecoveryReport
 from coordinator.shards import shard_of
 from coordinator.team.desk import TeamDesk
 from coordinator.team.run import TaskBoard, TeamServices
+from engine.embeddings import open_embedder
 from engine.events import StopReason
 from personas.directory import PersonaDirectory
 from personas.routing import Selection, Source, select_targets
 from store.base import Group, GroupMessage, Store
 from store.turns import TurnRecord
+from team.skills import EmbeddingRetriever
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +77,10 @@ class Shard:
             config.store.data_dir,
             tool_names=frozenset(t.name for t in vp_tools(config.engine)),
         )
+        # Skills are recalled by embeddings when an embedding model is configured.
+        self.embedder = open_embedder(config.engine)
+        if self.embedder is not None:
+            services.retriever = EmbeddingRetriever(self.embedder)
         self.team = TeamDesk(services, self.chat, self.start_chain)
         self._guards: dict[str, LoopGuard] = {}
         # Recovery starts with the shard (Ray runs an async actor's __init__
@@ -93,6 +99,8 @@ class Shard:
         await self.recover()
         await self.turns.drain(0.0)
         await self.team.close()
+        if self.embedder is not None:
+            await self.embedder.aclose()
         await self.store.close()
 
     # -- chains ---------------------------------------------------------------

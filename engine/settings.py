@@ -163,6 +163,12 @@ class _EngineFields(BaseModel):
         "no tps; 0 streams without pauses.",
     )
 
+    embedding_model: str | None = Field(
+        default=None,
+        description="Embedding model for team mode's skill retrieval, as openai:name (any "
+        "OpenAI-compatible /embeddings endpoint at the OpenAI base URL); unset: BM25.",
+    )
+
     @field_validator(
         "openai_api_key",
         "openai_base_url",

@@ -173,7 +173,7 @@ def test_tokenize_words_and_cjk() -> None:
 )
 def test_bm25_ranks_the_right_skill_first(query: str, best: str) -> None:
     skills = [*SkillLibrary.load(None).all(), *CHINESE]
-    ranked = BM25Retriever().rank(query, skills, 3)
+    ranked = BM25Retriever().ranked(query, skills, 3)
     assert ranked and ranked[0].name == best
     assert len(ranked) <= 3
 
@@ -181,19 +181,19 @@ def test_bm25_ranks_the_right_skill_first(query: str, best: str) -> None:
 @pytest.mark.parametrize("query", ["what is the weather like tomorrow", "天气", "", "the of and"])
 def test_bm25_returns_nothing_for_unrelated_queries(query: str) -> None:
     skills = [*SkillLibrary.load(None).all(), *CHINESE]
-    assert BM25Retriever().rank(query, skills, 8) == []
+    assert BM25Retriever().ranked(query, skills, 8) == []
 
 
 def test_bm25_name_and_description_outweigh_body_and_ties_go_by_name() -> None:
     in_body = skill("aaa", "Something else.", "budget budget")
     in_name = skill("zzz-budget", "Plan a budget.", "Steps.")
-    assert [s.name for s in BM25Retriever().rank("budget", [in_body, in_name], 5)] == [
+    assert [s.name for s in BM25Retriever().ranked("budget", [in_body, in_name], 5)] == [
         "zzz-budget",
         "aaa",
     ]
     twins = [skill("b-twin", "Same words."), skill("a-twin", "Same words.")]
-    assert [s.name for s in BM25Retriever().rank("words", twins, 5)] == ["a-twin", "b-twin"]
-    assert BM25Retriever().rank("words", twins, 0) == []
+    assert [s.name for s in BM25Retriever().ranked("words", twins, 5)] == ["a-twin", "b-twin"]
+    assert BM25Retriever().ranked("words", twins, 0) == []
 
 
 class ToyEmbedder:
@@ -204,12 +204,12 @@ class ToyEmbedder:
     def __init__(self) -> None:
         self.embedded = 0
 
-    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         self.embedded += len(texts)
         return [[float(text.lower().count(axis)) for axis in self.AXES] for text in texts]
 
 
-def test_embedding_retriever_ranks_by_cosine_and_caches_documents() -> None:
+async def test_embedding_retriever_ranks_by_cosine_and_caches_documents() -> None:
     embedder = ToyEmbedder()
     retriever = EmbeddingRetriever(embedder)
     skills = [
@@ -218,11 +218,11 @@ def test_embedding_retriever_ranks_by_cosine_and_caches_documents() -> None:
         skill("mixed", "launch and risk"),
         skill("unrelated", "nothing here"),
     ]
-    ranked = retriever.rank("launch", skills, 5)
+    ranked = await retriever.rank("launch", skills, 5)
     assert [s.name for s in ranked] == ["launching", "mixed"]  # zero similarity is left out
-    assert [s.name for s in retriever.rank("risk", skills, 1)] == ["risky"]
+    assert [s.name for s in await retriever.rank("risk", skills, 1)] == ["risky"]
     assert embedder.embedded == 2 + len(skills)  # two queries; each document once
-    assert retriever.rank("", skills, 3) == []
+    assert await retriever.rank("", skills, 3) == []
 
 
 # --- text helpers ---------------------------------------------------------------

@@ -60,6 +60,7 @@ from team.planner import RosterEntry, plan
 from team.router import ROUTER_SKILL
 from team.skills import (
     BM25Retriever,
+    Retriever,
     SkillLibrary,
     activation_message,
     assemble_skills,
@@ -133,6 +134,9 @@ class TeamServices:
     # The names of the VPs' built-in tools: a learned skill may list these
     # and the tools its task's evidence shows in use, nothing else.
     tool_names: frozenset[str] = frozenset()
+    # How skills are recalled: BM25, or embeddings when the deployment
+    # configures an embedding model (shared, so a library is embedded once).
+    retriever: Retriever = field(default_factory=BM25Retriever)
 
 
 def roster_entries(personas: PersonaDirectory, roster: Sequence[str]) -> list[RosterEntry]:
@@ -193,7 +197,7 @@ class AttemptRun:
         self.library: list[Skill] = []
         # Set when a run's turn was aborted: the group's turns were cancelled.
         self.aborted = False
-        self.retriever = BM25Retriever()
+        self.retriever = services.retriever
         # The runs answer the message that asked for this attempt, acting
         # for its author with the tools it allowed (``!approve``).
         self.origin = origin

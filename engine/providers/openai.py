@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -163,6 +163,21 @@ class OpenAIProvider:
             raise self._error(exc, request.model) from exc
         for item in reader.finish(self.name, request.model):
             yield item
+
+    async def embed(self, model: str, texts: Sequence[str]) -> list[list[float]]:
+        """One vector per text from the ``/embeddings`` endpoint, in order.
+
+        Floats are asked for explicitly (the SDK would ask for base64, which
+        some compatible servers do not speak); failures are ModelErrors.
+        """
+        try:
+            reply = await self._client.embeddings.create(
+                model=model, input=list(texts), encoding_format="float"
+            )
+        except Exception as exc:
+            raise self._error(exc, model) from exc
+        ordered = sorted(reply.data, key=lambda item: item.index)
+        return [list(item.embedding) for item in ordered]
 
     async def aclose(self) -> None:
         """Close the SDK client and its connection pool."""

@@ -13,16 +13,20 @@ choice among them. Two retrievers:
   nothing. Only skills with a positive score come back, best first, equal
   scores by name.
 - :class:`EmbeddingRetriever`, cosine similarity over vectors from an
-  :class:`Embedder` (an offline embedding model; none ships with the server).
-  It remembers each document's vector by the text's hash, so a library is
-  embedded once, not once per query.
+  :class:`Embedder` (an embedding model the deployment configures:
+  ``embedding_model``, an OpenAI-compatible ``/embeddings`` endpoint, see
+  :mod:`engine.embeddings`). It remembers each document's vector by the
+  text's hash, so a library is embedded once, not once per query. When the
+  embedding model fails, it ranks with its fallback (BM25) instead.
 
-Both are deterministic for a given library and query.
+Both are deterministic for a given library and query. Ranking is async,
+since an embedder calls a model over the network.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import math
 import re
 from collections import Counter
@@ -30,6 +34,9 @@ from collections.abc import Iterable, Sequence
 from typing import Protocol
 
 from protocol.tasks import Skill
+from team.skills.common import describe_error as describe
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "BM25Retriever",
@@ -43,13 +50,13 @@ __all__ = [
 
 
 class Retriever(Protocol):
-    def rank(self, query: str, skills: Sequence[Skill], k: int) -> list[Skill]:
+    async def rank(self, query: str, skills: Sequence[Skill], k: int) -> list[Skill]:
         """At most ``k`` of ``skills`` related to ``query``, most related first."""
         ...
 
 
 class Embedder(Protocol):
-    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """One vector per text, in order, all of the same length."""
         ...
 
@@ -136,8 +143,12 @@ class BM25Retriever:
         norm = self.k1 * (1.0 - self.b + self.b * length / average)
         return idf * tf * (self.k1 + 1.0) / (tf + norm)
 
-    def rank(self, query: str, skills: Sequence[Skill], k: int) -> list[Skill]:
+    async def rank(self, query: str, skills: Sequence[Skill], k: int) -> list[Skill]:
         """At most ``k`` skills with a positive score, best first, equal scores by name."""
+        return self.ranked(query, skills, k)
+
+    def ranked(self, query: str, skills: Sequence[Skill], k: int) -> list[Skill]:
+        """:meth:`rank` without the await, for callers outside a loop."""
         if k <= 0:
             return []
         scored = [
@@ -166,31 +177,42 @@ class EmbeddingRetriever:
     """Ranks skills by the cosine similarity of their embedding to the query's.
 
     Only skills more similar than ``min_score`` come back, best first, equal
-    scores by name.
+    scores by name. A failing embedder (the model is down, say) is logged and
+    ``fallback`` ranks instead, so a run still gets its candidates.
     """
 
-    def __init__(self, embedder: Embedder, min_score: float = 0.0) -> None:
+    def __init__(
+        self,
+        embedder: Embedder,
+        min_score: float = 0.0,
+        fallback: Retriever | None = None,
+    ) -> None:
         self.embedder = embedder
         self.min_score = min_score
+        self.fallback: Retriever = fallback or BM25Retriever()
         self._vectors: dict[str, list[float]] = {}
 
-    def _embed_documents(self, documents: Sequence[str]) -> list[list[float]]:
+    async def _embed_documents(self, documents: Sequence[str]) -> list[list[float]]:
         keys = [hashlib.sha256(doc.encode("utf-8")).hexdigest() for doc in documents]
         missing: dict[str, str] = {}
         for key, doc in zip(keys, documents, strict=True):
             if key not in self._vectors:
                 missing.setdefault(key, doc)
         if missing:
-            vectors = self.embedder.embed(list(missing.values()))
+            vectors = await self.embedder.embed(list(missing.values()))
             self._vectors.update(zip(missing, vectors, strict=True))
         return [self._vectors[key] for key in keys]
 
-    def rank(self, query: str, skills: Sequence[Skill], k: int) -> list[Skill]:
-        """At most ``k`` skills closest to ``query``."""
+    async def rank(self, query: str, skills: Sequence[Skill], k: int) -> list[Skill]:
+        """At most ``k`` skills closest to ``query`` (the fallback's when embedding fails)."""
         if k <= 0 or not skills or not query.strip():
             return []
-        [query_vector] = self.embedder.embed([query])
-        vectors = self._embed_documents([skill_document(skill) for skill in skills])
+        try:
+            [query_vector] = await self.embedder.embed([query])
+            vectors = await self._embed_documents([skill_document(s) for s in skills])
+        except Exception as exc:
+            log.warning("skill embeddings failed (%s); ranking with BM25", describe(exc))
+            return await self.fallback.rank(query, skills, k)
         scored = [
             (score, skill)
             for skill, vector in zip(skills, vectors, strict=True)

@@ -121,11 +121,13 @@ def _details(skills: Sequence[Skill]) -> str:
     return "\n\n".join(blocks)
 
 
-def _safe_rank(retriever: Retriever, query: str, library: Sequence[Skill], k: int) -> list[Skill]:
+async def _safe_rank(
+    retriever: Retriever, query: str, library: Sequence[Skill], k: int
+) -> list[Skill]:
     # A retriever backed by an embedding model can fail; a run then simply
     # goes without skills, as the selectors promise.
     try:
-        return retriever.rank(query, library, k)
+        return await retriever.rank(query, library, k)
     except Exception:
         log.warning("skill retrieval failed; no candidates", exc_info=True)
         return []
@@ -163,7 +165,7 @@ async def resolve_node_skills(
     """
     query = node_skill_query(node, goal, request)
     published = [skill for skill in library if skill.source != SkillSource.EPHEMERAL]
-    candidates = _safe_rank(retriever, query, published, k)
+    candidates = await _safe_rank(retriever, query, published, k)
     if not candidates or max_active <= 0:
         return []
     prompt = (
@@ -213,7 +215,7 @@ async def assemble_skills(
 ) -> list[Skill]:
     """At most ``max_active`` skills for a run, in the model's order; [] on any failure."""
     published = [skill for skill in library if skill.source != SkillSource.EPHEMERAL]
-    candidates = _safe_rank(retriever, task_description, published, k)
+    candidates = await _safe_rank(retriever, task_description, published, k)
     if not candidates or max_active <= 0:
         return []
     if len(candidates) > max_detailed:
