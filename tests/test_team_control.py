@@ -76,7 +76,7 @@ def made_up_tool(request: ModelRequest) -> Reply | Any:
 def looping_nodes(request: ModelRequest) -> Reply | Any:
     """Task runs that would call tools for ever; each says whether it was told
     what to do when tools fail, and whether its last call was the final one."""
-    node = "# Execution Context" in request.system and not request.context.purpose
+    node = str(request.context.purpose).startswith("team.run.")
     if node and not _prompt(request).startswith("Synthesis instruction"):
         if request.tools:
             return Reply(tool_calls=[("rethink", {"reason": "once more"})])
@@ -101,7 +101,7 @@ def slow_planner(request: ModelRequest) -> Reply:
 
 def slow_nodes(request: ModelRequest) -> Reply:
     """Task runs take a while: long enough to delete the group while they run."""
-    if "# Execution Context" in request.system and not request.context.purpose:
+    if str(request.context.purpose).startswith("team.run."):
         return Reply(f"OUT-{request.context.speaker_id}", delay=SLOW_S)
     return team_model(request)
 
