@@ -8,12 +8,14 @@ VP actor's side and reported back in the synthesis's own answer.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 from coordinator.commands import AcceptTask, Ingest, TeamIdle
 from engine.providers.base import ModelRequest
 from engine.providers.scripted import Reply, ScriptedModel
 from protocol.settings import GroupSettingsPatch
-from protocol.tasks import RunStatus, Skill, SkillSource, TaskStatus
+from protocol.tasks import RunRole, RunStatus, Skill, SkillSource, TaskStatus
+from team.delegation import Delegation, DependencyOutput
 from tests.fixtures.ray_cluster import MakeRuntime
 from tests.group_helpers import ROSTER, all_events, last_is_tool_result, notices
 
@@ -180,3 +182,27 @@ async def test_a_new_task_sets_the_open_one_aside_with_a_notice(
 def _rule(data: dict[str, object]) -> object:
     detail = data.get("detail")
     return detail.get("rule") if isinstance(detail, dict) else None
+
+
+def test_a_synthesis_after_a_failed_part_says_what_is_missing() -> None:
+    parts = (
+        DependencyOutput("market", "steve", "size the market", "OUT-steve"),
+        DependencyOutput("tech", "linus", "list the risks", "", ok=False),
+    )
+    said_in = {"en": "Team result: 1 of 2 parts finished", "zh": "2 个部分中完成了 1 个"}
+    for language, said in said_in.items():
+        synthesis = Delegation(
+            task_id="t1",
+            attempt=1,
+            run_id="synthesis",
+            role=RunRole.SYNTHESIS,
+            goal="launch",
+            request="plan it",
+            work="one plan",
+            dependencies=parts,
+            language=language,
+        )
+        context = synthesis.execution_context()
+        assert said in context and synthesis.purpose == "team.run.synthesis"
+    node = replace(synthesis, role=RunRole.NODE, language="en")
+    assert "Team result" not in node.execution_context() and node.purpose == "team.run.node"
