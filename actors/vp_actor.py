@@ -38,6 +38,7 @@ from actors.turns import TurnOutcome, TurnTracker
 from actors.vp_commands import (
     Abort,
     AnswerQuestion,
+    AnswerReceipt,
     Complete,
     Follow,
     Ping,
@@ -315,7 +316,7 @@ class VPActor:
         return others
 
     @VP_OPS.on(AnswerQuestion)
-    async def answer(self, cmd: AnswerQuestion) -> bool:
+    async def answer(self, cmd: AnswerQuestion) -> AnswerReceipt:
         return self.services.questions.answer(cmd.request_id, cmd.answer, cmd.group_id)
 
     @VP_OPS.on(QuestionOf)

@@ -10,6 +10,7 @@ not there: it gets ``absent`` instead.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import ClassVar, TypeVar
 
 from actors.commands import Command
@@ -82,12 +83,42 @@ class Abort(VPCommand[int]):
     at: float | None = None
 
 
+class AnswerVerdict(StrEnum):
+    """What became of a person's answer to a VP's question."""
+
+    TAKEN = "taken"
+    # Not open: answered already, expired, never asked, or asked in another group.
+    NOT_OPEN = "not_open"
+    # Open, but the answer does not fit the question (see actors.questions.check_answer).
+    NOT_A_CHOICE = "not_a_choice"
+    ONE_ONLY = "one_only"
+    EMPTY = "empty"
+
+
 @dataclass(frozen=True, slots=True)
-class AnswerQuestion(VPCommand[bool]):
-    """Deliver a person's answer to a question the VP asked (in ``group_id``, if given)."""
+class AnswerReceipt:
+    """The VP's reply to an answer: its verdict, and why when it was refused.
+
+    True only when the answer was taken, so a caller may test it as a flag.
+    """
+
+    verdict: AnswerVerdict
+    reason: str = ""
+    choices: tuple[str, ...] = ()
+
+    def __bool__(self) -> bool:
+        return self.verdict is AnswerVerdict.TAKEN
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerQuestion(VPCommand[AnswerReceipt]):
+    """Deliver a person's answer to a question the VP asked (in ``group_id``, if given).
+
+    A tuple is the choices of a multi-select question.
+    """
 
     request_id: str
-    answer: str
+    answer: str | tuple[str, ...]
     group_id: str | None = None
 
 

@@ -217,12 +217,17 @@ class GroupEvents:
         choices: list[str] | None,
         expires_at: float,
         tool: ToolApproval | None = None,
+        *,
+        multi_select: bool = False,
+        allow_other: bool = False,
     ) -> int:
         frame = AskUserQuestion(
             tool=tool,
             request_id=request_id,
             prompt=prompt,
             choices=choices,
+            multi_select=multi_select,
+            allow_other=allow_other,
             group_id=self.group_id,
             vp_id=vp_id,
             turn_id=turn_id,

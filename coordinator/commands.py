@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from actors.commands import AllowTool, Command, Forward, GroupCommand
 from actors.config import RuntimeConfig
-from actors.vp_commands import VPStats
+from actors.vp_commands import AnswerReceipt, VPStats
 from coordinator.membership import GroupEdit, MemberOp
 from coordinator.regenerate import RegenerateResult
 from coordinator.results import CancelResult, DrainResult, IngestResult, RecoveryReport
@@ -172,12 +172,15 @@ class Cancel(GroupCommand[CancelResult]):
 
 
 @dataclass(frozen=True, slots=True)
-class Answer(GroupCommand[bool]):
-    """Deliver a person's answer to the VP that asked ``request_id``."""
+class Answer(GroupCommand[AnswerReceipt]):
+    """Deliver a person's answer to the VP that asked ``request_id``; the VP checks it.
+
+    A tuple is the choices of a multi-select question.
+    """
 
     group_id: str
     request_id: str
-    answer: str
+    answer: str | tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)

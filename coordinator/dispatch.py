@@ -42,6 +42,8 @@ from actors.turns import (
 from actors.vp_commands import (
     Abort,
     AnswerQuestion,
+    AnswerReceipt,
+    AnswerVerdict,
     Follow,
     Ping,
     QuestionOf,
@@ -335,16 +337,18 @@ class Dispatcher:
     async def _abort(self, vp_id: str, group_id: str, at: float) -> int:
         return await (await self.vp(vp_id)).send(Abort(group_id, None, at))
 
-    async def answer(self, group: Group, request_id: str, answer: str) -> bool:
+    async def answer(
+        self, group: Group, request_id: str, answer: str | tuple[str, ...]
+    ) -> AnswerReceipt:
         """Hand an answer to the VP that asked (its id is in the question's id)."""
+        gone = AnswerReceipt(AnswerVerdict.NOT_OPEN)
         vp = question_vp(request_id)
         if vp is None or vp not in group.roster:
-            return False
+            return gone
         try:
-            delivered = await (await self.vp(vp)).send(AnswerQuestion(request_id, answer, group.id))
+            return await (await self.vp(vp)).send(AnswerQuestion(request_id, answer, group.id))
         except (RayError, StoreError):
-            return False
-        return delivered
+            return gone
 
     async def question_group(self, request_id: str) -> str | None:
         """The group an open question was asked in, asked of the VP its id names."""

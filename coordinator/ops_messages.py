@@ -14,7 +14,7 @@ from typing import Any
 
 from actors.commands import Forward
 from actors.turns import QueuePolicy, TurnOrigin
-from actors.vp_commands import VPStats
+from actors.vp_commands import AnswerReceipt, VPStats
 from actors.writer import GroupEvents
 from coordinator.commands import (
     Answer,
@@ -220,7 +220,7 @@ async def cancel(shard: Shard, cmd: Cancel) -> CancelResult:
 
 
 @OPS.on(Answer)
-async def answer(shard: Shard, cmd: Answer) -> bool:
+async def answer(shard: Shard, cmd: Answer) -> AnswerReceipt:
     group = await shard.groups.require(cmd.group_id)
     return await shard.turns.answer(group, cmd.request_id, cmd.answer)
 

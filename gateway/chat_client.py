@@ -28,14 +28,14 @@ from urllib.parse import quote
 
 import httpx
 
-from gateway.chat_screen import Screen, files_line, render, said_line
+from gateway.chat_screen import Screen, files_line, render, said_line, typed_answer
 
 PING_INTERVAL_S = 20.0
 QUIT = ("/quit", "/exit")
 HELP = """commands:
   /help            this list
   /cancel [VP]     stop every running turn of the group, or only VP's
-  /answer TEXT     answer the question a VP asked you
+  /answer TEXT     answer the question a VP asked you (a choice's number, or 1,3 for several)
   /attach PATH     upload a file; it goes with your next message
   /quit            leave (Ctrl-D too)
 anything else is sent to the group; @name addresses a VP, @all everyone;
@@ -63,7 +63,10 @@ class ChatClient:
         self.group_ref = group
         self.group_id = ""
         self.last_seq = 0
-        self.pending_question: str | None = None
+        # The question waiting for /answer, and the one answered last (asked
+        # again when the server refuses its answer).
+        self.pending_question: dict[str, Any] | None = None
+        self.answered: dict[str, Any] | None = None
         # Messages already on screen: the ones typed here (by clientMessageId)
         # and the history (by message id), which a replay may repeat.
         self.sent: set[str] = set()
@@ -201,12 +204,16 @@ class ChatClient:
         if line.startswith("//"):
             line = line[1:]
         elif line.startswith("/answer") and self.pending_question:
-            answer = line.removeprefix("/answer").strip()
-            request_id, self.pending_question = self.pending_question, None
+            question, self.pending_question = self.pending_question, None
+            self.answered = question
+            choices = [str(c) for c in question.get("choices") or []]
+            answer = typed_answer(
+                line.removeprefix("/answer"), choices, bool(question.get("multiSelect"))
+            )
             return {
                 "type": "ask_user_answer",
                 "groupId": self.group_id,
-                "requestId": request_id,
+                "requestId": question.get("requestId"),
                 "answer": answer,
             }
         client_message_id = uuid.uuid4().hex
@@ -229,7 +236,11 @@ class ChatClient:
                 return
             self.last_seq = seq
         if frame.get("type") == "ask_user_question":
-            self.pending_question = frame.get("requestId")
+            self.pending_question = frame
+        if frame.get("type") == "error" and frame.get("field") == "answer" and self.answered:
+            # An answer that did not fit: the question is still open, answer again.
+            if frame.get("requestId") == self.answered.get("requestId"):
+                self.pending_question = self.answered
         if frame.get("type") == "group_message":
             if frame.get("clientMessageId") in self.sent or frame.get("messageId") in self.shown:
                 return

@@ -141,6 +141,42 @@ def files_line(attachments: list[dict[str, Any]]) -> str:
     return "  files: " + ", ".join(names)
 
 
+def question_line(question: dict[str, Any]) -> str:
+    """How a VP's question reads: its choices numbered, and how to answer it."""
+    choices = [str(c) for c in question.get("choices") or []]
+    listed = "".join(f"  {n}) {choice}" for n, choice in enumerate(choices, 1))
+    if not choices:
+        how = "answer with /answer <text>"
+    elif question.get("multiSelect"):
+        how = "pick one or more: /answer 1,3"
+    else:
+        how = "pick one: /answer <number>"
+    if choices and question.get("allowOther"):
+        how += " (or your own words)"
+    who = question.get("vpId") or "a VP"
+    return f"? {who} asks: {question.get('prompt')}{listed} — {how}"
+
+
+def typed_answer(text: str, choices: list[str], multi_select: bool) -> str | list[str]:
+    """The answer a person typed: a choice's number stands for the choice.
+
+    For a multi-select question the answer is a list, its parts separated by
+    commas (``1,3`` or ``1, blue``). Anything that is not a number of a
+    choice is sent as typed; the VP refuses what is not a choice unless the
+    question allows the person's own words.
+    """
+
+    def one(part: str) -> str:
+        part = part.strip()
+        if part.isdigit() and 1 <= int(part) <= len(choices):
+            return choices[int(part) - 1]
+        return part
+
+    if multi_select:
+        return [one(part) for part in text.split(",") if part.strip()]
+    return one(text)
+
+
 def render(screen: Screen, frame: dict[str, Any]) -> None:
     """Show one server frame."""
     kind = frame.get("type")
@@ -152,15 +188,7 @@ def render(screen: Screen, frame: dict[str, Any]) -> None:
     elif kind == "yeaft_output":
         _render_output(screen, frame)
     elif kind == "ask_user_question":
-        choices = frame.get("choices") or []
-        hint = f" [{'/'.join(choices)}]" if choices else ""
-        screen.line(
-            screen.paint(
-                f"? {frame.get('vpId')} asks: {frame.get('prompt')}{hint}"
-                f" — answer with /answer <text>",
-                "1;33",
-            )
-        )
+        screen.line(screen.paint(question_line(frame), "1;33"))
     elif kind == "error":
         screen.line(screen.paint(f"  error {frame.get('code')}: {frame.get('message')}", "31"))
     elif kind == "removed" or (kind == "group_update" and frame.get("action") == "deleted"):

@@ -26,6 +26,7 @@ from engine.events import (
     ToolCallEvent,
     ToolResultEvent,
 )
+from gateway.chat_screen import question_line, typed_answer
 
 
 def data_dir() -> Path:
@@ -104,11 +105,23 @@ class TerminalPrinter:
         return self.style.dim(line)
 
 
-async def _terminal_ask(question: str, choices: list[str] | None) -> str:
-    hint = f" [{'/'.join(choices)}]" if choices else ""
+async def _terminal_ask(
+    question: str,
+    choices: list[str] | None,
+    *,
+    multi_select: bool = False,
+    allow_other: bool = False,
+) -> str | list[str]:
     if not sys.stdin.isatty():
         raise TimeoutError("no terminal to ask on")
-    return await asyncio.to_thread(input, f"\n? {question}{hint} ")
+    asked = {
+        "prompt": question,
+        "choices": choices,
+        "multiSelect": multi_select,
+        "allowOther": allow_other,
+    }
+    typed = await asyncio.to_thread(input, f"\n{question_line(asked)} ")
+    return typed_answer(typed.removeprefix("/answer"), choices or [], multi_select)
 
 
 async def run_ask(question: str, vp: str | None, model: str | None) -> int:

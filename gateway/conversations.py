@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from actors.commands import GroupCommand
+from actors.vp_commands import AnswerVerdict
 from coordinator.commands import Answer, Cancel, DeleteGroup, EditGroup, Ingest
 from coordinator.membership import GroupEdit
 from gateway.errors import GatewayError, coordinator_refusal, not_found
@@ -281,12 +282,15 @@ class ConversationService:
         await self._call(Cancel(group.id, vp_id))
 
     async def answer(
-        self, username: str, target_id: str | None, request_id: str, answer: str
+        self, username: str, target_id: str | None, request_id: str, answer: str | list[str]
     ) -> None:
         """Deliver an answer; without ``target_id`` the question's own group is found.
 
         A question that is not open (or not the user's to answer) is
-        ``not_found`` on ``requestId``, whichever way it was named.
+        ``not_found`` on ``requestId``, whichever way it was named; an answer
+        that does not fit the question (not one of its choices, a list for a
+        single-select question, nothing) is ``invalid_frame`` on ``answer``,
+        with the VP's reason, and the question stays open.
         """
         located = target_id or await self.runtime.question_group(request_id)
         gone = GatewayError(
@@ -302,8 +306,17 @@ class ConversationService:
             if target_id is not None:
                 raise
             raise gone from None
-        if not await self._call(Answer(group.id, request_id, answer)):
+        given = answer if isinstance(answer, str) else tuple(answer)
+        receipt = await self._call(Answer(group.id, request_id, given))
+        if receipt.verdict is AnswerVerdict.NOT_OPEN:
             raise gone
+        if not receipt:
+            raise GatewayError(
+                ErrorCode.INVALID_FRAME,
+                receipt.reason,
+                field="answer",
+                detail={"reason": receipt.verdict.value, "choices": list(receipt.choices)},
+            )
 
     async def _call(self, command: GroupCommand[T]) -> T:
         try:

@@ -13,6 +13,7 @@ import asyncio
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from actors.commands import GroupCommand
+from actors.vp_commands import AnswerReceipt
 from coordinator.commands import (
     AbandonTask,
     AcceptTask,
@@ -217,7 +218,9 @@ class GroupService:
         await self.member_group(username, group_id)
         return await self._call(Cancel(group_id, vp_id))
 
-    async def answer(self, username: str, group_id: str, request_id: str, answer: str) -> bool:
+    async def answer(
+        self, username: str, group_id: str, request_id: str, answer: str | tuple[str, ...]
+    ) -> AnswerReceipt:
         await self.member_group(username, group_id)
         return await self._call(Answer(group_id, request_id, answer))
 

@@ -28,7 +28,8 @@ when the group, one of its VPs or the connection has too much waiting;
 group management → ``group_update {action, group, requestId?}``
 (``list_groups`` → ``{action: "list", group: {}, groups: [...]}``);
 ``ask_user_answer`` for an unknown request → ``error not_found``;
-``ping`` → ``pong``; ``unsubscribe`` and ``cancel_execution`` → no reply
+``llm_config`` → ``llm_config``, ``yeaft_settings`` → ``yeaft_settings``
+(``gateway.ws_settings``); ``ping`` → ``pong``; ``unsubscribe`` and ``cancel_execution`` → no reply
 (the cancelled turns end with their ``result`` envelopes). The chat mode's
 frames (conversations) are handled in ``gateway.conversation_ws``.
 """
@@ -52,6 +53,7 @@ from gateway.inflight import InFlight
 from gateway.limits import AbuseMeter, LagMeter, TokenBucket
 from gateway.views import group_update, group_view
 from gateway.ws_members import member_handlers
+from gateway.ws_settings import settings_handlers
 from protocol import (
     Ack,
     AddVp,
@@ -128,6 +130,8 @@ class ClientSession:
         # The seed's chat mode: create, resume, send, delete, list (gateway.conversation_ws).
         self._handlers.update(ConversationFrames(ctx, conn).handlers())
         self._handlers.update(member_handlers(self))
+        # The seed's settings queries: llm_config, yeaft_settings (gateway.ws_settings).
+        self._handlers.update(settings_handlers(self))
 
     @property
     def username(self) -> str:
@@ -344,10 +348,9 @@ class ClientSession:
         await self.ctx.conversations.cancel(self.username, target, frame.vp_id)
 
     async def _answer(self, frame: AskUserAnswer) -> None:
-        answer = frame.answer if isinstance(frame.answer, str) else ", ".join(frame.answer)
         # Without a group or conversation the server finds the question's own.
         target = frame.group_id or frame.conversation_id
-        await self.ctx.conversations.answer(self.username, target, frame.request_id, answer)
+        await self.ctx.conversations.answer(self.username, target, frame.request_id, frame.answer)
 
     # -- group management --------------------------------------------------------
     async def _create_group(self, frame: CreateGroup) -> None:

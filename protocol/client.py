@@ -31,6 +31,7 @@ from protocol.common import (
     Name,
     Text,
 )
+from protocol.config import LlmConfig, YeaftSettings
 from protocol.mcp import McpServersList
 from protocol.members import (
     InviteMember,
@@ -302,7 +303,9 @@ ClientFrame = Annotated[
     | RemoveMember
     | TransferOwnership
     | LeaveGroup
-    | UpdateGroupSettings,
+    | UpdateGroupSettings
+    | LlmConfig
+    | YeaftSettings,
     Field(discriminator="type"),
 ]
 """Every frame a client may send, told apart by ``type``."""

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from protocol.common import ErrorCode, ServerModel
+from protocol.config import LlmConfigFrame, YeaftSettingsFrame
 from protocol.conversations import ConversationDeleted, FoldersList, HistorySessions
 from protocol.data import DataPayload
 from protocol.mcp import McpServersListFrame
@@ -177,6 +178,10 @@ class ToolApproval(ServerModel):
 class AskUserQuestion(ServerModel):
     """A tool needs the user's decision; the client replies with ``ask_user_answer``.
 
+    With ``choices`` the answer is one of them, or with ``multiSelect`` a
+    list of one or more of them; ``allowOther`` also lets the person answer
+    in their own words. An answer that does not fit is refused with
+    ``invalid_frame`` on ``answer`` and the question stays open.
     ``expiresAt`` is a Unix time in seconds after which the answer is ignored;
     ``seq`` is set when the frame comes from a group's event log.
     """
@@ -186,6 +191,7 @@ class AskUserQuestion(ServerModel):
     prompt: str
     choices: list[str] | None = None
     multi_select: bool = False
+    allow_other: bool = False
     conversation_id: str | None = None
     group_id: str | None = None
     vp_id: str | None = None
@@ -292,7 +298,9 @@ ServerFrame = Annotated[
     | ConversationDeleted
     | McpServersListFrame
     | PresenceFrame
-    | RemovedFrame,
+    | RemovedFrame
+    | LlmConfigFrame
+    | YeaftSettingsFrame,
     Field(discriminator="type"),
 ]
 """Every frame the server may send, told apart by ``type``."""

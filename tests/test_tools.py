@@ -113,7 +113,7 @@ async def test_approval_question_expiry() -> None:
 async def test_builtin_ask_user_and_finish() -> None:
     reg = ToolRegistry(builtin_tools())
 
-    async def ask(question: str, choices: list[str] | None) -> str:
+    async def ask(question: str, choices: list[str] | None, **form: bool) -> str:
         return f"answer to {question}"
 
     ctx = ToolContext("c", ask_user=ask)

@@ -13,7 +13,7 @@ import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import jsonschema
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -25,8 +25,24 @@ from engine.tools.handoff import Router
 log = logging.getLogger(__name__)
 
 Approval = Literal["auto", "ask"]
-# Asks the user a question; returns the answer text, or raises TimeoutError.
-AskUser = Callable[[str, list[str] | None], Awaitable[str]]
+
+
+class AskUser(Protocol):
+    """Asks the user a question; returns the answer, or raises TimeoutError.
+
+    The answer is the text of one choice (or the user's own words), and a
+    list of choices for a ``multi_select`` question. ``allow_other`` lets
+    the user answer in their own words although there are choices.
+    """
+
+    def __call__(
+        self,
+        question: str,
+        choices: list[str] | None,
+        *,
+        multi_select: bool = False,
+        allow_other: bool = False,
+    ) -> Awaitable[str | list[str]]: ...
 
 
 @dataclass(slots=True)
@@ -248,6 +264,7 @@ class ToolRegistry:
             answer = await ctx.ask_user(question, ["allow", "deny"])
         except TimeoutError:
             return f"{tool.name} was not approved: the question expired unanswered"
-        if answer.strip().lower() not in ("allow", "yes", "y", "approve", "ok"):
+        allowed = ("allow", "yes", "y", "approve", "ok")
+        if not isinstance(answer, str) or answer.strip().lower() not in allowed:
             return f"{tool.name} was denied by the user"
         return None

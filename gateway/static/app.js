@@ -539,6 +539,8 @@ function handleFrame(frame) {
       dropGroup(frame.groupId);
       break;
     case 'error':
+      // An answer that did not fit its question: the question is still open.
+      if (frame.field === 'answer' && frame.requestId) askDialog.refused(frame.requestId);
       handleServerError(frame, {
         state,
         ops,

@@ -34,6 +34,9 @@ export class AskDialog {
     this.current = null;
     this.expiryTimer = null;
     this.saved = loadSaved();
+    // Questions answered from this page, by request id: asked again if the
+    // server refuses the answer (it did not fit), until their turn ends.
+    this.sent = new Map();
     dialog.addEventListener('cancel', (event) => {
       // Escape only hides the question for now; it stays answerable.
       event.preventDefault();
@@ -57,6 +60,7 @@ export class AskDialog {
 
   /** Drop questions of a turn that has ended. */
   forgetTurn(turnId) {
+    for (const [id, q] of this.sent) if (q.turnId === turnId) this.sent.delete(id);
     for (const q of this.saved.values()) if (q.turnId === turnId) this.forget(q);
     this.queue = this.queue.filter((q) => q.turnId !== turnId);
     if (this.current && this.current.turnId === turnId) this.next();
@@ -98,6 +102,14 @@ export class AskDialog {
     this.onWaiting(0);
   }
 
+  /** The server refused the answer to `requestId` (the question stays open): ask again. */
+  refused(requestId) {
+    const question = this.sent.get(requestId);
+    if (!question) return;
+    this.sent.delete(requestId);
+    this.ask(question);
+  }
+
   /** Show the questions put off with "Later" again. */
   reopen() {
     if (!this.current) this.next();
@@ -136,6 +148,7 @@ export class AskDialog {
   answer(value) {
     const question = this.current;
     if (!question) return;
+    this.sent.set(question.requestId, question);
     this.onAnswer(question, value);
     this.forget(question);
     this.next();
@@ -162,23 +175,29 @@ export class AskDialog {
       : '';
     let controls;
     if (choices.length && question.multiSelect) {
-      controls = this.multiChoice(choices);
+      controls = this.multiChoice(choices, question.allowOther);
     } else if (choices.length) {
       controls = el(
         'div',
-        { class: 'ask-choices' },
-        ...choices.map((choice) =>
-          el('button', {
-            type: 'button',
-            class: 'ask-choice',
-            testid: 'ask-choice',
-            text: choice,
-            onclick: () => this.answer(choice),
-          }),
+        { class: 'ask-one' },
+        el(
+          'div',
+          { class: 'ask-choices' },
+          ...choices.map((choice) =>
+            el('button', {
+              type: 'button',
+              class: 'ask-choice',
+              testid: 'ask-choice',
+              text: choice,
+              onclick: () => this.answer(choice),
+            }),
+          ),
         ),
+        // Free words beside the buttons only when the question allows them.
+        question.allowOther ? this.freeText('Or your own answer') : '',
       );
     } else {
-      controls = this.freeText();
+      controls = this.freeText('Your answer');
     }
     const later = el('button', {
       type: 'button',
@@ -190,12 +209,13 @@ export class AskDialog {
     this.dialog.replaceChildren(head, prompt, tool, controls, foot);
   }
 
-  freeText() {
+  freeText(label) {
     const input = el('textarea', {
       class: 'ask-input',
       testid: 'ask-input',
       rows: '3',
-      'aria-label': 'Your answer',
+      'aria-label': label,
+      placeholder: label,
     });
     const form = el(
       'form',
@@ -219,27 +239,61 @@ export class AskDialog {
     return form;
   }
 
-  multiChoice(choices) {
+  /**
+   * Checkboxes for a multi-select question, answered with the list of the
+   * ticked choices (and the person's own words, when the question allows
+   * them); Answer stays disabled until there is something to send.
+   */
+  multiChoice(choices, allowOther) {
     const boxes = choices.map((choice) =>
-      el(
-        'label',
-        { class: 'ask-check' },
-        el('input', { type: 'checkbox', value: choice }),
-        el('span', { text: choice }),
-      ),
+      el('input', { type: 'checkbox', value: choice, testid: 'ask-check' }),
     );
+    const other = allowOther
+      ? el('input', {
+          type: 'text',
+          class: 'ask-other',
+          testid: 'ask-other',
+          'aria-label': 'Your own answer',
+          placeholder: 'Your own answer',
+        })
+      : null;
+    const submit = el('button', {
+      type: 'submit',
+      class: 'primary',
+      testid: 'ask-submit',
+      text: 'Answer',
+    });
+    const picked = () => {
+      const list = boxes.filter((box) => box.checked).map((box) => box.value);
+      const own = other ? other.value.trim() : '';
+      return own ? [...list, own] : list;
+    };
+    const refresh = () => {
+      submit.disabled = picked().length === 0;
+    };
+    for (const box of boxes) box.addEventListener('change', refresh);
+    if (other) other.addEventListener('input', refresh);
+    refresh();
     return el(
       'form',
       {
         class: 'ask-form',
         onsubmit: (event) => {
           event.preventDefault();
-          const picked = boxes.map((b) => b.firstChild).filter((i) => i.checked).map((i) => i.value);
-          if (picked.length) this.answer(picked);
+          const list = picked();
+          if (list.length) this.answer(list);
         },
       },
-      el('div', { class: 'ask-choices' }, ...boxes),
-      el('button', { type: 'submit', class: 'primary', testid: 'ask-submit', text: 'Answer' }),
+      el(
+        'fieldset',
+        { class: 'ask-choices ask-checks', testid: 'ask-checks' },
+        el('legend', { class: 'quiet', text: 'Pick one or more' }),
+        ...boxes.map((box, i) =>
+          el('label', { class: 'ask-check' }, box, el('span', { text: choices[i] })),
+        ),
+      ),
+      other || '',
+      submit,
     );
   }
 }
