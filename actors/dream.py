@@ -28,7 +28,6 @@ from store.memory import MemoryBackend, vp_scope
 
 log = logging.getLogger(__name__)
 
-DREAM_TOOLS = frozenset({"remember", "recall"})
 RECENT_MESSAGES = 40
 
 
@@ -68,13 +67,14 @@ async def dream(ctx: DreamContext, group_id: str, turns: int) -> DreamReport:
         services={"memory": ctx.memory, "memory_kind": "resident"},
     )
     persona = ctx.persona
-    system = build_system_prompt(persona=persona, mode="dream", tools=sorted(DREAM_TOOLS))
+    # The registry offers a dream its memory tools only (Tool.modes).
+    offered = sorted(t.name for t in ctx.engine.tools.offered(tools))
+    system = build_system_prompt(persona=persona, mode="dream", tools=offered)
     result = await ctx.engine.run_turn(
         Conversation(id=tools.conversation_id),
         Message.user(f"Recent conversation in this group:\n{transcript}"),
         system=system,
         ctx=tools,
-        allowed_tools=DREAM_TOOLS,
         context=CallContext(speaker=Speaker.of(persona), mode=CallMode.DREAM),
     )
     after = len(await ctx.memory.list(scope, kind="resident"))

@@ -28,7 +28,7 @@ from actors.coordinator_link import CoordinatorLink
 from actors.hooks import BeforeTurn, context_window
 from actors.queueing import SteerInbox, shorten_overflow
 from actors.services import VPServices
-from actors.turn_tools import TurnToolkit
+from actors.turn_tools import TurnToolkit, turn_mode
 from actors.turns import TurnOutcome, TurnRequest, TurnState, TurnTracker
 from actors.visibility import forget_deleted, group_view, rewind, trigger_text
 from actors.writer import GroupEvents, TurnWriter, error_stop
@@ -260,7 +260,7 @@ class TurnRunner:
         roster = [p for p in (library.get(v) for v in ctx.group.roster) if p is not None]
         system = build_system_prompt(
             persona=self.s.persona,
-            mode="group" if len(roster) > 1 else "chat",
+            mode=turn_mode(ctx.group),
             language="zh" if ctx.group.settings.language == "zh" else "en",
             roster=roster,
             tools=ctx.offered,

@@ -22,7 +22,7 @@ from engine.settings import EngineConfig
 from engine.tools.builtin import builtin_tools
 from engine.tools.files import WORKSPACE_SERVICE, file_tools
 from engine.tools.handoff import ForwardResult
-from engine.tools.registry import Tool, ToolContext
+from engine.tools.registry import CONVERSATION_MODES, Tool, ToolContext
 from engine.tools.web import web_fetch_tool
 from store.base import Group
 from store.workspaces import WorkspaceNameError, files_of
@@ -62,6 +62,7 @@ def route_forward_tool() -> Tool:
         RouteForwardParams,
         _route_forward,
         available=_has_company,
+        modes=CONVERSATION_MODES,
         timeout=30.0,
     )
 

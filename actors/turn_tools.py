@@ -22,9 +22,15 @@ from engine.mcp import select_servers
 from engine.messages import Conversation
 from engine.tools.approval import ApprovalGate, ApprovalRules
 from engine.tools.registry import ToolContext
+from personas.prompts import Mode
 from store.base import Group
 
 log = logging.getLogger(__name__)
+
+
+def turn_mode(group: Group) -> Mode:
+    """A turn's mode: ``group`` with other VPs in the roster, ``chat`` alone."""
+    return "group" if len(group.roster) > 1 else "chat"
 
 
 class TurnToolkit:
@@ -59,7 +65,8 @@ class TurnToolkit:
             conversation_id=conv.id,
             vp_id=self.s.vp_id,
             group_id=req.group_id,
-            mode="group",
+            # The prompt's mode too (TurnRunner.prompt): tools are offered by it.
+            mode=turn_mode(group),
             ask_user=self.s.questions.asker(self.writer),
             router=router,
             roster=tuple(group.roster),

@@ -30,7 +30,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from engine.messages import estimate_tokens
-from engine.tools.registry import Tool, ToolContext, ToolOutcome
+from engine.tools.registry import MEMORY_MODES, Tool, ToolContext, ToolOutcome
 from store.memory import (
     Kind,
     MemoryBackend,
@@ -300,6 +300,7 @@ def memory_tools() -> list[Tool]:
             "what will still matter next week, not for small talk.",
             RememberParams,
             _remember,
+            modes=MEMORY_MODES,
             timeout=15.0,
         ),
         Tool(
@@ -307,6 +308,7 @@ def memory_tools() -> list[Tool]:
             "Search your long-term memory (this user, this group and your own notes).",
             RecallParams,
             _recall,
+            modes=MEMORY_MODES,
             timeout=15.0,
         ),
     ]

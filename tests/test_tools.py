@@ -122,3 +122,20 @@ async def test_builtin_ask_user_and_finish() -> None:
     await reg.execute(ToolCall(id="2", name="finish", arguments={"summary": "a"}), ctx)
     await reg.execute(ToolCall(id="3", name="finish", arguments={"summary": "b"}), ctx)
     assert ctx.end_turn is not None and ctx.end_turn.detail == {"summary": "a"}  # first wins
+
+
+def test_every_real_tool_names_its_modes_and_a_dream_gets_only_memory_tools() -> None:
+    from actors.tools import vp_tools
+    from engine.settings import EngineConfig
+
+    tools = vp_tools(EngineConfig())
+    assert all(t.modes is not None for t in tools), [t.name for t in tools if t.modes is None]
+    reg = ToolRegistry(tools)
+    dream = ToolContext("c", mode="dream", services={"workspace": object()})
+    assert sorted(t.name for t in reg.offered(dream)) == ["recall", "remember"]
+    # Chat (one VP) and group turns get the conversation tools as well.
+    for mode in ("chat", "group"):
+        offered = {t.name for t in reg.offered(ToolContext("c", mode=mode))}
+        assert {"ask_user", "finish", "recall", "remember", "web_fetch"} <= offered
+    # A mode no tool names offers nothing (the registry filters, it does not guess).
+    assert reg.offered(ToolContext("c", mode="unknown")) == []

@@ -20,7 +20,13 @@ from typing import TYPE_CHECKING, Any
 
 from engine.mcp.config import SEPARATOR, McpConfig, ServerSpec, StdioServer
 from engine.mcp.status import ServerDied, ServerState, ServerStatus, ServerUnavailable
-from engine.tools.registry import JsonArguments, Tool, ToolContext, ToolOutcome
+from engine.tools.registry import (
+    CONVERSATION_MODES,
+    JsonArguments,
+    Tool,
+    ToolContext,
+    ToolOutcome,
+)
 
 if TYPE_CHECKING:
     # The SDK is imported when a server is configured (``_connect``), not before.
@@ -165,6 +171,7 @@ class McpManager:
                     f"[MCP {conn.name}] {tool.description or tool.title or tool.name}",
                     JsonArguments,
                     _caller(conn, tool.name, name, timeout),
+                    modes=CONVERSATION_MODES,
                     # The handler keeps its own deadline; this one is a backstop.
                     timeout=timeout + 5.0,
                     input_schema=_schema(tool),

@@ -6,7 +6,7 @@ import json
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from engine.tools.registry import Tool, ToolContext, ToolOutcome
+from engine.tools.registry import CONVERSATION_MODES, Tool, ToolContext, ToolOutcome
 from protocol.common import MAX_CHOICES
 
 
@@ -88,12 +88,14 @@ def builtin_tools() -> list[Tool]:
             "Take another careful pass over the conversation before answering.",
             RethinkParams,
             _rethink,
+            modes=CONVERSATION_MODES,
         ),
         Tool(
             "finish",
             "Call when the task is complete; ends your turn.",
             FinishParams,
             _finish,
+            modes=CONVERSATION_MODES,
         ),
         Tool(
             "ask_user",
@@ -102,6 +104,7 @@ def builtin_tools() -> list[Tool]:
             "them write their own.",
             AskUserParams,
             _ask_user,
+            modes=CONVERSATION_MODES,
             timeout=660.0,
         ),
     ]

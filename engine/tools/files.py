@@ -21,7 +21,7 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 
 from pydantic import BaseModel, Field
 
-from engine.tools.registry import Handler, Tool, ToolContext, ToolOutcome
+from engine.tools.registry import CONVERSATION_MODES, Handler, Tool, ToolContext, ToolOutcome
 
 WORKSPACE_SERVICE = "workspace"
 """The key of the workspace folder in ``ToolContext.services``."""
@@ -274,7 +274,15 @@ def file_tools(limits: FileLimits | None = None) -> list[Tool]:
         return await _run(run)
 
     def tool(name: str, doc: str, params: type[BaseModel], handler: Handler) -> Tool:
-        return Tool(name, doc, params, handler, available=_has_workspace, timeout=30.0)
+        return Tool(
+            name,
+            doc,
+            params,
+            handler,
+            modes=CONVERSATION_MODES,
+            available=_has_workspace,
+            timeout=30.0,
+        )
 
     return [
         tool("list_files", "List the files of your workspace (or of one folder).",

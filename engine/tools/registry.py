@@ -25,6 +25,11 @@ from engine.tools.handoff import Router
 log = logging.getLogger(__name__)
 
 Approval = Literal["auto", "ask"]
+# The modes a tool is offered in (``Tool.modes``; a turn's ``ToolContext.mode``).
+# A turn that answers people is ``chat`` (one VP) or ``group`` (several); a
+# ``dream`` maintains a VP's memory and gets the memory tools only.
+CONVERSATION_MODES: frozenset[str] = frozenset({"chat", "group"})
+MEMORY_MODES: frozenset[str] = CONVERSATION_MODES | {"dream"}
 
 
 class AskUser(Protocol):
@@ -60,7 +65,8 @@ class ToolContext:
     conversation_id: str
     vp_id: str | None = None
     group_id: str | None = None
-    mode: str = "default"
+    # The turn's mode: ``chat``, ``group`` or ``dream`` (see CONVERSATION_MODES).
+    mode: str = "chat"
     ask_user: AskUser | None = None
     # Hands work to other agents (``route_forward``); None where nobody can take it.
     router: Router | None = None

@@ -23,7 +23,7 @@ from html.parser import HTMLParser
 import httpx
 from pydantic import BaseModel, Field
 
-from engine.tools.registry import Tool, ToolContext, ToolOutcome
+from engine.tools.registry import CONVERSATION_MODES, Tool, ToolContext, ToolOutcome
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -278,5 +278,6 @@ def web_fetch_tool(config: WebFetchConfig | None = None) -> Tool:
         "Fetch a web page (GET) and read its text.",
         WebFetchParams,
         web_fetch,
+        modes=CONVERSATION_MODES,
         timeout=fetcher.config.timeout + 5.0,
     )
