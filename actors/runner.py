@@ -42,8 +42,10 @@ from engine.turn_loop import TurnResult
 from personas.mentions import extract_mentions
 from personas.prompts import build_system_prompt
 from personas.routing import Selection, Source, select_targets
+from personas.session import Session
 from protocol.tasks import ToolUse
 from store.base import Group, GroupMessage, StoreError
+from store.conversation import GroupKind
 
 log = logging.getLogger(__name__)
 
@@ -265,10 +267,23 @@ class TurnRunner:
             roster=roster,
             tools=ctx.offered,
             memory=memory,
+            now=self.s.clock(),
+            session=self.session(ctx.group),
         )
         if self.req.delegation is not None:
             system += "\n\n" + self.req.delegation.execution_context()
         return system
+
+    def session(self, group: Group) -> Session:
+        """Where the turn runs, who writes, on which model, by which channel."""
+        conversation = group.kind is GroupKind.CONVERSATION
+        return Session(
+            place="conversation" if conversation else "group",
+            name=group.name,
+            model=group.settings.model or self.s.engine.model,
+            person=self.req.origin.user_id,
+            channel=self.req.origin.channel,
+        )
 
     async def answer(self, ctx: _Context, system: str, memory: list[str]) -> TurnResult:
         try:

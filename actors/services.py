@@ -7,7 +7,9 @@ apart so that those pieces need not import the runner.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 from actors.hooks import TurnHooks
@@ -41,6 +43,8 @@ class VPServices:
     attachments: AttachmentStore
     # Where the workspaces of groups and conversations are (store.workspaces).
     data_dir: Path | None = None
+    # The time the prompt states (tests inject a fixed one).
+    clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
 
     @property
     def vp_id(self) -> str:

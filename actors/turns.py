@@ -16,6 +16,7 @@ from enum import StrEnum
 
 from engine.events import StopReason
 from engine.tools.approval import approval_marks
+from protocol import Channel
 from protocol.queueing import QueueMode
 from protocol.settings import GroupSettings
 from protocol.tasks import ToolUse
@@ -68,6 +69,15 @@ class TurnTracker:
         return self.state is TurnState.FINISHED
 
 
+def channel_of(message: GroupMessage) -> Channel | None:
+    """How a person's message came in, as its ``meta`` keeps it; None when not kept."""
+    value = message.meta.get("channel")
+    try:
+        return Channel(value) if isinstance(value, str) else None
+    except ValueError:
+        return None
+
+
 @dataclass(frozen=True, slots=True)
 class TurnOrigin:
     """Why a turn runs: the message that triggered it and the chain it belongs to.
@@ -79,6 +89,8 @@ class TurnOrigin:
     (their memory scope, for one). ``approvals`` are the tools that person's
     message allowed with ``!approve`` marks (``engine.tools.approval``): they
     hold for every turn of the chain, and for no other message's.
+    ``channel`` is how that person's message came in (web, terminal, API),
+    None when nobody knows (a message stored before channels were kept).
     """
 
     trigger_id: str
@@ -86,6 +98,7 @@ class TurnOrigin:
     caused_by: tuple[str, ...] = ()
     user_id: str | None = None
     approvals: tuple[str, ...] = ()
+    channel: Channel | None = None
 
     def next_hop(self, trigger_id: str) -> TurnOrigin:
         """The origin of a turn caused by this turn's output ``trigger_id``."""
@@ -95,6 +108,7 @@ class TurnOrigin:
             caused_by=(*self.caused_by, self.trigger_id),
             user_id=self.user_id,
             approvals=self.approvals,
+            channel=self.channel,
         )
 
     @property
@@ -110,6 +124,7 @@ class TurnOrigin:
             chain_id=message.id,
             user_id=message.author,
             approvals=approval_marks(message.text),
+            channel=channel_of(message),
         )
 
     @classmethod
@@ -121,6 +136,7 @@ class TurnOrigin:
             tuple(record.caused_by),
             record.user_id,
             tuple(record.approvals),
+            record.channel,
         )
 
 
@@ -205,6 +221,7 @@ class TurnRequest:
             caused_by=list(origin.caused_by),
             user_id=origin.user_id,
             approvals=list(origin.approvals),
+            channel=origin.channel,
             task_id=self.delegation.task_id if self.delegation else None,
         )
 

@@ -19,6 +19,7 @@ from coordinator.membership import GroupEdit, MemberOp
 from coordinator.regenerate import RegenerateResult
 from coordinator.results import CancelResult, DrainResult, IngestResult, RecoveryReport
 from engine.mcp import McpConfig
+from protocol import Channel
 from protocol.settings import GroupSettingsPatch
 from protocol.tasks import Task
 from store.base import Group
@@ -152,6 +153,8 @@ class Ingest(GroupCommand[IngestResult]):
     client_message_id: str | None = None
     attachments: list[dict[str, object]] | None = None
     member_of: GroupKind | None = None
+    # How the message came in (the gateway connection's); the VP's prompt names it.
+    channel: Channel = Channel.API
 
 
 @dataclass(frozen=True, slots=True)

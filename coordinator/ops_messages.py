@@ -33,7 +33,7 @@ from coordinator.shard import OPS, Shard, no_vp
 from coordinator.team.calls import takes_task_path
 from personas.mentions import extract_mentions
 from personas.routing import Selection, Source
-from protocol import MessageChange, MessageChanged, split_queue_prefix
+from protocol import Channel, MessageChange, MessageChanged, split_queue_prefix
 from store.base import Group, GroupMessage
 from store.conversation import GroupKind
 
@@ -72,7 +72,9 @@ async def ingest(shard: Shard, cmd: Ingest) -> IngestResult:
             return await shard.team.ingest(group, sender, text, cmd.client_message_id, attachments)
     sel = shard.select(group, names, Source.PERSON, None)
     with shard.turns.admission.reserve(group.id, sel.targets):
-        return await _accept(shard, group, sel, sender, text, cmd.client_message_id, attachments)
+        return await _accept(
+            shard, group, sel, sender, text, cmd.client_message_id, attachments, cmd.channel
+        )
 
 
 async def _accept(
@@ -83,6 +85,7 @@ async def _accept(
     text: str,
     client_message_id: str | None,
     attachments: list[dict[str, Any]] | None,
+    channel: Channel,
 ) -> IngestResult:
     """Store an admitted message with its turns, then dispatch them."""
     mode, text = split_queue_prefix(text)
@@ -93,6 +96,7 @@ async def _accept(
         meta["clientMessageId"] = client_message_id
     if attachments:
         meta["attachments"] = list(attachments)
+    meta["channel"] = str(channel)
     msg = GroupMessage(author=sender, role="user", text=text, mentions=sel.targets, meta=meta)
     chain = shard.guard(group).start_chain(msg.id)
     origin = TurnOrigin.of_message(msg)

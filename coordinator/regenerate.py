@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from actors.turns import TurnOrigin
+from actors.turns import TurnOrigin, channel_of
 from coordinator.errors import GroupError, GroupErrorCode
 from engine.tools.approval import approval_marks
 from store.base import Group, GroupLog, GroupMessage
@@ -88,4 +88,5 @@ async def origin_of(log: GroupLog, group_id: str, reply: GroupMessage, by: str) 
         caused_by=tuple(caused[:-1]),
         user_id=by,
         approvals=approvals,
+        channel=channel_of(first) if first is not None else None,
     )

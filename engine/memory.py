@@ -4,9 +4,9 @@ before a turn, and the ``remember`` / ``recall`` tools.
 Storage and full-text search are ``store/memory``'s; this module is the
 policy on top:
 
-- Scope rule: a VP reads the user's scope, the group's scope and its own
-  private scope in that group, never another VP's private scope, whatever a
-  caller passes in.
+- Scope rule: a VP reads the user's scope, the group's scope, its own
+  private scope in that group and its own notes that carry across groups
+  (``vp:<id>``), never another VP's, whatever a caller passes in.
 - Ranking: a full-text hit's BM25 score, normalised so the best hit scores
   ``relevance_weight``, plus a recency bonus (at most 0.5, halving every two
   weeks) and a tag bonus (at most 2, for item tags the query names). Resident
@@ -39,6 +39,7 @@ from store.memory import (
     scope_label,
     scope_vp,
     user_scope,
+    vp_notes_scope,
     vp_scope,
 )
 from store.memory.text import index_terms, normalise, query_terms
@@ -50,10 +51,11 @@ MAX_TEXT_CHARS = 4_000
 
 
 def scopes_for(user_id: str | None, group_id: str | None, vp_id: str | None) -> list[str]:
-    """The scopes a VP reads: ``[user:<u>, group:<g>, group:<g>/vp:<vp>]``.
+    """The scopes a VP reads: ``[user:<u>, group:<g>, group:<g>/vp:<vp>, vp:<vp>]``.
 
-    A missing id leaves its scope out (no user in a system turn, say); with
-    all three given the result is exactly those three scopes.
+    A missing id leaves its scopes out (no user in a system turn, say); with
+    all three given the result is exactly those four scopes. The last is the
+    VP's own notes, recalled in every group it is in.
     """
     scopes: list[str] = []
     if user_id:
@@ -62,6 +64,8 @@ def scopes_for(user_id: str | None, group_id: str | None, vp_id: str | None) -> 
         scopes.append(group_scope(group_id))
         if vp_id:
             scopes.append(vp_scope(group_id, vp_id))
+    if vp_id:
+        scopes.append(vp_notes_scope(vp_id))
     return scopes
 
 
@@ -197,11 +201,12 @@ class RememberParams(BaseModel):
     tags: list[str] = Field(
         default_factory=list, description="A few short topic words that help find it later."
     )
-    scope: Literal["user", "group", "private"] = Field(
+    scope: Literal["user", "group", "private", "vp"] = Field(
         default="private",
         description=(
             "Who may read it: 'user' for what this person told you (every VP, every "
-            "group), 'group' for everyone in this group, 'private' for your own notes here."
+            "group), 'group' for everyone in this group, 'private' for your own notes "
+            "here, 'vp' for your own notes that follow you into every group you are in."
         ),
     )
 
@@ -229,6 +234,10 @@ def _target_scope(scope: str, ctx: ToolContext) -> str | ToolOutcome:
             if user is None:
                 return ToolOutcome("no user is known in this conversation", is_error=True)
             return user_scope(user)
+        if scope == "vp":
+            if ctx.vp_id is None:
+                return ToolOutcome("your notes need a VP identity", is_error=True)
+            return vp_notes_scope(ctx.vp_id)
         if ctx.group_id is None:
             return ToolOutcome(f"{scope} memory needs a group", is_error=True)
         if scope == "group":

@@ -271,7 +271,8 @@ class ChatClient:
         import websockets
 
         self.show_history(await self.resolve_group())
-        ws_url = self.url.replace("http", "ws", 1) + "/ws"
+        # The VP's prompt says the person writes from the terminal.
+        ws_url = self.url.replace("http", "ws", 1) + "/ws?client=terminal"
         # One reader for the whole session: a reader per connection would
         # leave a thread blocked on stdin that swallows the next line.
         lines: asyncio.Queue[str] = asyncio.Queue()

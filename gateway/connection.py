@@ -3,6 +3,8 @@
 Close codes (the ``code`` of the WebSocket close frame):
 
 ====  =====================================================================
+4400  the handshake named a ``client`` that is not ``web``, ``terminal`` or
+      ``api`` (``/ws?client=...``)
 4401  unauthorised: missing, malformed, forged or expired token, or a user
       that no longer exists; sent after ``accept`` and before any data
 4403  a cookie-authenticated handshake from another site's page (Origin)
@@ -42,7 +44,7 @@ from starlette.websockets import WebSocket
 from gateway.errors import IllegalTransition
 from gateway.metrics import Metrics
 from gateway.settings import GatewaySettings
-from protocol import ErrorCode, ErrorFrame, dumps
+from protocol import Channel, ErrorCode, ErrorFrame, dumps
 
 if TYPE_CHECKING:
     from gateway.tail import Subscription
@@ -56,6 +58,7 @@ class CloseCode(IntEnum):
     NORMAL = 1000
     GOING_AWAY = 1001
     INTERNAL_ERROR = 1011
+    BAD_REQUEST = 4400
     UNAUTHORIZED = 4401
     BAD_ORIGIN = 4403
     IDLE = 4408
@@ -87,6 +90,8 @@ class Connection:
         self.metrics = metrics
         self.state = ConnectionState.CONNECTING
         self.username = ""
+        # How this client reaches Yeaft (web, terminal, API), set at the handshake.
+        self.channel = Channel.API
         self.subscriptions: dict[str, Subscription] = {}
         self.close_code: int | None = None
         self.close_reason = ""

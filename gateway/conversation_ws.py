@@ -115,7 +115,12 @@ class ConversationFrames:
             await self._watch(group, await self.ctx.groups.head_seq(cid))
         files = await self.ctx.attachments.accept(self.username, cid, frame.attachments)
         result = await self.ctx.conversations.send(
-            self.username, cid, frame.text, frame.client_message_id, attachments=files
+            self.username,
+            cid,
+            frame.text,
+            frame.client_message_id,
+            attachments=files,
+            channel=self.conn.channel,
         )
         self.conn.send(
             Ack(

@@ -23,7 +23,7 @@ from coordinator.commands import Answer, Cancel, DeleteGroup, EditGroup, Ingest
 from coordinator.membership import GroupEdit
 from gateway.errors import GatewayError, coordinator_refusal, not_found
 from personas.loader import PersonaLibrary
-from protocol import ErrorCode, SessionReady
+from protocol import Channel, ErrorCode, SessionReady
 from protocol.common import is_id
 from protocol.conversations import ConversationSummary, Folder
 from store.base import Group, Store
@@ -241,6 +241,7 @@ class ConversationService:
         text: str,
         client_message_id: str | None,
         attachments: list[dict[str, Any]] | None = None,
+        channel: Channel = Channel.API,
     ) -> IngestResult:
         """Store the owner's message and have the VP answer it; returns once stored.
 
@@ -248,7 +249,15 @@ class ConversationService:
         """
         group = await self.owned(username, conversation_id)
         result = await self._call(
-            Ingest(conversation_id, username, text, None, client_message_id, attachments)
+            Ingest(
+                conversation_id,
+                username,
+                text,
+                None,
+                client_message_id,
+                attachments,
+                channel=channel,
+            )
         )
         info = group.conversation
         persona = self.personas.get(info.vp_id) if info is not None else None

@@ -30,7 +30,7 @@ from coordinator.commands import (
 from coordinator.membership import GroupEdit, MemberOp
 from gateway.errors import GatewayError, coordinator_refusal, not_found
 from gateway.views import message_view
-from protocol import ErrorCode, GroupSettingsPatch
+from protocol import Channel, ErrorCode, GroupSettingsPatch
 from protocol.common import is_id
 from protocol.tasks import Task
 from store.attachments import AttachmentStore
@@ -189,6 +189,7 @@ class GroupService:
         mentions: list[str] | None,
         client_message_id: str | None,
         attachments: list[dict[str, Any]] | None = None,
+        channel: Channel = Channel.API,
     ) -> IngestResult:
         """Store a user's message and fan it out; returns once it is stored.
 
@@ -207,6 +208,7 @@ class GroupService:
                     client_message_id,
                     attachments,
                     member_of=GroupKind.GROUP,
+                    channel=channel,
                 )
             )
         except Exception as exc:

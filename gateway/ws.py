@@ -59,6 +59,7 @@ from protocol import (
     AddVp,
     AskUserAnswer,
     CancelExecution,
+    Channel,
     ClientFrame,
     CreateGroup,
     DeleteGroup,
@@ -142,6 +143,15 @@ class ClientSession:
         """The user of this handshake, or the close code and reason to refuse it."""
         ws = self.conn.websocket
         token, from_cookie = find_token(ws.headers, ws.query_params, ws.cookies)
+        client = ws.query_params.get("client")
+        if client is None:
+            # Only a browser sends the cookie on its own.
+            self.conn.channel = Channel.WEB if from_cookie else Channel.API
+        elif client in set(Channel):
+            self.conn.channel = Channel(client)
+        else:
+            expected = ", ".join(c.value for c in Channel)
+            return None, CloseCode.BAD_REQUEST, f"unknown client {client!r}; expected {expected}"
         try:
             if from_cookie:
                 check_origin(self.ctx.settings, ws.headers)
@@ -331,6 +341,7 @@ class ClientSession:
             frame.mentions,
             frame.client_message_id,
             attachments=files,
+            channel=self.conn.channel,
         )
         # Sent only now: ingest returns after the message is stored.
         self.conn.send(

@@ -9,7 +9,8 @@ braces would break it or, worse, be interpreted.
 
 :func:`build_system_prompt` assembles, in this order: base identity, the
 persona's own text, common rules, the mode's instructions (group roster,
-mentions, ``route_forward``, the skip token; or chat; or dream), tool guidance
+mentions, ``route_forward``, the skip token; or chat; or dream), the session
+(where, who writes, the model, the channel), tool guidance
 and tool-failure guidance when tools are offered, recalled memories, and the
 project document. When the result is over ``budget_tokens`` it gives way in a
 fixed order:
@@ -34,6 +35,7 @@ from importlib import resources
 from typing import Literal, get_args
 
 from personas.model import Persona
+from personas.session import Session
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +65,7 @@ TEMPLATE_NAMES = frozenset(
         "web_fetch",
         "memory",
         "project_doc",
+        "session",
         "final_answer",
         "dream",
     }
@@ -178,6 +181,7 @@ def _core_sections(
     roster: Sequence[Persona] | None,
     tools: Sequence[str],
     now: datetime | None,
+    session: Session | None = None,
 ) -> list[str]:
     identity = {
         "name": persona.display_name(language),
@@ -191,6 +195,8 @@ def _core_sections(
         load_template("common_rules", language),
         *_mode_sections(persona, mode, language, roster, tools),
     ]
+    if session is not None:
+        sections.append(fill(load_template("session", language), session.values(language)))
     # Tool advice in a prompt without tools only invites the model to
     # pretend it has some, so both tool sections depend on there being tools.
     if tools:
@@ -264,19 +270,23 @@ def build_system_prompt(
     tools: list[str] | None = None,
     budget_tokens: int = 6000,
     now: datetime | None = None,
+    session: Session | None = None,
 ) -> str:
     """Assemble the system prompt for ``persona`` in ``mode`` within ``budget_tokens``.
 
     ``roster`` is the group's VPs (the persona itself is marked "you", and
     added if missing); ``memory`` is recalled items, most relevant first;
-    ``tools`` is the names of the tools offered this turn. See the module
+    ``tools`` is the names of the tools offered this turn; ``session`` is
+    where the VP is, who writes, its model and the channel. See the module
     docstring for what gives way when the prompt is over budget.
     """
     _check_language(language)
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}; expected one of {MODES}")
     tool_names = list(tools or [])
-    core = _SECTION_GAP.join(_core_sections(persona, mode, language, roster, tool_names, now))
+    core = _SECTION_GAP.join(
+        _core_sections(persona, mode, language, roster, tool_names, now, session)
+    )
     items = [item.strip() for item in memory or [] if item.strip()]
     document = project_doc.strip() if project_doc else None
 

@@ -53,6 +53,7 @@ from protocol.common import (
     MAX_ID_LENGTH,
     MAX_MENTIONS,
     MAX_TEXT_LENGTH,
+    Channel,
     ErrorCode,
     Id,
 )
@@ -117,6 +118,7 @@ __all__ = [
     "AssistantMessage",
     "Attachment",
     "CancelExecution",
+    "Channel",
     "ClaudeOutput",
     "ClientFrame",
     "CreateConversation",

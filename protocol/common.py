@@ -67,6 +67,18 @@ def encodable(text: str) -> bool:
     return True
 
 
+class Channel(StrEnum):
+    """How a person's message reached Yeaft; the VP's system prompt names it.
+
+    The WebSocket handshake says which (``/ws?client=terminal``); a browser
+    (cookie) connection is ``web``, any other client ``api``.
+    """
+
+    WEB = "web"
+    TERMINAL = "terminal"
+    API = "api"
+
+
 class ErrorCode(StrEnum):
     """The ``code`` of an ``error`` frame; clients switch on it."""
 

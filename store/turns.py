@@ -25,7 +25,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, Field
 
-from protocol import EventFrame
+from protocol import Channel, EventFrame
 
 
 class TurnPhase(StrEnum):
@@ -68,6 +68,8 @@ class TurnRecord(BaseModel):
     caused_by: list[str] = Field(default_factory=list)
     user_id: str | None = None
     approvals: list[str] = Field(default_factory=list)
+    # How the person's message came in (web, terminal, API), for the VP's prompt.
+    channel: Channel | None = None
     # The task this turn is a run of (team mode): such a turn is never run
     # again on its own after a restart, its task's attempt is ended instead.
     task_id: str | None = None

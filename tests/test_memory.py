@@ -27,7 +27,9 @@ from store import StoreConfig
 from store.memory import (
     MemoryBackend,
     MemoryItem,
+    scope_label,
     scope_vp,
+    vp_notes_scope,
     vp_scope,
 )
 from store.memory.redis_backend import RedisMemory
@@ -199,11 +201,15 @@ async def test_two_handles_share_one_store(memory_backend: MemoryBackend, tmp_pa
 
 
 def test_scopes_for_and_allowed_scopes() -> None:
-    assert STEVE == ["user:maya", "group:nimbus", "group:nimbus/vp:steve"]
-    assert scopes_for(None, "g", "v") == ["group:g", "group:g/vp:v"]
+    assert STEVE == ["user:maya", "group:nimbus", "group:nimbus/vp:steve", "vp:steve"]
+    assert scopes_for(None, "g", "v") == ["group:g", "group:g/vp:v", "vp:v"]
+    # A VP's own notes are read wherever it is, even outside any group.
+    assert scopes_for("maya", None, "v") == ["user:maya", "vp:v"]
     linus = vp_scope("nimbus", "linus")
     assert scope_vp(linus) == "linus" and scope_vp(GROUP) is None
-    assert allowed_scopes([*STEVE, linus], "steve") == STEVE
+    assert scope_vp(vp_notes_scope("linus")) == "linus"
+    assert scope_label(vp_notes_scope("linus")) == "vp" and scope_label(linus) == "private"
+    assert allowed_scopes([*STEVE, linus, "vp:linus"], "steve") == STEVE
     assert allowed_scopes([*STEVE, linus]) == [USER, GROUP]  # whose turn? neither
     assert allowed_scopes(STEVE) == STEVE
     with pytest.raises(ValueError):
@@ -218,10 +224,11 @@ async def test_a_vp_never_recalls_another_vps_private_scope(
         (GROUP, "group"),
         (vp_scope("nimbus", "steve"), "steve"),
         (vp_scope("nimbus", "linus"), "linus"),
+        (vp_notes_scope("linus"), "linus notes"),
         ("user:bob", "bob"),
     ]:
         await memory_backend.add(item(scope, f"The launch codename is Falcon ({who} note)"))
-    foreign = [*STEVE, vp_scope("nimbus", "linus"), "group:nimbus/vp:linus"]
+    foreign = [*STEVE, vp_scope("nimbus", "linus"), "group:nimbus/vp:linus", "vp:linus"]
     got = await recall(memory_backend, foreign, "launch codename", now=NOW, vp_id="steve")
     assert sorted(i.text.split("(")[1] for i in got) == ["group note)", "steve note)", "user note)"]
     got = await recall(memory_backend, foreign, "launch codename", now=NOW)
@@ -315,8 +322,9 @@ async def test_recall_sources_match_the_reads_they_stand_for(
     nothing = await memory_backend.recall_sources(STEVE, "zeppelin", 50, residents=8, recent=2)
     assert nothing.hits == []
     assert nothing.recent == [await memory_backend.list(s, limit=2) for s in STEVE]
-    # The user's scope is empty, the group's gives its two newest, the VP's its summary.
-    assert [len(batch) for batch in nothing.recent] == [0, 2, 1]
+    # The user's scope is empty, the group's gives its two newest, the VP's its
+    # summary; its notes across groups are empty.
+    assert [len(batch) for batch in nothing.recent] == [0, 2, 1, 0]
 
 
 # -- tools --------------------------------------------------------------------
@@ -368,6 +376,20 @@ async def test_remember_and_recall_tools(memory_backend: MemoryBackend) -> None:
     assert "black" in text and "June 12" not in text
     text, _ = await call(ctx_for(memory_backend, "kent", "orion"), "recall", query="zebra", limit=1)
     assert "coffee" in text  # nothing matches: the newest memory as a fallback
+
+
+async def test_a_vps_own_notes_follow_it_into_every_group(memory_backend: MemoryBackend) -> None:
+    steve = ctx_for(memory_backend, "steve", "nimbus")
+    text, err = await call(steve, "remember", text="I review designs with sketches", scope="vp")
+    assert not err and "vp memory" in text
+    (stored,) = await memory_backend.list(vp_notes_scope("steve"))
+    assert stored.text == "I review designs with sketches"
+    # Another group, another person: steve's notes come along, nobody else reads them.
+    elsewhere = ctx_for(memory_backend, "steve", "orion", user="bob")
+    text, _ = await call(elsewhere, "recall", query="how do I review designs?")
+    assert "sketches" in text and "[vp," in text
+    text, _ = await call(ctx_for(memory_backend, "linus", "nimbus"), "recall", query="sketches")
+    assert "sketches" not in text
 
 
 async def test_tool_errors_are_outcomes(memory_backend: MemoryBackend) -> None:

@@ -249,7 +249,7 @@ async function enterApp(username) {
 function startConnection() {
   const scheme = window.location.protocol === 'https:' ? 'wss' : 'ws';
   connection = new Connection({
-    url: `${scheme}://${window.location.host}/ws`,
+    url: `${scheme}://${window.location.host}/ws?client=web`,
     onFrame: handleFrame,
     onState: showConnection,
     onAuthExpired: () => leaveApp('Your session has expired: log in again.'),

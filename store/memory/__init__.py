@@ -20,6 +20,7 @@ from store.memory.model import (
     scope_label,
     scope_vp,
     user_scope,
+    vp_notes_scope,
     vp_scope,
 )
 
@@ -34,5 +35,6 @@ __all__ = [
     "scope_label",
     "scope_vp",
     "user_scope",
+    "vp_notes_scope",
     "vp_scope",
 ]

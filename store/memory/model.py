@@ -78,6 +78,11 @@ def vp_scope(group_id: str, vp_id: str) -> str:
     return f"{group_scope(group_id)}/vp:{_check_id('vp', vp_id)}"
 
 
+def vp_notes_scope(vp_id: str) -> str:
+    """A VP's own notes that follow it into every group it is in."""
+    return f"vp:{_check_id('vp', vp_id)}"
+
+
 def scope_vp(scope: str) -> str | None:
     """The VP a private scope belongs to, or ``None`` for a shared scope."""
     for part in scope.split("/"):
@@ -87,7 +92,9 @@ def scope_vp(scope: str) -> str | None:
 
 
 def scope_label(scope: str) -> str:
-    """A short human label: ``user``, ``group`` or ``private``."""
+    """A short human label: ``user``, ``group``, ``private`` or ``vp`` (notes across groups)."""
+    if scope.startswith("vp:"):
+        return "vp"
     if scope_vp(scope) is not None:
         return "private"
     return scope.split(":", 1)[0]
