@@ -40,12 +40,13 @@ from engine.messages import Conversation, Message, Usage
 from engine.tools.registry import ToolContext
 from engine.turn_loop import TurnResult
 from personas.mentions import extract_mentions
-from personas.prompts import build_system_prompt
+from personas.prompts import TRUNCATED_MARKER, build_system_prompt
 from personas.routing import Selection, Source, select_targets
 from personas.session import Session
 from protocol.tasks import ToolUse
 from store.base import Group, GroupMessage, StoreError
 from store.conversation import GroupKind
+from store.workspaces import WorkspaceNameError, files_of, read_project_doc
 
 log = logging.getLogger(__name__)
 
@@ -148,8 +149,10 @@ class TurnRunner:
         if refused is not None:
             _drop(early)
             return await self._end_with(error_stop(StopReason.ERROR, refused, "budget"))
-        memory, _ = await asyncio.gather(self.recall(ctx, early), self.mcp_tools(ctx))
-        system = self.prompt(ctx, memory)
+        memory, _, document = await asyncio.gather(
+            self.recall(ctx, early), self.mcp_tools(ctx), self.project_doc(ctx.group)
+        )
+        system = self.prompt(ctx, memory, document)
         # The start record and the ``thinking`` status are written while the
         # engine opens its model call; the writer holds the engine's first
         # output until they are in (see TurnWriter.opening).
@@ -257,7 +260,20 @@ class TurnRunner:
         """Add the tools of the MCP servers this VP may use in this group to the turn's."""
         ctx.offered.extend(await self.toolkit.add_mcp_tools(ctx.group, ctx.tools, ctx.allowed))
 
-    def prompt(self, ctx: _Context, memory: list[str]) -> str:
+    async def project_doc(self, group: Group) -> str | None:
+        """The group's project document as the prompt carries it, read afresh each turn."""
+        if self.s.data_dir is None:
+            return None
+        try:
+            root = files_of(self.s.data_dir, group)
+        except WorkspaceNameError:
+            return None
+        doc = await asyncio.to_thread(read_project_doc, root, group.settings.project_doc)
+        if doc is None:
+            return None
+        return f"{doc.text.rstrip()}\n{TRUNCATED_MARKER}" if doc.truncated else doc.text
+
+    def prompt(self, ctx: _Context, memory: list[str], document: str | None = None) -> str:
         library = self.s.personas.library
         roster = [p for p in (library.get(v) for v in ctx.group.roster) if p is not None]
         system = build_system_prompt(
@@ -267,6 +283,7 @@ class TurnRunner:
             roster=roster,
             tools=ctx.offered,
             memory=memory,
+            project_doc=document,
             now=self.s.clock(),
             session=self.session(ctx.group),
         )

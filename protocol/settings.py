@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, create_model, field_validator
 from pydantic.alias_generators import to_camel
 
 from protocol.common import ClientModel
@@ -34,6 +34,22 @@ TOOL_KEY_PATTERN = r"^[A-Za-z0-9_-]+(\*)?$"
 
 MODEL_PATTERN = r"^((openai|anthropic|offline):[^\s:][^\s]*)?$"
 """A group's model: empty (the server's default) or ``provider:name`` of a known provider."""
+
+
+def check_project_doc(value: str) -> str:
+    """A project document path: relative, inside the workspace, ``/``-separated."""
+    if not value:
+        return value
+    if "\x00" in value or "\\" in value:
+        raise ValueError("a project document path has no NUL or backslash characters")
+    if value.startswith("/") or re.match(r"^[A-Za-z]:", value):
+        raise ValueError("a project document path is relative to the group's workspace")
+    if ".." in value.split("/"):
+        raise ValueError("a project document path may not leave the workspace ('..')")
+    return value
+
+
+ProjectDocPath = Annotated[str, AfterValidator(check_project_doc)]
 
 
 class GroupSettings(BaseModel):
@@ -131,6 +147,14 @@ class GroupSettings(BaseModel):
         ),
     )
 
+    project_doc: ProjectDocPath = Field(
+        default="",
+        max_length=255,
+        description=(
+            "The file, relative to the group's workspace, every VP reads into its system "
+            "prompt (the first 16 KiB) on each turn; empty: AGENTS.md, else README.md."
+        ),
+    )
     queue_mode: QueueMode = Field(
         default=QueueMode.COLLECT,
         description=(

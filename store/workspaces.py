@@ -136,3 +136,48 @@ def files_of(data_dir: Path, group: Group) -> Path:
 def remove_group_files(data_dir: Path, group_id: str) -> None:
     """Delete a group's file area with everything in it (the group is being deleted)."""
     shutil.rmtree(group_files(data_dir, group_id), ignore_errors=True)
+
+
+# -- the project document -----------------------------------------------------
+PROJECT_DOC_NAMES = ("AGENTS.md", "README.md")
+"""What a group's VPs read into their prompts when its settings name no file."""
+
+PROJECT_DOC_MAX_BYTES = 16_384
+"""How much of the project document is read; the rest is cut, and marked so."""
+
+
+@dataclass(frozen=True, slots=True)
+class ProjectDoc:
+    """The head of a workspace's project document, and whether it was cut."""
+
+    name: str
+    text: str
+    truncated: bool
+
+
+def read_project_doc(
+    root: Path, name: str = "", max_bytes: int = PROJECT_DOC_MAX_BYTES
+) -> ProjectDoc | None:
+    """The project document of the file area ``root``; None when there is none.
+
+    ``name`` is the group setting's relative path; empty means ``AGENTS.md``,
+    else ``README.md``. A file outside ``root`` (through a symbolic link), a
+    folder or an unreadable file counts as none. Read afresh on each call, so
+    an edit shows in the next turn. Blocking: callers run it in a thread.
+    """
+    area = root.resolve()
+    for candidate in (name,) if name else PROJECT_DOC_NAMES:
+        path = (area / candidate).resolve()
+        if not path.is_relative_to(area) or not path.is_file():
+            continue
+        try:
+            with path.open("rb") as file:
+                head = file.read(max_bytes + 1)
+        except OSError:
+            continue
+        truncated = len(head) > max_bytes
+        text = head[:max_bytes].decode("utf-8", errors="ignore")
+        if truncated and "\n" in text:
+            text = text[: text.rfind("\n")]
+        return ProjectDoc(candidate, text, truncated)
+    return None

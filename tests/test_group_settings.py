@@ -55,6 +55,7 @@ DEFAULTS: dict[str, Any] = {
     "tool_policies": {},
     "approval_timeout_s": 300.0,
     "model": "",
+    "project_doc": "",
     "queue_mode": "collect",
     "queue_debounce_s": 1.0,
     "queue_cap": 20,

@@ -11,18 +11,23 @@ import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
+from pydantic import ValidationError
+
 from actors.config import RuntimeConfig
 from actors.turns import TurnOrigin, TurnRequest
 from actors.vp_actor import VPActor
 from actors.vp_commands import RunTurn
-from coordinator.commands import Ingest, WaitIdle
+from coordinator.commands import EditGroup, Ingest, WaitIdle
+from coordinator.membership import GroupEdit
 from engine.providers.base import ModelRequest
 from engine.providers.scripted import Reply, ScriptedModel
 from engine.settings import EngineConfig
-from protocol import Channel
+from protocol import Channel, GroupSettingsPatch
 from protocol.settings import GroupSettings
 from store.base import Group, GroupMessage
 from store.conversation import ConversationInfo
+from store.workspaces import group_files, read_project_doc
 from tests.fixtures.gateway import StartGateway, WsClient
 from tests.fixtures.ray_cluster import MakeRuntime
 from tests.fixtures.stores import StoreFactory
@@ -46,6 +51,7 @@ class Recorder:
             "vp": request.context.speaker_id,
             "tools": sorted(t.name for t in request.tools),
             "system": request.system,
+            "last": str(request.messages[-1].content) if request.messages else "",
         }
         with self.path.open("a", encoding="utf-8") as out:
             out.write(json.dumps(record) + "\n")
@@ -198,3 +204,64 @@ async def test_the_prompt_states_the_time_of_the_injected_clock(
         assert "你现在在群组「内核」里。" in system and "这条消息来自未知渠道。" in system
     finally:
         await vp.close()
+
+
+async def test_the_workspace_project_document_is_in_every_prompt_and_read_each_turn(
+    make_runtime: MakeRuntime, tmp_path: Path
+) -> None:
+    path = tmp_path / "calls.jsonl"
+    rt = make_runtime(provider_overrides={"offline": ScriptedModel(Recorder(path))})
+    group = await rt.create_group("docs", ["steve", "linus"], members=["ann"])
+    folder = group_files(rt.config.store.data_dir, group.id)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "README.md").write_text("# Readme\nThe README rule.\n", encoding="utf-8")
+
+    async def ask(text: str) -> list[str]:
+        await rt.send(Ingest(group.id, "ann", text))
+        assert await rt.send(WaitIdle(group.id))
+        # The VP reads the message as "[ann] <text>".
+        return [str(r["system"]) for r in records(path) if text in str(r["last"])]
+
+    # README.md when there is no AGENTS.md, in every VP's prompt.
+    prompts = await ask("@all first")
+    assert len(prompts) == 2 and all("The README rule." in p for p in prompts)
+    # AGENTS.md comes first, and an edit shows in the next turn.
+    (folder / "AGENTS.md").write_text("Run make check before a commit.\n", encoding="utf-8")
+    (prompt,) = await ask("@steve second")
+    assert "Run make check before a commit." in prompt and "README rule" not in prompt
+    # A file the group's settings name, cut at 16 KiB with a visible marker.
+    (folder / "docs").mkdir()
+    long = "".join(f"guide line {n}\n" for n in range(3000))
+    (folder / "docs" / "GUIDE.md").write_text(long, encoding="utf-8")
+    await rt.send(
+        EditGroup(group.id, GroupEdit(settings=GroupSettingsPatch(project_doc="docs/GUIDE.md")))
+    )
+    (prompt,) = await ask("@linus third")
+    assert "guide line 0\n" in prompt and "guide line 2999" not in prompt
+    assert "[…truncated]" in prompt and "make check" not in prompt
+    # The setting is a relative path inside the workspace, or it is refused.
+    with pytest.raises(ValidationError, match="leave the workspace"):
+        GroupSettingsPatch(project_doc="../other/AGENTS.md")
+    with pytest.raises(ValidationError, match="relative"):
+        GroupSettingsPatch(project_doc="/etc/passwd")
+
+
+def test_a_project_document_outside_the_workspace_is_never_read(tmp_path: Path) -> None:
+    root, outside = tmp_path / "area", tmp_path / "secret.md"
+    root.mkdir()
+    outside.write_text("the secret", encoding="utf-8")
+    (root / "AGENTS.md").symlink_to(outside)
+    (root / "README.md").write_text("the readme", encoding="utf-8")
+    # The link leads out: it is passed over for the README.
+    doc = read_project_doc(root)
+    assert doc is not None and (doc.name, doc.text, doc.truncated) == (
+        "README.md",
+        "the readme",
+        False,
+    )
+    assert read_project_doc(root, "AGENTS.md") is None
+    assert read_project_doc(root, "missing.md") is None
+    # Cut at the byte cap on a line boundary, never inside a character.
+    (root / "long.md").write_text("é" * 10 + "\n" + "é" * 10, encoding="utf-8")
+    cut = read_project_doc(root, "long.md", max_bytes=25)
+    assert cut is not None and cut.truncated and cut.text == "é" * 10
