@@ -106,7 +106,7 @@ async def test_markdown_code_copy_usage_and_no_script_runs(
 
     runtime = make_runtime(provider_overrides={"offline": ScriptedModel(markdown_vp)})
     await add_user(await runtime.store(), USER, PASSWORD)
-    await runtime.create_group("Markdown", ["linus"], members=[USER])
+    group = await runtime.create_group("Markdown", ["linus"], members=[USER])
     async with gateway_server(runtime) as gateway, chromium() as browser:
         await browser.grant_permissions(["clipboard-read", "clipboard-write"])
         page = await _page(browser)
@@ -127,6 +127,9 @@ async def test_markdown_code_copy_usage_and_no_script_runs(
         await box.press("Enter")
         linus = bubble(page, "linus")
         await expect(linus).to_have_attribute("data-state", "complete", timeout=TURN_TIMEOUT_MS)
+        # The web UI names its channel at the handshake; the message keeps it.
+        sent = await (await runtime.store()).read_messages(group.id)
+        assert [m.meta.get("channel") for m in sent if m.role == "user"] == ["web"]
 
         text = linus.get_by_test_id("bubble-text")
         await expect(text.locator("h2")).to_have_text("Options")

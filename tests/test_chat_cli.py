@@ -149,7 +149,7 @@ async def test_cancel_says_which_turns_it_stopped(
     # when each /cancel comes, however loaded the machine.
     gw = await start_gateway(make_runtime(engine={"model": "offline:default?tps=2"}))
     token = await gw.user("ann")
-    await gw.http.post(
+    made = await gw.http.post(
         "/api/groups", json={"name": "team", "roster": ["linus", "steve"]}, headers=gw.auth("ann")
     )
     lines: queue.Queue[str] = queue.Queue()
@@ -170,6 +170,9 @@ async def test_cancel_says_which_turns_it_stopped(
     lines.put("/quit\n")
     assert await asyncio.wait_for(task, 20) == 0
     assert "— Linus" not in out.getvalue()  # neither reply ran to its end
+    # The terminal client names its channel; the message keeps it for the VPs' prompts.
+    sent = await (await gw.runtime.store()).read_messages(made.json()["id"])
+    assert [m.meta.get("channel") for m in sent if m.role == "user"] == ["terminal"]
 
 
 async def test_attach_uploads_a_file_for_the_next_message_and_files_are_shown_by_name(
