@@ -9,6 +9,7 @@ import argparse
 import asyncio
 import os
 import secrets
+import socket
 import sys
 from typing import Any
 
@@ -44,12 +45,44 @@ async def _ensure_first_user(settings: Any) -> tuple[str, str] | None:
         await store.close()
 
 
+def port_in_use(host: str, port: int) -> str | None:
+    """Why ``host:port`` cannot be listened on, or None when it can (or is chosen by the OS).
+
+    A bind test with the options uvicorn uses (``SO_REUSEADDR``), so a port a
+    stopped server left in TIME_WAIT passes and one another process listens on
+    does not. It runs before ``yeaft serve`` makes anything: a start that
+    cannot listen must not create the store and its first password.
+    """
+    if not port:
+        return None
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        return f"cannot listen on {host!r}: {exc.strerror}"
+    for family, kind, proto, _, address in infos:
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind(address)
+            except OSError as exc:
+                return f"port {port} on {host} is not free ({exc.strerror})"
+    return None
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from engine.settings import EngineSettings
     from gateway.server import run_server
     from store import redact_url
 
     settings = _settings(args)
+    busy = port_in_use(settings.host, settings.port)
+    if busy:
+        print(
+            f"yeaft: {busy}; is another server running? Choose another port with "
+            "--port N or YEAFT_PORT (the interface: --host or YEAFT_HOST)",
+            file=sys.stderr,
+        )
+        return 2
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     # Read once here, in the driver; the actors get it from the runtime config.
     try:

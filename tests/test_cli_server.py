@@ -133,3 +133,27 @@ async def test_chat_client_shows_other_peoples_messages_once(start_gateway: Star
     assert text.count("bob: @linus and a slab?") == 1
     assert "ann: " not in text
     await bob.close()
+
+
+def test_serve_on_a_port_in_use_makes_nothing_and_names_the_port(tmp_path: Path) -> None:
+    import socket
+    import time
+
+    from tests.test_cli import yeaft
+
+    data = tmp_path / "data"
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        began = time.monotonic()
+        out = yeaft("serve", "--port", str(port), tmp=data)
+        took = time.monotonic() - began
+    assert out.returncode == 2, out.stderr
+    assert f"port {port} on 127.0.0.1" in out.stderr
+    assert "--port" in out.stderr and "YEAFT_PORT" in out.stderr
+    assert "Traceback" not in out.stderr and "password" not in out.stdout
+    # Nothing was created (no store, no first password, no Ray session in it),
+    # so the next start on a free port still prints the admin password.
+    assert not data.exists()
+    assert took < 10, f"refusing took {took:.1f} s"
