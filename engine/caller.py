@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import random
+import time
 from collections.abc import Awaitable, Callable
 from contextlib import aclosing, nullcontext
 from dataclasses import dataclass, field
@@ -68,13 +70,22 @@ Emit = Callable[[EngineEvent], Awaitable[None]]
 Sleep = Callable[[float], Awaitable[None]]
 
 
+def try_again(wait: float, now: float) -> str:
+    """When a person may try again, ``wait`` seconds after ``now`` (epoch seconds)."""
+    at = time.strftime("%H:%M:%S UTC", time.gmtime(now + wait))
+    if wait < 90:
+        return f"try again in about {math.ceil(wait)} s (after {at})"
+    return f"try again in about {math.ceil(wait / 60)} min (after {at})"
+
+
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
     max_retries: int = 3
     base_delay: float = 1.0
     max_delay: float = 30.0
     jitter: float = 0.25
-    # A Retry-After longer than this is not waited for: the next model is tried.
+    # A Retry-After (or a rate limit on every key) longer than this is not
+    # waited for: the next model is tried, or the turn ends saying when to try again.
     max_retry_after: float = 60.0
 
     def delay(self, retry: int, retry_after: float | None, rand: float) -> float | None:
@@ -152,14 +163,43 @@ class ModelCaller:
         picked = await pool.pick(frozenset(tried))
         if picked is None or isinstance(picked, Credential):
             return picked
-        wait = max(0.0, picked.until - pool.clock())
+        now = pool.clock()
+        wait = max(0.0, picked.until - now)
         return ModelError(
             ErrorKind(picked.reason),
             f"every {pool.provider} credential is cooling down ({picked.reason}); "
-            f"the first is usable in {wait:.0f}s",
+            f"{try_again(wait, now)}",
             retry_after=wait,
             provider=pool.provider,
         )
+
+    async def _wait_for_rate_limit(
+        self, model: str, cooling: ModelError, emit: Emit | None
+    ) -> bool:
+        """Wait out a rate limit on every credential if it ends within the bound.
+
+        The bound is ``RetryPolicy.max_retry_after`` (the ``rate_limit_wait``
+        setting). While waiting the VP shows it (a QUEUED notice, as for a
+        full provider lane). False when the turn must not wait.
+        """
+        wait = cooling.retry_after or 0.0
+        if cooling.kind is not ErrorKind.RATE_LIMIT or wait > self.policy.max_retry_after:
+            return False
+        about = math.ceil(wait)
+        await self._notice(
+            emit,
+            NoticeKind.QUEUED,
+            f"waiting for the provider's rate limit (about {about} s)",
+            {"model": model, "waiting": True, "reason": "rate_limit", "wait_s": about},
+        )
+        await self._sleep(wait)
+        await self._notice(
+            emit,
+            NoticeKind.QUEUED,
+            f"{model}: the rate limit is over; going on",
+            {"model": model, "waiting": False, "reason": "rate_limit"},
+        )
+        return True
 
     async def _rotate(
         self, model: str, cred: Credential, err: ModelError, tried: set[str], emit: Emit | None
@@ -208,8 +248,16 @@ class ModelCaller:
         for index, model in enumerate(self.chain):
             retry = 0
             tried: set[str] = set()
+            cooling_waits = 0  # bounded: another process may keep the keys cooling
             while True:
                 cred = await self._credential(model, tried)
+                if (
+                    isinstance(cred, ModelError)
+                    and cooling_waits <= self.policy.max_retries
+                    and await self._wait_for_rate_limit(model, cred, emit)
+                ):
+                    cooling_waits += 1
+                    continue
                 try:
                     if isinstance(cred, ModelError):
                         raise _AttemptFailed(cred, False)
@@ -232,23 +280,23 @@ class ModelCaller:
                         model, cred, err, tried, emit
                     ):
                         continue
+                    if isinstance(cred, ModelError):
+                        break  # every key cooling past the wait bound, or broken
+                    if isinstance(cred, Credential) and err.kind is ErrorKind.RATE_LIMIT:
+                        # Every key is cooling now, for as long as the provider
+                        # asked: the next round waits that out (within the bound).
+                        if retry >= self.policy.max_retries:
+                            break
+                        retry += 1
+                        tried.clear()
+                        await self._retry_notice(emit, model, err, retry, None)
+                        continue
                     wait = self._retry_wait(err, retry)
                     if wait is None:
                         break
                     retry += 1
                     tried.clear()
-                    await self._notice(
-                        emit,
-                        NoticeKind.RETRY,
-                        f"{model} failed ({err.kind.value}); retry {retry} in {wait:.1f}s",
-                        {
-                            "model": model,
-                            "reason": err.kind.value,
-                            "retry": retry,
-                            "delay": wait,
-                            "discard_partial": True,
-                        },
-                    )
+                    await self._retry_notice(emit, model, err, retry, wait)
                     await self._sleep(wait)
                     continue
                 result.attempts = attempts
@@ -268,6 +316,24 @@ class ModelCaller:
                 )
         assert last is not None
         raise AllModelsFailed(attempts, last)
+
+    async def _retry_notice(
+        self, emit: Emit | None, model: str, err: ModelError, retry: int, wait: float | None
+    ) -> None:
+        """Say a call is tried again (after ``wait`` s; None: once the rate limit is over)."""
+        when = f" in {wait:.1f}s" if wait is not None else " once the rate limit is over"
+        await self._notice(
+            emit,
+            NoticeKind.RETRY,
+            f"{model} failed ({err.kind.value}); retry {retry}{when}",
+            {
+                "model": model,
+                "reason": err.kind.value,
+                "retry": retry,
+                "delay": wait,
+                "discard_partial": True,
+            },
+        )
 
     def _retry_wait(self, err: ModelError, retry: int) -> float | None:
         if err.kind not in RETRYABLE or retry >= self.policy.max_retries:

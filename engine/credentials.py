@@ -5,12 +5,15 @@ file), each with a label. A call uses the first credential that is not
 cooling down; a rate limit, an auth failure or a billing failure puts the
 credential it used into a cooldown and the call moves to the next one.
 
-Cooldown ladder, by the credential's consecutive failures: 1 min, 5 min,
-25 min, then 1 h for rate limits and auth failures; billing failures start
-at 5 h and double up to 24 h. A rate limit whose reply says when to come
-back (``Retry-After``) cools the credential only that long when that is
-shorter: the provider has said when the key works again. The failure count
-starts again once a cooldown has run out with no failure for a day.
+A rate limit is the provider asking for a pause, not a broken key: its
+cooldown is as long as the provider says (``Retry-After``, or the reset
+time of the limit that ran out), and when the reply does not say, it backs
+off from 1 s, doubling at each consecutive rate limit, to at most 60 s.
+The escalating ladder is for keys that are broken: by the credential's
+consecutive failures 1 min, 5 min, 25 min, then 1 h for auth failures;
+billing failures start at 5 h and double up to 24 h. That failure count
+starts again once a cooldown has run out with no failure for a day (for
+rate limits, after 10 minutes without one).
 
 Cooldowns live in a :class:`CooldownBook` (:mod:`store.provider_state`
 keeps them in the store, so every VP actor on every node sees the same
@@ -36,6 +39,9 @@ LADDER_S = (60.0, 300.0, 1500.0, 3600.0)
 BILLING_FIRST_S = 5 * 3600.0
 BILLING_MAX_S = 24 * 3600.0
 RESET_AFTER_S = 24 * 3600.0
+RATE_FIRST_S = 1.0
+RATE_MAX_S = 60.0
+RATE_RESET_AFTER_S = 600.0
 
 
 class Credential(BaseModel):
@@ -61,10 +67,20 @@ def parse_keys(text: str, provider: str) -> tuple[Credential, ...]:
 
 
 def cooldown_seconds(kind: ErrorKind, errors: int) -> float:
-    """How long the ``errors``-th consecutive failure of this kind cools a credential."""
+    """How long the ``errors``-th consecutive failure of this kind cools a credential.
+
+    For a rate limit this is only the back-off used when the provider did
+    not say how long to wait.
+    """
+    if kind is ErrorKind.RATE_LIMIT:
+        return min(RATE_MAX_S, RATE_FIRST_S * 2 ** (errors - 1))
     if kind is ErrorKind.BILLING:
         return min(BILLING_MAX_S, BILLING_FIRST_S * 2 ** (errors - 1))
     return LADDER_S[min(errors, len(LADDER_S)) - 1]
+
+
+def _is_rate(cooldown: Cooldown) -> bool:
+    return cooldown.reason == ErrorKind.RATE_LIMIT.value
 
 
 def next_cooldown(
@@ -72,17 +88,23 @@ def next_cooldown(
 ) -> Cooldown:
     """The cooldown after one more failure of ``kind`` at ``now``.
 
-    An active window is never shortened by a later failure, only replaced by
-    a longer one.
+    Rate limits and broken keys count their failures apart: a burst of rate
+    limits never climbs the ladder meant for a bad key. A rate limit's window
+    is the provider's latest word (``retry_after``) and replaces an earlier
+    rate-limit window; a window for a broken key is never shortened by a
+    later failure, only replaced by a longer one.
     """
+    rate = kind is ErrorKind.RATE_LIMIT
     errors = 1
-    if previous is not None and now < previous.until + RESET_AFTER_S:
-        errors = previous.errors + 1
+    if previous is not None and _is_rate(previous) == rate:
+        quiet = RATE_RESET_AFTER_S if rate else RESET_AFTER_S
+        if now < previous.until + quiet:
+            errors = previous.errors + 1
     span = cooldown_seconds(kind, errors)
-    if kind is ErrorKind.RATE_LIMIT and retry_after is not None:
-        span = min(span, max(retry_after, 0.0))
+    if rate and retry_after is not None:
+        span = max(retry_after, 0.0)
     until = now + span
-    if previous is not None and previous.active(now):
+    if previous is not None and previous.active(now) and not _is_rate(previous):
         until = max(until, previous.until)
     return Cooldown(until, errors, kind.value)
 

@@ -74,7 +74,11 @@ class Engine:
         self.final_answer_prompt = final_answer_prompt
         s = self.settings
         self.retry_policy = RetryPolicy(
-            s.max_retries, s.retry_base_delay, s.retry_max_delay, s.retry_jitter
+            s.max_retries,
+            s.retry_base_delay,
+            s.retry_max_delay,
+            s.retry_jitter,
+            max_retry_after=s.rate_limit_wait,
         )
         self._sleep = sleep
         self._rand = rand

@@ -115,6 +115,15 @@ class _EngineFields(BaseModel):
     retry_jitter: float = Field(
         default=0.25, description="Each wait is varied by up to this fraction, up or down."
     )
+    rate_limit_wait: float = Field(
+        default=60.0,
+        ge=0,
+        description=(
+            "Longest wait, in seconds, for a provider's rate limit (Retry-After, or every key "
+            "cooling): a turn waits that long and goes on; past it the turn ends at once "
+            "(or tries the next model) and says when to try again."
+        ),
+    )
     max_compactions: int = Field(
         default=3, description="Compactions of the context in one turn after an overflow."
     )

@@ -60,7 +60,7 @@ def test_the_cooldown_ladder() -> None:
     now, prev = 0.0, None
     spans = []
     for _ in range(6):
-        prev = next_cooldown(prev, ErrorKind.RATE_LIMIT, now)
+        prev = next_cooldown(prev, ErrorKind.AUTH, now)
         spans.append(prev.until - now)
         now = prev.until  # each failure comes as the previous cooldown ends
     assert spans == [60, 300, 1500, 3600, 3600, 3600]
@@ -72,15 +72,41 @@ def test_the_cooldown_ladder() -> None:
     assert spans == [5, 10, 20, 24, 24]
     # A day with no failure after the window: the count starts again.
     assert next_cooldown(prev, ErrorKind.AUTH, now + 86_401).errors == 1
-    # A provider's Retry-After shortens a rate-limit cooldown, never an auth one.
-    assert next_cooldown(None, ErrorKind.RATE_LIMIT, 0, retry_after=2).until == 2
+    # Retry-After never shortens an auth cooldown.
     assert next_cooldown(None, ErrorKind.AUTH, 0, retry_after=2).until == 60
+
+
+def test_a_rate_limit_cools_a_key_as_long_as_the_provider_asks() -> None:
+    # Without a word from the provider: 1 s, doubling, at most a minute.
+    now, prev = 0.0, None
+    spans = []
+    for _ in range(9):
+        prev = next_cooldown(prev, ErrorKind.RATE_LIMIT, now)
+        spans.append(prev.until - now)
+        now = prev.until
+    assert spans == [1, 2, 4, 8, 16, 32, 60, 60, 60]
+    # Ten quiet minutes after the window: the back-off starts again.
+    assert next_cooldown(prev, ErrorKind.RATE_LIMIT, now + 601).until == now + 601 + 1
+    # The sequence: rate limits without Retry-After, then one asking
+    # for 120 s. The key cools 120 s, not the 25 min of the ladder.
+    now, prev = 0.0, None
+    for _ in range(3):
+        prev = next_cooldown(prev, ErrorKind.RATE_LIMIT, now)
+        now += 0.5
+    prev = next_cooldown(prev, ErrorKind.RATE_LIMIT, now, retry_after=120)
+    assert prev.until - now == 120
+    # The provider's latest word wins, even when shorter.
+    assert next_cooldown(prev, ErrorKind.RATE_LIMIT, now, retry_after=2).until == now + 2
+    # A rate limit never shortens a broken key's window, and does not climb its ladder.
+    auth = next_cooldown(None, ErrorKind.AUTH, 0)
+    assert next_cooldown(auth, ErrorKind.RATE_LIMIT, 1, retry_after=2).until == 60
+    assert next_cooldown(prev, ErrorKind.AUTH, now).until == now + 60
 
 
 @pytest.mark.parametrize(
     ("status", "message", "kind", "cooldown_s"),
     [
-        (429, "Rate limit reached", "rate_limit", 60),
+        (429, "Rate limit reached", "rate_limit", 1),
         (401, "Incorrect API key provided", "auth", 60),
         (402, "billing: add a payment method", "billing", 5 * 3600),
     ],
@@ -127,9 +153,9 @@ async def test_every_key_cooling_waits_for_the_first_to_come_back(fake_llm: Any)
     engine = Engine(ProviderRegistry(config), settings=config, clock=clock, sleep=advancing)
     pool = engine.access.pool("openai:gpt-test")
     assert pool is not None
-    await pool.failed("alpha", ErrorKind.RATE_LIMIT)
+    await pool.failed("alpha", ErrorKind.RATE_LIMIT, retry_after=60)
     clock.now += 20
-    await pool.failed("beta", ErrorKind.RATE_LIMIT)
+    await pool.failed("beta", ErrorKind.RATE_LIMIT, retry_after=60)
     fake_llm.text("after the wait")
     result = await engine.run_turn(Conversation(id="c"), Message.user("hi"), system="s")
     assert result.text == "after the wait"

@@ -12,8 +12,11 @@ above the transport (requests, errors, timeouts, SSE decoding) is unchanged.
 from __future__ import annotations
 
 import json
+import re
 import ssl
+import time
 from collections.abc import Mapping
+from datetime import datetime
 from functools import cache
 from typing import Any
 
@@ -60,15 +63,70 @@ def parse_arguments(raw: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {"_raw": raw}
 
 
-def retry_after_from(headers: Mapping[str, str]) -> float | None:
-    """Seconds to wait from ``retry-after-ms`` (preferred, finer) or ``retry-after``."""
+def retry_after_from(headers: Mapping[str, str], now: float | None = None) -> float | None:
+    """Seconds to wait: ``retry-after-ms`` (preferred, finer), ``retry-after``, else the
+    reset time of the rate limit that ran out (:func:`rate_limit_reset_from`)."""
     millis = headers.get("retry-after-ms")
     if millis:
         try:
             return max(0.0, float(millis) / 1000.0)
         except ValueError:
             pass
-    return parse_retry_after(headers.get("retry-after"))
+    said = parse_retry_after(headers.get("retry-after"))
+    return said if said is not None else rate_limit_reset_from(headers, now)
+
+
+# OpenAI: x-ratelimit-{remaining,reset}-{requests,tokens}, the reset a Go
+# duration ("1s", "6m0s", "20ms"). Anthropic: anthropic-ratelimit-<limit>-
+# {remaining,reset}, the reset an RFC 3339 time.
+_OPENAI_LIMITS = ("requests", "tokens")
+_ANTHROPIC_LIMITS = ("requests", "tokens", "input-tokens", "output-tokens")
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+_UNIT_S = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+
+
+def _duration(text: str | None) -> float | None:
+    if not text:
+        return None
+    parts = _DURATION_PART.findall(text.strip())
+    if not parts or "".join(n + u for n, u in parts) != text.strip():
+        return None
+    return sum(float(n) * _UNIT_S[u] for n, u in parts)
+
+
+def _until(text: str | None, now: float) -> float | None:
+    if not text:
+        return None
+    try:
+        when = datetime.fromisoformat(text.strip())
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        return None
+    return max(0.0, when.timestamp() - now)
+
+
+def rate_limit_reset_from(headers: Mapping[str, str], now: float | None = None) -> float | None:
+    """Seconds until a rate limit resets, from the providers' rate-limit headers.
+
+    The latest reset among the limits whose ``remaining`` is 0 (what the
+    provider refused for); when none says so, the soonest reset.
+    """
+    now = time.time() if now is None else now
+    found: list[tuple[bool, float]] = []
+    for name in _OPENAI_LIMITS:
+        seconds = _duration(headers.get(f"x-ratelimit-reset-{name}"))
+        if seconds is not None:
+            found.append((headers.get(f"x-ratelimit-remaining-{name}") == "0", seconds))
+    for name in _ANTHROPIC_LIMITS:
+        seconds = _until(headers.get(f"anthropic-ratelimit-{name}-reset"), now)
+        if seconds is not None:
+            out = headers.get(f"anthropic-ratelimit-{name}-remaining") == "0"
+            found.append((out, seconds))
+    ran_out = [s for out, s in found if out]
+    if ran_out:
+        return max(ran_out)
+    return min((s for _, s in found), default=None)
 
 
 def transport_message(exc: BaseException, sdk_message: str) -> str:
