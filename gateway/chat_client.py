@@ -8,9 +8,17 @@ elsewhere, in a browser say) appears as it is sent, and so does a VP's
 typed are sent as chat messages (``@mentions`` work as in the web UI).
 Commands are handled here: ``/help`` lists them, ``/cancel [vp]`` stops one
 VP or everyone and says which turns it stopped, ``/answer`` replies to a
-VP's question, ``/quit`` leaves. The client reconnects with ``lastSeq`` and
-so never misses output; a server it cannot reach, or a token it refuses, is
-a :class:`ChatError` (one line for the person, no traceback).
+VP's question, ``/quit`` leaves. A server it cannot reach, or a token it
+refuses, is a :class:`ChatError` (one line for the person, no traceback).
+
+Across a lost connection or a server restart it resumes like the web
+client: it notices a dead connection within seconds (WebSocket pings), says
+it is reconnecting, subscribes again with the ``lastSeq`` it has shown, and
+sends again every message the server has not acknowledged (the server keeps
+a ``clientMessageId`` once, so nothing is answered twice). A ``lastSeq``
+the server's log has not reached (its store was reset) is answered with a
+``conflict`` that gives the log's head; the client continues from there
+instead of dropping every new envelope as already seen.
 """
 
 from __future__ import annotations
@@ -29,8 +37,14 @@ from urllib.parse import quote
 import httpx
 
 from gateway.chat_screen import Screen, files_line, render, said_line, typed_answer
+from protocol.common import MAX_TEXT_LENGTH
 
 PING_INTERVAL_S = 20.0
+# WebSocket pings: a server that stops answering (hung, or gone behind a
+# proxy that keeps the connection open) is left after about ten seconds.
+LIVENESS_PING_S = 5.0
+LIVENESS_TIMEOUT_S = 5.0
+OPEN_TIMEOUT_S = 10.0
 QUIT = ("/quit", "/exit")
 HELP = """commands:
   /help            this list
@@ -76,6 +90,9 @@ class ChatClient:
         self._ws: Any = None
         # Uploaded with /attach, sent with the next message.
         self.files: list[str] = []
+        # Chat frames sent but not acknowledged, by clientMessageId: sent
+        # again after a reconnect, until the server acks (or refuses) them.
+        self.outbox: dict[str, dict[str, Any]] = {}
 
     def _headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token}"}
@@ -227,7 +244,18 @@ class ChatClient:
         if self.files:
             frame["attachments"] = [{"id": file_id} for file_id in self.files]
             self.files = []
+        self.outbox[client_message_id] = frame
         return frame
+
+    def too_long(self, line: str) -> str | None:
+        """Why ``line`` cannot be sent as it is (longer than a message may be), or None."""
+        size = len(line.strip())
+        if size <= MAX_TEXT_LENGTH:
+            return None
+        return (
+            f"  not sent: the message has {size:,} characters and the limit is "
+            f"{MAX_TEXT_LENGTH:,}; send it as a file with /attach PATH"
+        )
 
     def on_frame(self, frame: dict[str, Any]) -> None:
         seq = frame.get("seq")
@@ -235,6 +263,12 @@ class ChatClient:
             if seq <= self.last_seq:
                 return
             self.last_seq = seq
+        kind = frame.get("type")
+        if kind == "ack":
+            self.outbox.pop(str(frame.get("clientMessageId")), None)
+            return
+        if kind == "error":
+            self._on_error(frame)
         if frame.get("type") == "ask_user_question":
             self.pending_question = frame
         if frame.get("type") == "error" and frame.get("field") == "answer" and self.answered:
@@ -247,6 +281,17 @@ class ChatClient:
             self.shown.add(str(frame.get("messageId")))
         render(self.screen, frame)
         self.screen.show_prompt()
+
+    def _on_error(self, frame: dict[str, Any]) -> None:
+        # A refused message is not sent again: the error line says why.
+        self.outbox.pop(str(frame.get("requestId")), None)
+        detail = frame.get("detail") or {}
+        if frame.get("code") == "conflict" and frame.get("field") == "lastSeq":
+            # The log is behind what was shown (its store was reset): go on
+            # from its head, or every new envelope would look already seen.
+            head = detail.get("lastSeq")
+            if isinstance(head, int) and detail.get("groupId") == self.group_id:
+                self.last_seq = head
 
     def show_history(self, messages: list[dict[str, Any]]) -> None:
         """Print stored messages the way they read live."""
@@ -278,28 +323,44 @@ class ChatClient:
         lines: asyncio.Queue[str] = asyncio.Queue()
         self._read_lines(read_line, lines)
         backoff = 0.5
+        lost = False
         while True:
             try:
-                async with websockets.connect(ws_url, additional_headers=self._headers()) as ws:
+                async with websockets.connect(
+                    ws_url,
+                    additional_headers=self._headers(),
+                    ping_interval=LIVENESS_PING_S,
+                    ping_timeout=LIVENESS_TIMEOUT_S,
+                    open_timeout=OPEN_TIMEOUT_S,
+                    close_timeout=LIVENESS_TIMEOUT_S,
+                    max_size=None,
+                ) as ws:
                     backoff = 0.5
-                    await ws.send(
-                        json.dumps(
-                            {
-                                "type": "subscribe",
-                                "groupId": self.group_id,
-                                "lastSeq": self.last_seq,
-                            }
-                        )
-                    )
+                    await self._resume(ws, lost)
+                    lost = False
                     if await self._session(ws, lines):
                         return 0
             except websockets.ConnectionClosed as closed:
                 if closed.rcvd and closed.rcvd.code == 4401:
                     raise ChatError("the session expired; get a new token") from closed
-            except OSError as exc:
-                self.screen.line(f"  (connection failed: {exc}; retrying)")
+            except (OSError, TimeoutError, websockets.InvalidHandshake) as exc:
+                if not lost:
+                    self.screen.line(f"  (cannot reach the server: {exc}; retrying)")
+            if not lost:
+                self.screen.line("  (connection lost; reconnecting…)")
+                lost = True
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, 10)
+
+    async def _resume(self, ws: Any, lost: bool) -> None:
+        """Subscribe after what was shown, then send again what was not acknowledged."""
+        subscribe = {"type": "subscribe", "groupId": self.group_id, "lastSeq": self.last_seq}
+        await ws.send(json.dumps(subscribe))
+        if lost:
+            unsent = f"; sending {len(self.outbox)} unacknowledged" if self.outbox else ""
+            self.screen.line(f"  (reconnected: resuming after seq {self.last_seq}{unsent})")
+        for frame in list(self.outbox.values()):
+            await ws.send(json.dumps(frame))
 
     @staticmethod
     def _read_lines(
@@ -342,6 +403,10 @@ class ChatClient:
                 if line == "" or line.strip() in QUIT:
                     return True
                 if await self.local(line):
+                    continue
+                refused = self.too_long(line)
+                if refused:
+                    self.screen.line(refused)
                     continue
                 frame = self.command(line)
                 if frame is not None:

@@ -147,7 +147,14 @@ def cmd_chat(args: argparse.Namespace) -> int:
         return 2
     try:
         client = ChatClient(chat_url(args.url), token, args.group, prompt=sys.stdin.isatty())
-        return asyncio.run(client.run())
+        if not sys.stdin.isatty():
+            return asyncio.run(client.run())
+        from gateway.chat_input import TerminalLines
+
+        # Keys read by the client, not the kernel's line editor: a paste of
+        # any length arrives whole (the kernel's line keeps 4,095 characters).
+        with TerminalLines(sys.stdin.fileno(), sys.stdout.fileno()) as terminal:
+            return asyncio.run(client.run(read_line=terminal.readline))
     except (ChatError, ValueError) as exc:
         print(f"yeaft: {exc}", file=sys.stderr)
         return 2

@@ -51,6 +51,7 @@ class Serve:
         if factory.url:
             self.env["YEAFT_REDIS_URL"] = factory.url
         self.password = ""
+        self.port = 0  # chosen by the OS unless a test needs the same port across restarts
         self.proc: subprocess.Popen[str] | None = None
         self.log_dir = factory.data_dir
         self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -60,7 +61,7 @@ class Serve:
         # The child writes to its own copy of the file; this one closes at once.
         with (self.log_dir / "serve.log").open("a") as log:
             return subprocess.Popen(
-                [sys.executable, "-m", "gateway.cli", "serve", "--port", "0"],
+                [sys.executable, "-m", "gateway.cli", "serve", "--port", str(self.port)],
                 cwd=ROOT,
                 env={**self.env, "YEAFT_MODEL": model},
                 stdout=subprocess.PIPE,
