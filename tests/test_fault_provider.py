@@ -18,7 +18,7 @@ from coordinator.commands import Ingest, WaitIdle
 from coordinator.runtime import Runtime
 from tests.fixtures.llm_server import FakeLLM, Reply, unused_port
 from tests.fixtures.ray_cluster import MakeRuntime
-from tests.group_helpers import all_events, results
+from tests.group_helpers import all_events, notices, results
 
 PAIR = ["steve", "linus"]
 # Retries quick enough for a test; deadlines generous enough for a loaded machine.
@@ -159,3 +159,22 @@ async def test_a_rate_limit_without_a_fallback_ends_each_turn_with_one_error(
     # One first try and one retry per turn, then it gave up.
     assert len(fake_llm.requests) == 2 * len(PAIR)
     await _every_acked_message_has_one_result(rt, group_id)
+
+
+async def test_a_short_rate_limit_is_waited_out_and_shown_to_every_client(
+    make_runtime: MakeRuntime, fake_llm: FakeLLM
+) -> None:
+    # The provider asks for a 1 s pause: within the wait bound, so the turn
+    # waits it out, the VP shows why (queued, with a notice), then answers.
+    fake_llm.error(429, "Rate limit reached", headers={"Retry-After": "1"}).text("after the pause")
+    rt = make_runtime(engine=_engine(fake_llm, "openai:primary"))
+    group = await rt.create_group("team", ["linus"], members=["ann"])
+    await rt.send(Ingest(group.id, "ann", "anyone there?", client_message_id="c1"))
+    assert await rt.send(WaitIdle(group.id, 60)), "a turn hung"
+    events = await all_events(rt, group.id)
+    [result] = results(events)["linus"]
+    assert result["subtype"] == "success" and result["result"] == "after the pause", result
+    said = [n["message"] for n in notices(events)]
+    assert "waiting for the provider's rate limit (about 1 s)" in said, said
+    states = [e["state"] for e in events if e.get("type") == "agent_status"]
+    assert "queued" in states and states.index("queued") < states.index("streaming"), states
