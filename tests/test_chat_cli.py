@@ -204,3 +204,31 @@ async def test_attach_uploads_a_file_for_the_next_message_and_files_are_shown_by
     client.show_history(history.json()["messages"])
     assert "ann: see the file\n  files: notes.txt (17 bytes)" in out.getvalue()
     await ws.close()
+
+
+def test_terminal_lines_edit_and_take_a_paste_whole() -> None:
+    import os
+    import pty
+    import termios
+
+    from gateway.chat_input import TerminalLines
+
+    master, slave = pty.openpty()
+    try:
+        before = termios.tcgetattr(slave)
+        with TerminalLines(slave) as terminal:
+            # Canonical mode is off: the kernel no longer cuts a line at 4,095.
+            assert not termios.tcgetattr(slave)[3] & termios.ICANON
+            os.write(master, b"helo\x7flo wrold\x17world\n")
+            assert terminal.readline() == "hello world\n"
+            os.write(master, b"junk\x15\x1b[Dok\n")  # Ctrl-U clears; an arrow is ignored
+            assert terminal.readline() == "ok\n"
+            paste = "x" * 5000 + "\r" + "y" * 10  # a paste's newline stays in the message
+            os.write(master, f"\x1b[200~{paste}\x1b[201~\n".encode())
+            assert terminal.readline() == "x" * 5000 + "\n" + "y" * 10 + "\n"
+            os.write(master, b"\x04")  # Ctrl-D on an empty line: leave
+            assert terminal.readline() == ""
+        assert termios.tcgetattr(slave) == before  # the terminal is given back as it was
+    finally:
+        os.close(master)
+        os.close(slave)
