@@ -2,7 +2,12 @@
 
 Retry on the same model only for transient failures (rate limit, overload,
 timeout, server error), with exponential backoff and jitter that yields to
-the server's ``Retry-After``. Never retry, and never fail over, once the
+the server's ``Retry-After``. A rate limit on a pooled key is waited out
+through the key's cooldown instead (as long as the provider asked): when
+every key of the provider is cooling for a rate limit that ends within
+``RetryPolicy.max_retry_after``, the call waits and says so (a QUEUED
+notice), and past it the call moves on with a message saying when to try
+again. Never retry, and never fail over, once the
 failed attempt emitted a tool call: the call may already have had an effect.
 User aborts and context overflow are never failed over either; the loop
 handles them.
