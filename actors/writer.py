@@ -77,10 +77,19 @@ SYSTEM = "system"
 """The ``vpId`` of notices: what the group says, not any VP."""
 
 
-def error_stop(reason: StopReason, message: str, kind: str) -> StopEvent:
-    """The stop event of a turn that ended before (or instead of) its engine run."""
+def error_stop(reason: StopReason, message: str, kind: str, duration_ms: int = 0) -> StopEvent:
+    """The stop event of a turn that ended before (or instead of) its engine run.
+
+    ``duration_ms`` is how long the turn had been going when it was ended
+    from outside (a shutdown, a lost actor); 0 when it never began.
+    """
     return StopEvent(
-        reason=reason, usage=Usage(), cost_usd=0.0, duration_ms=0, error=message, error_kind=kind
+        reason=reason,
+        usage=Usage(),
+        cost_usd=0.0,
+        duration_ms=max(0, duration_ms),
+        error=message,
+        error_kind=kind,
     )
 
 

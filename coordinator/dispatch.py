@@ -24,7 +24,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import ray
 from ray.actor import ActorHandle
@@ -81,6 +81,8 @@ class _Turn:
     # ingest's answer then leaves after its turns, not before them); a
     # retry after a restart makes a new one.
     sent: ray.ObjectRef[TurnOutcome] | None = None
+    # When it was dispatched (monotonic): a turn ended from outside says how long it went on.
+    began: float = field(default_factory=time.monotonic)
 
 
 class Dispatcher:
@@ -312,7 +314,9 @@ class Dispatcher:
         writer = GroupEvents(self.store, req.group_id).turn(
             req.vp_id, req.turn_id, trigger_id=req.origin.trigger_id
         )
-        await writer.finish(error_stop(StopReason.ERROR, message, kind), TurnEnd.INTERRUPTED)
+        # The result says how long the turn went on before it was ended.
+        took = int((time.monotonic() - turn.began) * 1000)
+        await writer.finish(error_stop(StopReason.ERROR, message, kind, took), TurnEnd.INTERRUPTED)
         if not turn.tracker.finished:
             turn.tracker.advance(TurnState.FINISHED)
 

@@ -92,12 +92,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return 2
     created = asyncio.run(_ensure_first_user(settings))
     model = engine.default_model()
-    where = (
-        f" on http://{settings.call_host()}:{settings.port}"
-        if settings.port
-        else " (port chosen by the OS)"
-    )
-    print(f"Yeaft is starting{where}")
+    # The address is printed by the server once it answers there (READY_LINE).
+    print("Yeaft is starting; its address follows once it answers there")
     print(
         f"  data: {settings.data_dir}   store: {redact_url(settings.redis_url) or 'embedded'}"
         f"   model: {model}"

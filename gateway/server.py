@@ -16,7 +16,6 @@ import asyncio
 import contextlib
 import logging
 import os
-import re
 import secrets
 import socket
 import sys
@@ -49,6 +48,7 @@ from gateway.errors import GatewayError
 from gateway.groups import GroupService
 from gateway.limits import LagMeter, LagProbe, UserBuckets
 from gateway.lockout import LoginLockout
+from gateway.log_filters import install_log_filters
 from gateway.mcp import McpCatalog
 from gateway.mcp_admin import McpServersFile
 from gateway.mcp_http import router as mcp_router
@@ -228,58 +228,6 @@ def uvicorn_config(app: FastAPI, settings: GatewaySettings, **overrides: Any) ->
     }
     options.update(overrides)
     return uvicorn.Config(app, **options)
-
-
-class _RedactTokens(logging.Filter):
-    """Hide ``token=...`` query values in log lines (uvicorn logs WebSocket paths)."""
-
-    _pattern = re.compile(r"(token=)[^&\s\"']+")
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.args:
-            record.args = tuple(
-                self._pattern.sub(r"\1[redacted]", a) if isinstance(a, str) else a
-                for a in (record.args if isinstance(record.args, tuple) else (record.args,))
-            )
-        if isinstance(record.msg, str) and "token=" in record.msg:
-            record.msg = self._pattern.sub(r"\1[redacted]", record.msg)
-        return True
-
-
-class _QuietInvalidText(logging.Filter):
-    """Log a text message that is not UTF-8 on one INFO line, without a traceback.
-
-    uvicorn's WebSocket protocol already answers such a message correctly:
-    it closes the connection with 1007 (invalid frame payload data). But it
-    reports it with ``logger.exception``, so any client could fill the
-    server log with tracebacks about its own bad input. The record is
-    recognised by uvicorn's message; if a newer uvicorn words it differently
-    this filter does nothing, and ``tests/test_gateway_ws.py`` says so.
-    """
-
-    MESSAGE = "Invalid UTF-8 sequence received from client."
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if record.msg != self.MESSAGE or record.exc_info is None:
-            return True
-        record.msg = "closed a WebSocket with 1007: a text message was not UTF-8"
-        record.args = ()
-        record.exc_info = None
-        record.exc_text = None
-        record.levelno, record.levelname = logging.INFO, logging.getLevelName(logging.INFO)
-        # The level check ran for ERROR; run it again for what the record is now.
-        return logging.getLogger(record.name).isEnabledFor(logging.INFO)
-
-
-def install_log_filters() -> None:
-    """Add the token-redacting filter to uvicorn's loggers, and the 1007 one (once)."""
-    for name in ("uvicorn.error", "uvicorn.access"):
-        logger = logging.getLogger(name)
-        if not any(isinstance(f, _RedactTokens) for f in logger.filters):
-            logger.addFilter(_RedactTokens())
-    errors = logging.getLogger("uvicorn.error")
-    if not any(isinstance(f, _QuietInvalidText) for f in errors.filters):
-        errors.addFilter(_QuietInvalidText())
 
 
 def configure_ray_auth(data_dir: Path, *, local: bool) -> None:

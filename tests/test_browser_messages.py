@@ -144,6 +144,18 @@ async def test_markdown_code_copy_usage_and_no_script_runs(
         assert await page.evaluate("navigator.clipboard.readText()") == CODE
         await linus.get_by_test_id("copy-message").click()
         assert await page.evaluate("navigator.clipboard.readText()") == TABLE_REPLY
+        # The button says so, and its hover-only row stays in view while it
+        # does, even once the pointer and the focus have moved on.
+        await box.click()
+        copied = linus.get_by_test_id("copy-message")
+        await expect(copied).to_have_text("Copied")
+        await expect(copied).to_have_attribute("data-copied", "true")
+        opacity = await linus.locator(".msg-actions").evaluate(
+            "(row) => { row.getAnimations().forEach((a) => a.finish());"
+            " return getComputedStyle(row).opacity; }"
+        )
+        assert opacity == "1"
+        await expect(copied).to_have_text("Copy")
 
         # Tokens and cost under the reply, and the group's total in the header.
         assert int(await linus.get_attribute("data-tokens-out") or 0) > 0

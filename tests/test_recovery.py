@@ -170,6 +170,8 @@ async def test_a_graceful_stop_ends_every_turn_with_one_result(make_runtime: Mak
     assert len(by_turn) == 6 and all(len(r) == 1 for r in by_turn.values()), by_turn
     kinds = Counter(r[0]["error_kind"] for r in by_turn.values())
     assert kinds == {"shutdown": 6}
+    # Each says how long it went on before the stop (the drain alone waited 0.2 s).
+    assert all(r[0]["duration_ms"] >= 200 for r in by_turn.values()), by_turn
     first.shutdown()
 
     second = make_runtime(engine=QUICK, store=first.config.store)

@@ -81,6 +81,8 @@ class Serve:
                 if found := READY.search(line):
                     self.url = found.group(1)
                     return
+                # The address is printed once the server answers there, not before.
+                assert "http://" not in line, f"an address before the server answers: {line!r}"
         raise AssertionError(f"yeaft serve exited with {self.proc.wait()} before it was ready")
 
     def kill(self) -> None:

@@ -60,18 +60,33 @@ export function markdownFragment(text) {
   return DOMPurify.sanitize(html, PURIFY);
 }
 
-function copyButton(getText) {
+// How long a Copy button says "Copied".
+const COPIED_MS = 1500;
+
+/**
+ * A Copy button: puts `getText()` on the clipboard and says so on the button
+ * ("Copied", or "Copy failed") for a moment. While it says so the button
+ * carries `data-copied`, which keeps a hover-only actions row in view, and
+ * the words are announced to screen readers.
+ */
+export function copyButton(getText, { className = 'code-copy', testid = 'code-copy', title } = {}) {
   const button = document.createElement('button');
   button.type = 'button';
-  button.className = 'code-copy';
-  button.dataset.testid = 'code-copy';
+  button.className = className;
+  button.dataset.testid = testid;
+  if (title) button.title = title;
+  button.setAttribute('aria-live', 'polite');
   button.textContent = 'Copy';
+  let timer = null;
   button.addEventListener('click', async () => {
     const ok = await copyText(getText());
     button.textContent = ok ? 'Copied' : 'Copy failed';
-    setTimeout(() => {
+    button.dataset.copied = ok ? 'true' : 'false';
+    clearTimeout(timer);
+    timer = setTimeout(() => {
       button.textContent = 'Copy';
-    }, 1500);
+      delete button.dataset.copied;
+    }, COPIED_MS);
   });
   return button;
 }

@@ -11,7 +11,7 @@
 
 import { attachmentsNode } from './attachments.js';
 import { avatar, el, formatTime } from './dom.js';
-import { copyText, renderMarkdown } from './markdown.js';
+import { copyButton, renderMarkdown } from './markdown.js';
 import { Threads } from './thread.js';
 import { TurnBubble } from './turn.js';
 
@@ -232,19 +232,7 @@ export class Timeline {
 
   /** Copy (any message) and Delete (the user's own, once stored). */
   userActions(text) {
-    const copy = el('button', {
-      type: 'button',
-      class: 'msg-action',
-      testid: 'copy-message',
-      text: 'Copy',
-      onclick: async (event) => {
-        const ok = await copyText(text);
-        event.target.textContent = ok ? 'Copied' : 'Copy failed';
-        setTimeout(() => {
-          event.target.textContent = 'Copy';
-        }, 1500);
-      },
-    });
+    const copy = copyButton(() => text, { className: 'msg-action', testid: 'copy-message' });
     const remove = el('button', {
       type: 'button',
       class: 'msg-action danger',

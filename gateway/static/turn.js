@@ -6,7 +6,7 @@
 // `result` payload ends it as complete, cancelled or error.
 
 import { avatar, el, formatTime, hueOf, truncate } from './dom.js';
-import { copyText, MarkdownView } from './markdown.js';
+import { copyButton, MarkdownView } from './markdown.js';
 
 const STATUS_LABEL = {
   waiting: 'waiting…',
@@ -423,19 +423,10 @@ export class TurnBubble {
   /** Copy (any ended reply) and Regenerate (a stored reply). */
   showActions() {
     if (!this.final) return;
-    const copy = el('button', {
-      type: 'button',
-      class: 'msg-action',
+    const copy = copyButton(() => this.text, {
+      className: 'msg-action',
       testid: 'copy-message',
       title: 'Copy the reply as Markdown',
-      text: 'Copy',
-      onclick: async (event) => {
-        const ok = await copyText(this.text);
-        event.target.textContent = ok ? 'Copied' : 'Copy failed';
-        setTimeout(() => {
-          event.target.textContent = 'Copy';
-        }, 1500);
-      },
     });
     const regenerate =
       this.messageId && this.onRegenerate
