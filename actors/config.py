@@ -58,6 +58,12 @@ class RuntimeConfig:
     personas_dir: str | None = None
     coordinator_shards: int = 2
     max_concurrent_turns: int = 64
+    # How long a VP holds a turn that reached it before a turn the coordinator
+    # sent earlier to the same (group, VP) lane (actors.lanes); then it runs.
+    lane_gap_s: float = 2.0
+    # A VP answering writes a busy agent_status with its turn's phase at
+    # least this often (0: never), so clients tell a slow turn from a hung one.
+    heartbeat_s: float = 10.0
     # Admission (coordinator.admission): turns dispatched and not finished,
     # at most this many per group and per VP actor; a person's message that
     # would pass either is refused with BUSY before it is stored. 64 per group

@@ -14,6 +14,7 @@ import uuid
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from actors.lanes import LaneStamp
 from engine.events import StopReason
 from engine.tools.approval import approval_marks
 from protocol import Channel
@@ -204,6 +205,9 @@ class TurnRequest:
     # at hand (a person's message): the VP starts its memory recall with it,
     # beside its read of the group log instead of after it.
     trigger: GroupMessage | None = None
+    # Its place in its (group, VP) lane (``coordinator.lane_stamps``): the VP
+    # runs the lane's turns in this order, whatever order Ray delivers them in.
+    lane: LaneStamp | None = None
 
     @staticmethod
     def new_turn_id(vp_id: str) -> str:

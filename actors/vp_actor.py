@@ -1,7 +1,9 @@
 """One VP: a persona's engine, serving every group that has this VP.
 
-Turns of one group run one at a time in arrival order (a session lane);
-different groups run concurrently under the actor's concurrency cap. The
+Turns of one group run one at a time in the order the coordinator sent them
+(a session lane; ``actors.lanes`` keeps that order whatever order Ray
+delivers them in); different groups run concurrently under the actor's
+concurrency cap. The
 actor keeps nothing between turns that the store does not also hold: each
 turn loads the VP's transcript, catches up on the group log, runs the engine,
 and saves the transcript back, so a restarted actor carries on where the
@@ -178,7 +180,7 @@ class VPActor:
         factories = configured_factories(config.turn_hooks, config.entry_point_hooks)
         hooks += [make(extra) for make in factories]
         self.services.hooks.hooks.extend(hooks)
-        self.lanes = Lanes(config.max_concurrent_turns)
+        self.lanes = Lanes(config.max_concurrent_turns, gap_s=config.lane_gap_s)
         # A steered message's files are read in as a turn's own are.
         self.queue = BusyLanes(
             vp_id, store, opener=lambda messages: open_files(messages, self.services.attachments)
@@ -233,7 +235,7 @@ class VPActor:
                     outcome = arrived
                     return outcome
                 batch = arrived
-            async with self.lanes.hold(req.group_id):
+            async with self.lanes.hold(req.group_id, req.lane):
                 overflow: frozenset[str] = frozenset()
                 if batch is not None:
                     req, overflow = await self.queue.collected(req, batch, running.abort)
@@ -258,6 +260,9 @@ class VPActor:
             )
             return outcome
         finally:
+            # A turn that ended without the lane (steered, merged, failed)
+            # keeps no later turn of its lane waiting for it.
+            self.lanes.passed(req.group_id, req.lane)
             if batch is not None:
                 self.queue.drop_batch(req.group_id, batch)
             self._running.pop(req.turn_id, None)

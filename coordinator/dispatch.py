@@ -24,7 +24,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import ray
 from ray.actor import ActorHandle
@@ -55,6 +55,7 @@ from actors.vp_commands import (
 from actors.vp_host import VPHost
 from actors.writer import GroupEvents, error_stop
 from coordinator.admission import Admission
+from coordinator.lane_stamps import LaneStamps
 from coordinator.results import CancelResult, DrainResult, RecoveryReport
 from coordinator.vps import VPClient, find_host, host_names, pooled_hosts, start_named
 from engine.events import StopReason
@@ -111,6 +112,8 @@ class Dispatcher:
         self._tasks: dict[str, set[asyncio.Task[None]]] = {}
         # Counts every turn from its dispatch until its task ends.
         self.admission = Admission.for_shard(config)
+        # Each (group, VP) lane's order, stamped on its turns as they are sent.
+        self.lanes = LaneStamps()
 
     async def vp(self, vp_id: str) -> VPClient:
         """The VP, in its host actor (started on first use, found by name if it exists)."""
@@ -175,7 +178,13 @@ class Dispatcher:
     def _track(
         self, req: TurnRequest, body: Callable[[_Turn], Awaitable[None]], send: bool = False
     ) -> _Turn:
-        """Follow a turn with ``body`` in a task of its own; ``send``: call its VP now."""
+        """Follow a turn with ``body`` in a task of its own; ``send``: call its VP now.
+
+        A turn to be sent takes its lane stamp here, in the order turns are
+        sent, which is the order its VP runs them in.
+        """
+        if send and req.lane is None:
+            req = replace(req, lane=self.lanes.stamp(req.group_id, req.vp_id))
         ended: asyncio.Future[TurnOutcome | None] = asyncio.get_running_loop().create_future()
         turn = _Turn(req, TurnTracker(req.turn_id), ended)
         # A recorded turn's VP is known (``record``); any other is sent by the task.
@@ -191,6 +200,7 @@ class Dispatcher:
         self._tasks.setdefault(req.group_id, set()).add(task)
         task.add_done_callback(lambda t: self._done(req.group_id, req.turn_id, t))
         task.add_done_callback(lambda _: self.admission.release(req.group_id, req.vp_id))
+        task.add_done_callback(lambda _: self.lanes.landed(req.group_id, req.vp_id, req.lane))
         task.add_done_callback(lambda _: _resolve(ended))
         return turn
 
