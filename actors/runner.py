@@ -93,7 +93,7 @@ class TurnRunner:
         self.tracker = tracker
         self.host = host
         self.writer: TurnWriter = GroupEvents(services.store, req.group_id).turn(
-            services.vp_id, req.turn_id, tracker, req.origin.trigger_id
+            services.vp_id, req.turn_id, tracker, req.origin.trigger_id, services.heartbeat_s
         )
         self.toolkit = TurnToolkit(services, req, self.writer, host)
         # How the turn ended, set just before its result is sent.

@@ -45,6 +45,8 @@ class VPServices:
     data_dir: Path | None = None
     # The time the prompt states (tests inject a fixed one).
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
+    # How often a running turn writes its busy heartbeat (actors.heartbeat; 0: never).
+    heartbeat_s: float = 0.0
 
     @property
     def vp_id(self) -> str:

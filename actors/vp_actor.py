@@ -165,6 +165,7 @@ class VPActor:
             mcp=McpManager(config.mcp),
             attachments=shared.attachments,
             data_dir=config.store.data_dir,
+            heartbeat_s=config.heartbeat_s,
         )
         self.dreams = DreamScheduler(
             DreamContext(persona, engine, store, memory),

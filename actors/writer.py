@@ -38,6 +38,7 @@ import logging
 import math
 from collections.abc import Sequence
 
+from actors.heartbeat import Heartbeat
 from actors.turns import TurnState, TurnTracker
 from engine.bridge import Payload, WebBridge, result_payload
 from engine.events import (
@@ -266,8 +267,9 @@ class GroupEvents:
         turn_id: str,
         tracker: TurnTracker | None = None,
         trigger_id: str | None = None,
+        heartbeat_s: float = 0.0,
     ) -> TurnWriter:
-        return TurnWriter(self, vp_id, turn_id, tracker, trigger_id)
+        return TurnWriter(self, vp_id, turn_id, tracker, trigger_id, heartbeat_s)
 
 
 def message_frame(group_id: str, message: GroupMessage) -> GroupMessageFrame:
@@ -327,6 +329,7 @@ class TurnWriter:
         turn_id: str,
         tracker: TurnTracker | None = None,
         trigger_id: str | None = None,
+        heartbeat_s: float = 0.0,
     ) -> None:
         self.events = events
         self.vp_id = vp_id
@@ -358,6 +361,8 @@ class TurnWriter:
         # engine's start: nothing the engine emits is written before it, and
         # nothing at all if the turn had ended elsewhere (it is then aborted).
         self.opening: asyncio.Future[bool] | None = None
+        # ``busy`` with the phase every ``heartbeat_s`` from begin to finish (0: none).
+        self.heartbeat = Heartbeat(heartbeat_s, self._beat, self._write_beat)
 
     async def _send(self, data: Payload) -> None:
         if isinstance(data, ResultData):
@@ -404,7 +409,17 @@ class TurnWriter:
         )
         if started:
             self.state = AgentState.THINKING
+            self.heartbeat.start()
         return started
+
+    def _beat(self) -> AgentStatus | None:
+        if self.tracker.finished:
+            return None
+        frame = self.events.status_frame(self.vp_id, self.turn_id, AgentState.BUSY, self.trigger_id)
+        return frame.model_copy(update={"phase": self.state, "heartbeat_s": self.heartbeat.every_s})
+
+    async def _write_beat(self, frame: AgentStatus) -> None:
+        await self.events.store.append_event(self.events.group_id, frame)
 
     async def feed(self, event: EngineEvent) -> None:
         """Take one engine event (the engine's ``emit``)."""
@@ -483,6 +498,8 @@ class TurnWriter:
         and only a result that did is followed by the last status.
         """
         self.tracker.advance(TurnState.FINISHED)
+        # No beat may follow the result's last status.
+        await self.heartbeat.stop()
         final = stop or self.stop
         if final is None:
             final = error_stop(StopReason.ERROR, "the turn ended without a result", "internal")

@@ -299,6 +299,8 @@ def runtime_config(settings: GatewaySettings, engine: EngineConfig) -> RuntimeCo
         actor_placement=settings.actor_placement,
         max_group_pending_turns=settings.max_group_pending_turns,
         max_vp_pending_turns=settings.max_vp_pending_turns,
+        lane_gap_s=settings.lane_gap_s,
+        heartbeat_s=settings.agent_heartbeat_s,
         mcp=settings.mcp(),
     )
 

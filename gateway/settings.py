@@ -134,6 +134,12 @@ class GatewaySettings(StoreSettings):
     # would pass either is refused with busy before it is stored.
     max_group_pending_turns: int = Field(default=64, ge=1)
     max_vp_pending_turns: int = Field(default=256, ge=1)
+    # YEAFT_LANE_GAP_S: how long a VP holds a turn that reached it before a
+    # turn sent earlier to the same (group, VP) lane; then it runs anyway.
+    lane_gap_s: float = Field(default=2.0, ge=0)
+    # YEAFT_AGENT_HEARTBEAT_S: a VP answering writes agent_status busy (with
+    # its turn's phase) at least this often; 0 turns the heartbeat off.
+    agent_heartbeat_s: float = Field(default=10.0, ge=0)
     # YEAFT_ABUSE_MAX_ERRORS within YEAFT_ABUSE_WINDOW_S error replies close
     # the connection with 4429.
     abuse_max_errors: int = Field(default=200, ge=1)

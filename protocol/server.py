@@ -35,6 +35,9 @@ class AgentState(StrEnum):
     # Waiting: for the VP's running turn in this group to end, or for a free
     # slot at its model provider (the provider lane is full).
     QUEUED = "queued"
+    # A running turn's heartbeat: still at work, in ``phase`` (one of the
+    # states above), sent at least every ``heartbeatS`` seconds.
+    BUSY = "busy"
 
 
 class ClaudeOutput(ServerModel):
@@ -93,7 +96,9 @@ class AgentStatus(ServerModel):
     message, a hand-off, or another VP's reply that mentioned this one), so
     a client can show the turn under it; every status of a turn carries it,
     so a client that joins in the middle of a turn learns it too. ``seq``
-    is set when the frame comes from a group's event log.
+    is set when the frame comes from a group's event log. A running turn
+    also sends ``busy`` with its ``phase`` every ``heartbeatS`` seconds
+    (``actors.heartbeat``) until its last status (``idle`` or ``error``).
     """
 
     type: Literal["agent_status"] = "agent_status"
@@ -107,6 +112,10 @@ class AgentStatus(ServerModel):
     # other turn involved (steered into, merged into, or interrupted).
     queue: QueueOutcome | None = None
     other_turn_id: str | None = None
+    # A heartbeat (state ``busy``): what the turn is doing, and how often
+    # beats come; a busy VP silent for several times that has hung.
+    phase: AgentState | None = None
+    heartbeat_s: float | None = Field(default=None, gt=0)
 
 
 class Handoff(ServerModel):
