@@ -24,6 +24,7 @@ import { MessageOps } from './messageops.js';
 import { SearchBox } from './search.js';
 import { handleServerError } from './servererrors.js';
 import { closeSidebar, mountDrawer, Sidebar } from './sidebar.js';
+import { Liveness } from './liveness.js';
 import { TaskCards } from './tasks.js';
 import { presenceChip, Timeline } from './timeline.js';
 
@@ -46,6 +47,7 @@ const state = {
 };
 
 let connection = null;
+const liveness = new Liveness();
 
 /** {name, role} of a VP id, with a stand-in for ids the server did not list. */
 function persona(id) {
@@ -338,6 +340,7 @@ async function selectGroup(groupId) {
   conversations.close(connection);
   state.groupId = groupId;
   state.presence = new Map();
+  liveness.forget();
   state.oldestId = null;
   const token = ++state.loadToken;
   timeline.reset();
@@ -393,6 +396,7 @@ function openConversation(id) {
   conversations.close(connection);
   state.groupId = id;
   state.presence = new Map();
+  liveness.forget();
   const token = ++state.loadToken;
   timeline.reset();
   askDialog.reset();
@@ -455,6 +459,21 @@ $('stop-all').addEventListener('click', () => {
   connection.cancel(state.groupId);
 });
 
+/** Mark the presence chips of busy VPs that stopped sending heartbeats (``liveness.js``). */
+function markStale() {
+  for (const chip of $('presence-bar').querySelectorAll('[data-vp]')) {
+    const silent = BUSY.has(chip.dataset.state) ? liveness.staleFor(chip.dataset.vp) : 0;
+    if (silent) {
+      chip.dataset.stale = 'true';
+      chip.setAttribute('aria-description', `no sign of life for ${silent} s`);
+    } else if (chip.dataset.stale) {
+      delete chip.dataset.stale;
+      chip.removeAttribute('aria-description');
+    }
+  }
+}
+setInterval(markStale, 1000);
+
 function updateStopAll() {
   const busy = timeline.activeTurns().length > 0 || [...state.presence.values()].some((s) => BUSY.has(s));
   $('stop-all').hidden = !busy;
@@ -509,19 +528,27 @@ function handleFrame(frame) {
       break;
     case 'yeaft_output':
       if (frame.groupId !== state.groupId || state.loading) return;
+      liveness.alive(frame.vpId);
       timeline.output(frame);
       if (frame.data?.type === 'result') askDialog.forgetTurn(frame.turnId);
       break;
-    case 'agent_status':
+    case 'agent_status': {
       if (frame.groupId !== state.groupId || state.loading) return;
-      if (frame.vpId) {
-        state.presence.set(frame.vpId, frame.state);
-        const chip = $('presence-bar').querySelector(`[data-vp="${CSS.escape(frame.vpId)}"]`);
-        if (chip) chip.dataset.state = frame.state;
+      // A heartbeat (`busy`) shows as the phase the turn is in.
+      const shown = frame.state === 'busy' ? { ...frame, state: frame.phase || 'thinking' } : frame;
+      if (shown.vpId) {
+        state.presence.set(shown.vpId, shown.state);
+        liveness.alive(shown.vpId, frame.heartbeatS);
+        const chip = $('presence-bar').querySelector(`[data-vp="${CSS.escape(shown.vpId)}"]`);
+        if (chip) {
+          chip.dataset.state = shown.state;
+          delete chip.dataset.stale;
+        }
       }
-      timeline.status(frame);
+      timeline.status(shown);
       updateStopAll();
       break;
+    }
     case 'ask_user_question':
       if (!frame.groupId || frame.groupId === state.groupId) askDialog.ask(frame);
       break;
