@@ -249,7 +249,11 @@ class Dispatcher:
         """Send the turn (unless it was sent already) and wait for its outcome."""
         sent, turn.sent = turn.sent, None
         if sent is None:
-            sent = (await self.vp(turn.request.vp_id)).send(RunTurn(turn.request))
+            req = turn.request
+            if req.lane is not None:
+                # Sent again (its VP restarted): the lane's floor may have risen since.
+                turn.request = req = replace(req, lane=self.lanes.refresh(req))
+            sent = (await self.vp(req.vp_id)).send(RunTurn(req))
         outcome: TurnOutcome = await sent
         if not turn.tracker.finished:  # a shutdown may have ended it meanwhile
             turn.tracker.advance(TurnState.FINISHED)
@@ -301,7 +305,10 @@ class Dispatcher:
         unavailable; one that died for good (killed, out of restarts) stays
         gone until an operator acts.
         """
-        log.warning("turn %s lost: %s", turn.request.turn_id, exc)
+        req = turn.request
+        log.warning("turn %s lost: %s", req.turn_id, exc)
+        # The lane's later turns, sent again to a restarted VP, need not wait for it.
+        self.lanes.landed(req.group_id, req.vp_id, req.lane)
         if isinstance(exc, ActorUnavailableError):
             advice = "Ray is restarting it: send the message again."
         elif isinstance(exc, RayError):

@@ -16,8 +16,10 @@ restarted, and knows no sequence, picks up where the coordinator stands.
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 
 from actors.lanes import LaneStamp
+from actors.turns import TurnRequest
 
 
 class LaneStamps:
@@ -47,3 +49,11 @@ class LaneStamps:
             flying.discard(stamp.seq)
             if not flying:
                 del self._flying[key]
+
+    def refresh(self, req: TurnRequest) -> LaneStamp | None:
+        """``req``'s stamp with the lane's floor as it is now (a turn sent again)."""
+        stamp = req.lane
+        if stamp is None or stamp.epoch != self.epoch:
+            return stamp
+        flying = self._flying.get((req.group_id, req.vp_id))
+        return replace(stamp, floor=min(flying)) if flying else stamp

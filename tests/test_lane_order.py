@@ -12,12 +12,14 @@ import asyncio
 from collections.abc import Awaitable, Callable
 
 from actors.lanes import Lanes, LaneStamp
+from actors.turns import TurnOrigin, TurnRequest
 from coordinator.commands import Ingest, WaitIdle
 from coordinator.lane_stamps import LaneStamps
 from tests.fixtures.ray_cluster import MakeRuntime
 from tests.group_helpers import all_events
 
 ROUNDS = 30
+ORIGIN = TurnOrigin("m1", "m1")
 # A long paste (about 150 KB): the first message of each pair.
 PASTE = "长文" * 25_000
 
@@ -135,6 +137,10 @@ def test_the_coordinator_stamps_each_lane_in_sending_order_with_its_floor() -> N
     stamps.landed("g", "steve", a)
     c = stamps.stamp("g", "steve")
     assert (c.seq, c.floor) == (3, 2)
+    # Sent again to a restarted VP after 2 was lost: 3 carries the risen floor.
+    stamps.landed("g", "steve", b)
+    again = stamps.refresh(TurnRequest("g", "steve", "t3", ORIGIN, lane=c))
+    assert again == LaneStamp("e1", 3, 3)
     # A restarted coordinator counts again under a new epoch.
     assert LaneStamps().stamp("g", "steve").epoch != "e1"
 
