@@ -9,14 +9,20 @@ that each pair is answered first-first.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
+
+import pytest
+import ray
 
 from actors.lanes import Lanes, LaneStamp
 from actors.turns import TurnOrigin, TurnRequest
 from coordinator.commands import Ingest, WaitIdle
 from coordinator.lane_stamps import LaneStamps
+from coordinator.runtime import Runtime
 from tests.fixtures.ray_cluster import MakeRuntime
-from tests.group_helpers import all_events
+from tests.group_helpers import all_events, wait_for_event
+from tests.test_recovery import recovered
 
 ROUNDS = 30
 ORIGIN = TurnOrigin("m1", "m1")
@@ -154,7 +160,8 @@ async def test_back_to_back_messages_to_one_vp_are_answered_in_order(
     and adds a line: Ray passes a call's large arguments out of band, and
     the short second call used to overtake it.
     """
-    rt = make_runtime(engine={"model": "offline:default?ttft=0&tps=1000&tokens=3"})
+    # A turn that waited out a gap would keep its group busy past WaitIdle's 30 s.
+    rt = make_runtime(lane_gap_s=60, engine={"model": "offline:default?ttft=0&tps=1000&tokens=3"})
     group = await rt.create_group("pairs", ["steve"])
     pairs: list[tuple[str, str]] = []
     for n in range(ROUNDS):
@@ -162,15 +169,44 @@ async def test_back_to_back_messages_to_one_vp_are_answered_in_order(
         second = await rt.send(Ingest(group.id, "ann", f"/queue @steve round {n} second"))
         pairs.append((first.turns["steve"], second.turns["steve"]))
         assert await rt.send(WaitIdle(group.id, 30))
-    events = await all_events(rt, group.id)
+    out_of_order = await _out_of_order(rt, group.id, pairs)
+    assert out_of_order == [], f"{len(out_of_order)} of {ROUNDS} pairs answered out of order"
+
+
+async def _out_of_order(
+    rt: Runtime, group_id: str, pairs: list[tuple[str, str]]
+) -> list[tuple[str, str]]:
+    """The pairs whose second turn began before the first one's result."""
     began: dict[str, int] = {}
     ended: dict[str, int] = {}
-    for e in events:
+    for e in await all_events(rt, group_id):
         if e.get("type") == "agent_status" and e.get("state") == "thinking":
             began.setdefault(e["turnId"], e["seq"])
         if e.get("type") == "yeaft_output" and e["data"]["type"] == "result":
             ended[e["turnId"]] = e["seq"]
     answered = {t for pair in pairs for t in pair}
     assert answered <= ended.keys() and answered <= began.keys()
-    out_of_order = [(a, b) for a, b in pairs if began[b] < ended[a]]
-    assert out_of_order == [], f"{len(out_of_order)} of {ROUNDS} pairs answered out of order"
+    return [(a, b) for a, b in pairs if began[b] < ended[a]]
+
+
+@pytest.mark.own_processes
+async def test_pairs_stay_in_order_across_a_coordinator_restart(make_runtime: MakeRuntime) -> None:
+    """The restarted coordinator stamps under a new epoch: nothing waits, nothing overtakes."""
+    rt = make_runtime(lane_gap_s=60, engine={"model": "offline:default?ttft=0.05&tps=20&tokens=30"})
+    group = await rt.create_group("restart", ["steve"])
+
+    async def pair(label: str) -> tuple[str, str]:
+        first = await rt.send(Ingest(group.id, "ann", f"/queue @steve {label} first"))
+        second = await rt.send(Ingest(group.id, "ann", f"/queue @steve {label} second"))
+        return first.turns["steve"], second.turns["steve"]
+
+    pairs = [await pair("before")]
+    await wait_for_event(rt, group.id, lambda e: e.get("turnId") == pairs[0][0])
+    coordinator = ray.get_actor(rt.config.actor_name("coordinator", 0), rt.config.namespace)
+    killed = time.time()
+    ray.kill(coordinator, no_restart=False)  # Ray starts it again; the VP keeps its turns
+    await recovered(rt, after=killed)
+    for n in range(3):
+        pairs.append(await pair(f"after {n}"))
+        assert await rt.send(WaitIdle(group.id, 30))
+    assert await _out_of_order(rt, group.id, pairs) == []
