@@ -24,7 +24,7 @@ import { MessageOps } from './messageops.js';
 import { SearchBox } from './search.js';
 import { handleServerError } from './servererrors.js';
 import { closeSidebar, mountDrawer, Sidebar } from './sidebar.js';
-import { Liveness } from './liveness.js';
+import { Liveness, markStale } from './liveness.js';
 import { TaskCards } from './tasks.js';
 import { presenceChip, Timeline } from './timeline.js';
 
@@ -459,20 +459,7 @@ $('stop-all').addEventListener('click', () => {
   connection.cancel(state.groupId);
 });
 
-/** Mark the presence chips of busy VPs that stopped sending heartbeats (``liveness.js``). */
-function markStale() {
-  for (const chip of $('presence-bar').querySelectorAll('[data-vp]')) {
-    const silent = BUSY.has(chip.dataset.state) ? liveness.staleFor(chip.dataset.vp) : 0;
-    if (silent) {
-      chip.dataset.stale = 'true';
-      chip.setAttribute('aria-description', `no sign of life for ${silent} s`);
-    } else if (chip.dataset.stale) {
-      delete chip.dataset.stale;
-      chip.removeAttribute('aria-description');
-    }
-  }
-}
-setInterval(markStale, 1000);
+setInterval(() => markStale($('presence-bar'), liveness, BUSY), 1000);
 
 function updateStopAll() {
   const busy = timeline.activeTurns().length > 0 || [...state.presence.values()].some((s) => BUSY.has(s));
@@ -534,17 +521,8 @@ function handleFrame(frame) {
       break;
     case 'agent_status': {
       if (frame.groupId !== state.groupId || state.loading) return;
-      // A heartbeat (`busy`) shows as the phase the turn is in.
-      const shown = frame.state === 'busy' ? { ...frame, state: frame.phase || 'thinking' } : frame;
-      if (shown.vpId) {
-        state.presence.set(shown.vpId, shown.state);
-        liveness.alive(shown.vpId, frame.heartbeatS);
-        const chip = $('presence-bar').querySelector(`[data-vp="${CSS.escape(shown.vpId)}"]`);
-        if (chip) {
-          chip.dataset.state = shown.state;
-          delete chip.dataset.stale;
-        }
-      }
+      const shown = liveness.status($('presence-bar'), frame);
+      if (shown.vpId) state.presence.set(shown.vpId, shown.state);
       timeline.status(shown);
       updateStopAll();
       break;

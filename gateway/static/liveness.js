@@ -29,7 +29,45 @@ export class Liveness {
     return silent > STALE_BEATS * last.every ? Math.floor(silent) : 0;
   }
 
+  /** Take a VP's `agent_status`: show it on its chip in `bar`; returns it as shown. */
+  status(bar, frame) {
+    const shown = shownStatus(frame);
+    if (shown.vpId) {
+      this.alive(shown.vpId, frame.heartbeatS);
+      showPresence(bar, shown);
+    }
+    return shown;
+  }
+
   forget() {
     this.seen.clear();
+  }
+}
+
+/** How a status shows: a heartbeat (`busy`) as the phase it names. */
+export function shownStatus(frame) {
+  return frame.state === 'busy' ? { ...frame, state: frame.phase || 'thinking' } : frame;
+}
+
+/** Show a VP's status (as `shownStatus` gives it) on its presence chip in `bar`. */
+export function showPresence(bar, shown) {
+  const chip = bar.querySelector(`[data-vp="${CSS.escape(shown.vpId)}"]`);
+  if (!chip) return;
+  chip.dataset.state = shown.state;
+  delete chip.dataset.stale;
+  chip.removeAttribute('aria-description');
+}
+
+/** Mark the presence chips in `bar` of busy VPs (a state in `busy`) that stopped beating. */
+export function markStale(bar, liveness, busy) {
+  for (const chip of bar.querySelectorAll('[data-vp]')) {
+    const silent = busy.has(chip.dataset.state) ? liveness.staleFor(chip.dataset.vp) : 0;
+    if (silent) {
+      chip.dataset.stale = 'true';
+      chip.setAttribute('aria-description', `no sign of life for ${silent} s`);
+    } else if (chip.dataset.stale) {
+      delete chip.dataset.stale;
+      chip.removeAttribute('aria-description');
+    }
   }
 }
