@@ -8,6 +8,7 @@ the bubble recorder.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,10 @@ PASSWORD = "analytical-engine-1843"
 PRIMARY_MODEL = "offline:default?tps=40"
 
 TURN_TIMEOUT_MS = 60_000
+
+# The page's WebSocket, whatever its query (``/ws?client=web``), for
+# ``page.route_web_socket``.
+WS_URL = re.compile(r"/ws(\?|$)")
 
 
 # Records, on every change of the timeline, each bubble's state and text

@@ -32,6 +32,7 @@ from tests.browser_helpers import (
     RECORD_BUBBLES,
     TURN_TIMEOUT_MS,
     USER,
+    WS_URL,
     bubble,
     create_group,
     log_in,
@@ -220,7 +221,7 @@ async def test_reconnect_replays_exactly_what_was_missed(
             ws.connect_to_server()
             sockets.append(ws)
 
-        await page.route_web_socket("**/ws", route)
+        await page.route_web_socket(WS_URL, route)
         await log_in(page, gateway.url)
         await create_group(page, "Reconnects", ["linus"])
         connection = page.get_by_test_id("connection")

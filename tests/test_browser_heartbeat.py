@@ -15,11 +15,14 @@ from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any
 
+import pytest
+
 from gateway.users import add_user
 from tests.browser_helpers import (
     PASSWORD,
     TURN_TIMEOUT_MS,
     USER,
+    WS_URL,
     bubble,
     create_group,
     log_in,
@@ -48,6 +51,7 @@ RECORD_CHIP = """
 """
 
 
+@pytest.mark.own_processes
 async def test_heartbeats_show_the_phase_and_silence_marks_a_busy_vp_stale(
     chromium: Callable[..., AbstractAsyncContextManager[Any]],
     gateway_server: Callable[[Runtime], AbstractAsyncContextManager[LiveGateway]],
@@ -76,7 +80,7 @@ async def test_heartbeats_show_the_phase_and_silence_marks_a_busy_vp_stale(
 
             server.on_message(from_server)
 
-        await page.route_web_socket("**/ws", route)
+        await page.route_web_socket(WS_URL, route)
         await log_in(page, gateway.url)
         await create_group(page, "Heartbeats", ["linus"])
         await page.evaluate(RECORD_CHIP)

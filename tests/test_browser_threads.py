@@ -30,6 +30,7 @@ from tests.browser_helpers import (
     PASSWORD,
     TURN_TIMEOUT_MS,
     USER,
+    WS_URL,
     bubble,
     log_in,
     screenshot_dir,
@@ -165,7 +166,7 @@ async def test_a_message_sent_while_the_history_loads_shows_once_after_it(
 
             server.on_message(to_page)
 
-        await page.route_web_socket("**/ws", through)
+        await page.route_web_socket(WS_URL, through)
         await log_in(page, gateway.url)
         box = page.get_by_test_id("message-input")
         linus = bubble(page, "linus")
