@@ -1,7 +1,7 @@
 """The web UI shows heartbeats as the phase they name, and a busy VP that stops beating as stale.
 
 Real Chromium against the real gateway and Ray, with a 0.2 s heartbeat and a
-model that thinks for two seconds before it streams. The first turn's beats
+model that thinks for four seconds before it streams. The first turn's beats
 all reach the page: Linus's presence chip shows thinking then streaming (never
 ``busy``) and is never marked stale. For the second turn the test drops
 every beat after the first on the page's WebSocket, as if the VP had hung
@@ -34,7 +34,9 @@ if TYPE_CHECKING:
     from coordinator.runtime import Runtime
     from tests.fixtures.browser import LiveGateway
 
-THINKING_MODEL = "offline:default?ttft=2&tps=20&tokens=20"
+# Thinking long enough for several of the page's one-second stale checks,
+# even when a loaded machine delays its timers.
+THINKING_MODEL = "offline:default?ttft=4&tps=20&tokens=20"
 
 # Records every state and stale mark Linus's presence chip goes through.
 RECORD_CHIP = """
