@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import re
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, StringConstraints
+from pydantic import BaseModel, ConfigDict, GetCoreSchemaHandler, StringConstraints
 from pydantic.alias_generators import to_camel
+from pydantic_core import CoreSchema
 
 ID_PATTERN = r"^[A-Za-z0-9_-]+$"
 """Characters allowed in every id a client sends (group, VP, turn, request...)."""
@@ -67,7 +68,25 @@ def encodable(text: str) -> bool:
     return True
 
 
-class Channel(StrEnum):
+class WireEnum(StrEnum):
+    """An enum a client names by its value, the same from JSON text and from parsed JSON.
+
+    Client models are strict, and strict validation of Python input takes
+    only the enum's own members. FastAPI validates a request body from the
+    dict it parsed the JSON into, so a strict enum field refused
+    ``"followup"`` over HTTP while the same text in a WebSocket frame
+    (validated as JSON) passed. A ``WireEnum`` takes its values from both;
+    anything else is refused as before, and no other field is loosened.
+    """
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+        schema: dict[str, Any] = dict(handler(source))
+        schema["strict"] = False
+        return schema
+
+
+class Channel(WireEnum):
     """How a person's message reached Yeaft; the VP's system prompt names it.
 
     The WebSocket handshake says which (``/ws?client=terminal``); a browser
@@ -79,7 +98,7 @@ class Channel(StrEnum):
     API = "api"
 
 
-class ErrorCode(StrEnum):
+class ErrorCode(WireEnum):
     """The ``code`` of an ``error`` frame; clients switch on it."""
 
     BAD_JSON = "bad_json"

@@ -10,15 +10,14 @@ it; a reload learns it from the stored message's ``meta`` instead.
 
 from __future__ import annotations
 
-from enum import StrEnum
 from typing import Literal
 
 from pydantic import Field
 
-from protocol.common import ServerModel
+from protocol.common import ServerModel, WireEnum
 
 
-class MessageChange(StrEnum):
+class MessageChange(WireEnum):
     """What happened to a stored message."""
 
     DELETED = "deleted"

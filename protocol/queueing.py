@@ -10,10 +10,11 @@ what happened to it with a :class:`QueueOutcome`.
 from __future__ import annotations
 
 import re
-from enum import StrEnum
+
+from protocol.common import WireEnum
 
 
-class QueueMode(StrEnum):
+class QueueMode(WireEnum):
     """How a busy lane takes a new person's message."""
 
     # Joins the running turn at its next model call, as a new user message.
@@ -26,7 +27,7 @@ class QueueMode(StrEnum):
     INTERRUPT = "interrupt"
 
 
-class QueueOutcome(StrEnum):
+class QueueOutcome(WireEnum):
     """What became of a message that found its lane busy (``agent_status.queue``)."""
 
     QUEUED = "queued"  # waits for a turn of its own

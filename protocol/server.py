@@ -8,12 +8,11 @@ parsing frames from a newer server.
 
 from __future__ import annotations
 
-from enum import StrEnum
 from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from protocol.common import ErrorCode, ServerModel
+from protocol.common import ErrorCode, ServerModel, WireEnum
 from protocol.config import LlmConfigFrame, YeaftSettingsFrame
 from protocol.conversations import ConversationDeleted, FoldersList, HistorySessions
 from protocol.data import DataPayload
@@ -24,7 +23,7 @@ from protocol.queueing import QueueOutcome
 from protocol.tasks import TaskChanged
 
 
-class AgentState(StrEnum):
+class AgentState(WireEnum):
     """What a VP is doing, as ``agent_status`` reports it."""
 
     IDLE = "idle"

@@ -17,12 +17,11 @@ move.
 
 from __future__ import annotations
 
-from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import Field
 
-from protocol.common import ServerModel
+from protocol.common import ServerModel, WireEnum
 
 # How many characters of a node's output a task keeps (the whole reply is in
 # the group log); dependent nodes and the synthesis receive this much.
@@ -30,7 +29,7 @@ NODE_OUTPUT_CHARS = 8_000
 MAX_TEAM_NODES = 8
 
 
-class TaskAction(StrEnum):
+class TaskAction(WireEnum):
     """What the intent router decided for a person's message."""
 
     SIMPLE_CHAT = "simple_chat"  # not a task: today's mention fan-out
@@ -50,7 +49,7 @@ class RouterDecision(ServerModel):
     fallback: bool = False
 
 
-class TaskStatus(StrEnum):
+class TaskStatus(WireEnum):
     PLANNING = "planning"  # the planner is deciding single or team
     RUNNING = "running"  # an attempt's turns are running
     REVIEW = "review"  # the attempt ended: the person accepts, revises or abandons
@@ -72,7 +71,7 @@ class IllegalTaskTransition(ValueError):
     """A task was asked to move to a status its current one does not lead to."""
 
 
-class PlanMode(StrEnum):
+class PlanMode(WireEnum):
     SINGLE = "single"
     TEAM = "team"
 
@@ -108,7 +107,7 @@ class Plan(ServerModel):
     fallback: bool = False
 
 
-class RunStatus(StrEnum):
+class RunStatus(WireEnum):
     PENDING = "pending"
     RUNNING = "running"
     DONE = "done"
@@ -116,7 +115,7 @@ class RunStatus(StrEnum):
     SKIPPED = "skipped"  # a dependency failed, or the attempt was stopped
 
 
-class RunRole(StrEnum):
+class RunRole(WireEnum):
     SINGLE = "single"
     NODE = "node"
     SYNTHESIS = "synthesis"
@@ -230,7 +229,7 @@ class Evidence(ServerModel):
     recorded_at: float
 
 
-class SkillSource(StrEnum):
+class SkillSource(WireEnum):
     BUILTIN = "builtin"  # shipped with the server
     DATA = "data"  # a file in the data directory's skills folder
     LEARNED = "learned"  # a published draft, kept in the store
@@ -251,13 +250,13 @@ class Skill(ServerModel):
     group_id: str | None = None
 
 
-class DraftAction(StrEnum):
+class DraftAction(WireEnum):
     NEW = "new"
     REVISE = "revise"
     MERGE = "merge"
 
 
-class DraftStatus(StrEnum):
+class DraftStatus(WireEnum):
     DRAFT = "draft"  # waiting for a person to publish it
     BLOCKED = "blocked"  # the safety check refused it; it cannot be published
     PUBLISHED = "published"
