@@ -118,6 +118,8 @@ async def test_invite_presence_settings_and_removal_between_two_people(
         await form.get_by_test_id("setting-language").select_option("zh")
         await form.get_by_test_id("setting-defaultVpId").select_option("steve")
         await form.get_by_test_id("setting-broadcastWhenUnmentioned").uncheck()
+        # Enum-valued settings go through the same PATCH as the others.
+        await form.get_by_test_id("setting-queueMode").select_option("followup")
         await form.get_by_test_id("settings-save").click()
         await expect(form).to_be_hidden()
         for page in (ada, grace):
@@ -128,6 +130,7 @@ async def test_invite_presence_settings_and_removal_between_two_people(
         saved = await store.get_group(group.id)
         assert saved is not None and saved.settings.fanout_cap == 4
         assert saved.default_vp == "steve" and not saved.settings.broadcast_when_unmentioned
+        assert saved.settings.queue_mode == "followup"
         # The notice is stored: it is there after a reload too.
         await grace.reload()
         await expect(grace.get_by_test_id("connection")).to_have_attribute("data-state", "live")
