@@ -306,6 +306,15 @@ class LoopGuard:
             rule.record(d, self.settings)
         return Verdict(True, source=source, target=target)
 
+    def reopen(self, chain: Chain) -> None:
+        """Lift a cancel from ``chain``: a person asks it to go on (Regenerate after Stop all).
+
+        Stop all ends what is running, not what a person asks for next; a
+        chain a loop rule stopped stays stopped, and its counts hold.
+        """
+        if chain.stopped is LoopRule.CANCELLED:
+            chain.stopped = None
+
     def stop_all(self, rule: LoopRule | str = LoopRule.CANCELLED) -> None:
         """Stop every chain not stopped yet (a cancel); their refusals are not reported.
 

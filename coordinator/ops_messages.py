@@ -194,6 +194,7 @@ async def regenerate(shard: Shard, cmd: Regenerate) -> RegenerateResult:
         )
     origin = await origin_of(shard.store, group.id, reply, cmd.by)
     chain = await shard.resume_chain(group, origin.chain_id)
+    shard.guard(group).reopen(chain)  # a Stop all before does not refuse a person's ask
     with shard.turns.admission.reserve(group.id, [reply.author]):
         verdict = shard.admit(group, chain, None, reply.author, origin.depth)
         if not verdict.ok:

@@ -322,3 +322,42 @@ async def test_regenerate_waits_until_the_vp_is_not_answering(
     )
     await ws.recv_until(lambda f: _result(f, turn_id))
     await ws.close()
+
+
+async def test_regenerate_after_stop_all_answers_again(
+    start_gateway: StartGateway, make_runtime: MakeRuntime
+) -> None:
+    """Stop all ends what runs; a person's Regenerate afterwards is a new ask, not refused."""
+    gw = await start_gateway(
+        make_runtime(provider_overrides={"offline": ScriptedModel(asks_when_told)})
+    )
+    await gw.user("ann")
+    ann = gw.auth("ann")
+    gid = await _group(gw, "ann")
+    ws = await WsClient.open(gw, "ann")
+    await ws.request({"type": "subscribe", "groupId": gid, "lastSeq": 0})
+    await _ask(ws, gw, gid, "@linus hello", "m1")
+    await ws.recv_until(_result)
+    # A second turn waits on a question; Stop all (the group's cancel) ends it.
+    await ws.send(
+        {
+            "type": "yeaft_session_chat",
+            "groupId": gid,
+            "text": "@linus please ask",
+            "clientMessageId": "m2",
+        }
+    )
+    await ws.recv_until(lambda f: f.get("type") == "ask_user_question")
+    await ws.send({"type": "cancel_execution", "groupId": gid})
+    stopped = await ws.recv_until(_result)
+    assert stopped["data"]["subtype"] != "success", stopped
+    assert await gw.runtime.send(WaitIdle(gid))
+    page = (await gw.http.get(f"/api/groups/{gid}/messages", headers=ann)).json()
+    newest = [m for m in page["messages"] if m["author"] == "linus"][-1]
+    started = await gw.http.post(
+        f"/api/groups/{gid}/messages/{newest['id']}/regenerate", headers=ann
+    )
+    assert started.status_code == 202, started.text
+    again = await ws.recv_until(lambda f: _result(f, started.json()["turnId"]))
+    assert again["data"]["subtype"] == "success", again
+    await ws.close()

@@ -207,6 +207,7 @@ export class TurnBubble {
       role === 'synthesis' ? 'The answer written from every run of the team' : `Run ${runId} of a task`;
     this.taskLabel.hidden = false;
     Object.assign(this.root.dataset, { taskId, runId, taskRole: role || '' });
+    this.showActions(); // a task's reply is asked again with Revise on its card, not Regenerate
   }
 
   get final() {
@@ -420,7 +421,7 @@ export class TurnBubble {
     this.root.dataset.superseded = 'true';
   }
 
-  /** Copy (any ended reply) and Regenerate (a stored reply). */
+  /** Copy (any ended reply) and Regenerate (a stored reply that is not a task's). */
   showActions() {
     if (!this.final) return;
     const copy = copyButton(() => this.text, {
@@ -429,7 +430,7 @@ export class TurnBubble {
       title: 'Copy the reply as Markdown',
     });
     const regenerate =
-      this.messageId && this.onRegenerate
+      this.messageId && this.onRegenerate && !this.root.dataset.taskId
         ? el('button', {
             type: 'button',
             class: 'msg-action',
