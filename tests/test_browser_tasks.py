@@ -253,6 +253,9 @@ async def test_a_team_task_from_the_setting_to_a_published_skill(
         await expect(synthesis.get_by_test_id("bubble-text").locator("h2")).to_have_text(
             "Launch plan"
         )
+        # A task's runs are asked again with Revise on the card: no Regenerate on them.
+        await expect(synthesis.get_by_test_id("copy-message")).to_be_attached()
+        await expect(bubbles.get_by_test_id("regenerate")).to_have_count(0)
         martin = page.locator('[data-testid="vp-bubble"][data-run-id="message"]')
         await expect(martin.get_by_test_id("bubble-text")).to_contain_text("OUT-martin")
 
