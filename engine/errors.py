@@ -20,10 +20,16 @@ class ErrorKind(StrEnum):
     # The provider failed on its side (HTTP 500, 502...). Named apart from a
     # timeout so a report says what happened, but retried just the same.
     SERVER_ERROR = "server_error"
+    # The stream broke off mid-reply (a dropped connection, no final event).
+    # Retried like a timeout, but reported as what it is.
+    STREAM_CUT = "stream_cut"
     AUTH = "auth"
     BILLING = "billing"
     CONTEXT_OVERFLOW = "context_overflow"
+    # The provider rejected the request as malformed (400 invalid request).
     FORMAT = "format"
+    # The provider refused the request under its content policy.
+    CONTENT_POLICY = "content_policy"
     MODEL_NOT_FOUND = "model_not_found"
     ABORTED = "aborted"
     UNKNOWN = "unknown"
@@ -31,11 +37,26 @@ class ErrorKind(StrEnum):
 
 # Kinds worth retrying on the same model before moving down the chain.
 RETRYABLE = frozenset(
-    {ErrorKind.RATE_LIMIT, ErrorKind.OVERLOADED, ErrorKind.TIMEOUT, ErrorKind.SERVER_ERROR}
+    {
+        ErrorKind.RATE_LIMIT,
+        ErrorKind.OVERLOADED,
+        ErrorKind.TIMEOUT,
+        ErrorKind.SERVER_ERROR,
+        ErrorKind.STREAM_CUT,
+    }
 )
-# Kinds that must never move to another model: the user asked to stop, or the
-# conversation itself is too long and would fail the same way anywhere.
-NO_FAILOVER = frozenset({ErrorKind.ABORTED, ErrorKind.CONTEXT_OVERFLOW})
+# Kinds that must never move to another model: the user asked to stop, the
+# conversation itself is too long, the request is malformed, or its content
+# was refused; each would fail the same way on any model, so the turn ends
+# with the provider's own message.
+NO_FAILOVER = frozenset(
+    {
+        ErrorKind.ABORTED,
+        ErrorKind.CONTEXT_OVERFLOW,
+        ErrorKind.FORMAT,
+        ErrorKind.CONTENT_POLICY,
+    }
+)
 
 
 class ModelError(Exception):
@@ -144,6 +165,11 @@ _BILLING = re.compile(
     re.IGNORECASE,
 )
 _RATE = re.compile(r"rate[_ ]?limit|too many requests|throttl|resource_exhausted", re.IGNORECASE)
+_POLICY = re.compile(
+    r"content[_ ]policy|content[_ ]filter|content filtering|content management policy|safety system"
+    r"|flagged as (?:potentially )?(?:harmful|unsafe)",
+    re.IGNORECASE,
+)
 _MODEL = re.compile(r"model[_ ]not[_ ]found|does not exist|unknown model|no such model", re.I)
 # 499 is nginx's "client closed the request": the connection went away, as in a timeout.
 _TIMEOUT_STATUSES = (408, 499, 504, 522, 524)
@@ -170,8 +196,12 @@ def classify(status: int | None, message: str, code: str | None = None) -> Error
             return ErrorKind.TIMEOUT
         if "CONTEXT_LENGTH" in upper:
             return ErrorKind.CONTEXT_OVERFLOW
+        if "CONTENT_POLICY" in upper or "CONTENT_FILTER" in upper:
+            return ErrorKind.CONTENT_POLICY
     if _OVERFLOW.search(text) and status in (None, 400, 413, 422):
         return ErrorKind.CONTEXT_OVERFLOW
+    if _POLICY.search(text) and status in (None, 400, 403, 422):
+        return ErrorKind.CONTENT_POLICY
     if status is None:
         if _RATE.search(text):
             return ErrorKind.RATE_LIMIT
@@ -197,6 +227,8 @@ def classify(status: int | None, message: str, code: str | None = None) -> Error
     if status >= 500:
         return ErrorKind.SERVER_ERROR
     if status in (400, 422):
+        if _BILLING.search(text):
+            return ErrorKind.BILLING
         if _MODEL.search(text):
             return ErrorKind.MODEL_NOT_FOUND
         return ErrorKind.FORMAT

@@ -45,9 +45,23 @@ async def provider(fake_llm: FakeLLM) -> AsyncIterator[AnthropicProvider]:
         (Reply(status=413), ErrorKind.CONTEXT_OVERFLOW, None),
         (Reply(status=500), ErrorKind.SERVER_ERROR, None),
         (Reply(status=502, error_message="Bad gateway"), ErrorKind.SERVER_ERROR, None),
-        (Reply(status=400, error_message="Your credit balance is too low"), ErrorKind.FORMAT, None),
+        # Anthropic sends an empty balance as a 400 invalid request: it is billing.
+        (
+            Reply(status=400, error_message="Your credit balance is too low"),
+            ErrorKind.BILLING,
+            None,
+        ),
+        (Reply(status=400, error_message="messages: field required"), ErrorKind.FORMAT, None),
+        (
+            Reply(status=400, error_message="Output blocked by content filtering policy"),
+            ErrorKind.CONTENT_POLICY,
+            None,
+        ),
     ],
-    ids=["429", "429-ms", "529", "503", "401", "404", "overflow", "413", "500", "502", "400"],
+    ids=[
+        "429", "429-ms", "529", "503", "401", "404", "overflow", "413", "500", "502",
+        "credit", "400", "policy",
+    ],
 )
 async def test_http_errors_are_classified(
     fake_llm: FakeLLM,
@@ -109,14 +123,16 @@ async def test_error_event_mid_stream(
     assert info.value.message == "Overloaded"
 
 
-async def test_stream_cut_short_is_a_timeout(
+async def test_stream_cut_short_is_reported_as_cut_not_timeout(
     fake_llm: FakeLLM, provider: AnthropicProvider
 ) -> None:
     fake_llm.push(Reply(text="half", truncate=True))
 
     err = await failure(provider)
 
-    assert err.kind is ErrorKind.TIMEOUT
+    assert err.kind is ErrorKind.STREAM_CUT
+    assert "cut off" in err.message
+    assert "timed out" not in err.message
 
 
 async def test_connection_refused_is_a_timeout() -> None:

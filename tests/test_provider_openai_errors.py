@@ -53,8 +53,25 @@ async def provider(fake_llm: FakeLLM) -> AsyncIterator[OpenAIProvider]:
         (Reply(status=500), ErrorKind.SERVER_ERROR, None),
         (Reply(status=502, error_message="Bad gateway"), ErrorKind.SERVER_ERROR, None),
         (Reply(status=504), ErrorKind.TIMEOUT, None),
+        (
+            Reply(status=400, error_message="'messages' must be an array"),
+            ErrorKind.FORMAT,
+            None,
+        ),
+        (
+            Reply(
+                status=400,
+                error_message="Your request was rejected by our safety system",
+                error_code="content_policy_violation",
+            ),
+            ErrorKind.CONTENT_POLICY,
+            None,
+        ),
     ],
-    ids=["429", "429-ms", "quota", "503", "529", "401", "404", "overflow", "500", "502", "504"],
+    ids=[
+        "429", "429-ms", "quota", "503", "529", "401", "404", "overflow", "500", "502", "504",
+        "400", "policy",
+    ],
 )
 async def test_http_errors_are_classified(
     fake_llm: FakeLLM,
@@ -110,12 +127,14 @@ async def test_mid_stream_rate_limit_error(fake_llm: FakeLLM, provider: OpenAIPr
     assert err.kind is ErrorKind.RATE_LIMIT
 
 
-async def test_stream_cut_short_is_a_timeout(fake_llm: FakeLLM, provider: OpenAIProvider) -> None:
+async def test_stream_cut_short_is_reported_as_cut_not_timeout(fake_llm: FakeLLM, provider: OpenAIProvider) -> None:
     fake_llm.push(Reply(text="half an ans", truncate=True))
 
     err = await failure(provider)
 
-    assert err.kind is ErrorKind.TIMEOUT
+    assert err.kind is ErrorKind.STREAM_CUT
+    assert "cut off" in err.message
+    assert "timed out" not in err.message
 
 
 async def test_connection_refused_is_a_timeout() -> None:

@@ -34,6 +34,7 @@ from engine.providers.base import (
     UsageItem,
 )
 from engine.providers.wire import (
+    cut_off,
     field_of,
     int_of,
     is_transport_error,
@@ -116,6 +117,7 @@ class AnthropicProvider:
         """
         self._check_credentials(request.model)
         reader = _EventReader()
+        streaming = False  # the reply began: a broken connection is a cut stream
         try:
             # The SDK's own post, with the body built and encoded here:
             # messages.create() would copy the whole request (every message
@@ -131,6 +133,7 @@ class AnthropicProvider:
                 stream_cls=anthropic.AsyncStream[object],
             )
             async with stream:
+                streaming = True
                 async for event in stream:
                     for item in reader.feed(event):
                         yield item
@@ -144,7 +147,7 @@ class AnthropicProvider:
                 or is_transport_error(exc)
             ):
                 raise
-            raise self._error(exc, request.model) from exc
+            raise cut_off(self._error(exc, request.model), exc, streaming) from exc
         for item in reader.finish(self.name, request.model):
             yield item
 
@@ -360,7 +363,7 @@ class _EventReader:
             # No stop reason means the stream was cut; a retry is better than
             # taking half an answer for a whole one.
             raise ModelError(
-                ErrorKind.TIMEOUT,
+                ErrorKind.STREAM_CUT,
                 "the stream ended before the model finished (no stop_reason)",
                 provider=provider,
                 model=model,

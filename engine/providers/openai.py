@@ -35,6 +35,7 @@ from engine.providers.base import (
     UsageItem,
 )
 from engine.providers.wire import (
+    cut_off,
     field_of,
     int_of,
     is_transport_error,
@@ -129,6 +130,7 @@ class OpenAIProvider:
         for every failure. Cancellation propagates untouched.
         """
         reader = _ChunkReader()
+        streaming = False  # the reply began: a broken connection is a cut stream
         max_tokens_field = request.options.get("max_tokens_field", self._max_tokens_field)
         try:
             # The SDK's own post, with the body built here: create() first walks
@@ -147,6 +149,7 @@ class OpenAIProvider:
                 stream_cls=openai.AsyncStream[object],
             )
             async with stream:
+                streaming = True
                 async for chunk in stream:
                     for item in reader.feed(chunk):
                         yield item
@@ -160,7 +163,7 @@ class OpenAIProvider:
                 or is_transport_error(exc)
             ):
                 raise
-            raise self._error(exc, request.model) from exc
+            raise cut_off(self._error(exc, request.model), exc, streaming) from exc
         for item in reader.finish(self.name, request.model):
             yield item
 
@@ -389,7 +392,7 @@ class _ChunkReader:
             # Without a finish reason the reply may be cut short; a retry is
             # better than taking half an answer for a whole one.
             raise ModelError(
-                ErrorKind.TIMEOUT,
+                ErrorKind.STREAM_CUT,
                 "the stream ended before the model finished (no finish_reason)",
                 provider=provider,
                 model=model,

@@ -20,7 +20,7 @@ from datetime import datetime
 from functools import cache
 from typing import Any
 
-from engine.errors import parse_retry_after
+from engine.errors import ErrorKind, ModelError, parse_retry_after
 
 
 @cache
@@ -139,6 +139,33 @@ def transport_message(exc: BaseException, sdk_message: str) -> str:
 
 def is_transport_error(exc: BaseException) -> bool:
     return type(exc).__module__.partition(".")[0] in TRANSPORT_PACKAGES
+
+
+def _timed_out(exc: BaseException | None) -> bool:
+    """Whether ``exc`` (or what caused it) is a deadline that passed."""
+    seen = 0
+    while exc is not None and seen < 5:
+        if isinstance(exc, TimeoutError) or "Timeout" in type(exc).__name__:
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
+
+
+def cut_off(err: ModelError, exc: BaseException, streaming: bool) -> ModelError:
+    """``err`` as a STREAM_CUT when the connection broke after the reply began.
+
+    A transport failure once the stream is open is a reply cut off midway,
+    not a timeout; it is retried all the same, but reported as what it is.
+    """
+    if not streaming or err.kind is not ErrorKind.TIMEOUT or _timed_out(exc):
+        return err
+    return ModelError(
+        ErrorKind.STREAM_CUT,
+        f"the stream was cut off mid-reply ({err.message})",
+        status=err.status,
+        provider=err.provider,
+        model=err.model,
+    )
 
 
 # --- reading streamed JSON ----------------------------------------------

@@ -1,0 +1,175 @@
+"""Error classes decide what a failed model call does next, through the real SDKs.
+
+Retryable failures (rate limit, overload, timeout, 5xx, a cut-off stream) are
+retried and then fall back; authentication and billing fall back with a
+visible notice; a malformed request and a content-policy refusal end the turn
+with the provider's message, since any other model would refuse it too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+from pydantic import SecretStr
+
+from engine.engine import Engine
+from engine.events import NoticeKind, StopEvent, StopReason
+from engine.messages import Conversation, Message
+from engine.settings import EngineConfig
+from engine.turn_loop import TurnResult
+from tests.engine_helpers import FakeSleep, Recorder
+from tests.fixtures.llm_server import FakeLLM
+from tests.fixtures.llm_server import Reply as Wire
+
+VENDORS = ["openai", "anthropic"]
+OTHER = {"openai": "anthropic", "anthropic": "openai"}
+GUARD = 15.0
+
+MakeEngine = Callable[..., Engine]
+
+
+@pytest.fixture
+async def sdk_engine(fake_llm: FakeLLM) -> AsyncIterator[MakeEngine]:
+    """Engines on the real SDKs, both pointed at ``fake_llm``; closed after the test."""
+    made: list[Engine] = []
+
+    def make(model: str, fallbacks: list[str] | None = None, **settings: Any) -> Engine:
+        config = EngineConfig(
+            openai_api_key=SecretStr("sk-test"),
+            openai_base_url=fake_llm.openai_base_url,
+            anthropic_api_key=SecretStr("sk-ant-test"),
+            anthropic_base_url=fake_llm.anthropic_base_url,
+            **settings,
+        )
+        engine = Engine(
+            model=model, fallbacks=fallbacks or [], settings=config, sleep=FakeSleep()
+        )
+        made.append(engine)
+        return engine
+
+    yield make
+    for engine in made:
+        await engine.providers.aclose()
+
+
+async def turn(engine: Engine, recorder: Recorder) -> TurnResult:
+    conv = Conversation(id="c")
+    run = engine.run_turn(conv, Message.user("hi"), system="Be brief.", emit=recorder)
+    return await asyncio.wait_for(run, GUARD)
+
+
+def notices(recorder: Recorder, kind: NoticeKind) -> list[Any]:
+    return [n for n in recorder.of("notice") if n.kind is kind]
+
+
+@pytest.mark.parametrize("vendor", VENDORS)
+@pytest.mark.parametrize(
+    ("reply", "kind", "said"),
+    [
+        (
+            Wire(status=400, error_message="messages.0.content: field required"),
+            "format",
+            "messages.0.content: field required",
+        ),
+        (
+            Wire(
+                status=400,
+                error_message="Your request was rejected by our content policy",
+                error_code="content_policy_violation",
+            ),
+            "content_policy",
+            "rejected by our content policy",
+        ),
+    ],
+    ids=["malformed", "content-policy"],
+)
+async def test_a_request_any_model_would_refuse_ends_the_turn_with_the_providers_message(
+    fake_llm: FakeLLM, sdk_engine: MakeEngine, vendor: str, reply: Wire, kind: str, said: str
+) -> None:
+    fake_llm.push(reply)
+    fake_llm.text("the backup must not be asked")
+    recorder = Recorder()
+    engine = sdk_engine(f"{vendor}:primary", [f"{OTHER[vendor]}:backup"], max_retries=2)
+
+    result = await turn(engine, recorder)
+
+    assert result.reason is StopReason.ERROR and result.error_kind == kind
+    assert result.error is not None and said in result.error
+    assert "All models failed" not in result.error
+    assert len(fake_llm.requests) == 1  # neither retried nor failed over
+    assert not notices(recorder, NoticeKind.FALLBACK)
+    assert not notices(recorder, NoticeKind.RETRY)
+    assert len(recorder.of("stop")) == 1 and isinstance(recorder.events[-1], StopEvent)
+
+
+@pytest.mark.parametrize("vendor", VENDORS)
+@pytest.mark.parametrize(
+    ("reply", "kind"),
+    [
+        (Wire(status=401, error_code="invalid_api_key"), "auth"),
+        (Wire(status=400, error_message="Your credit balance is too low"), "billing"),
+    ],
+    ids=["auth", "billing"],
+)
+async def test_auth_and_billing_fall_back_with_a_visible_notice(
+    fake_llm: FakeLLM, sdk_engine: MakeEngine, vendor: str, reply: Wire, kind: str
+) -> None:
+    fake_llm.push(reply)
+    fake_llm.text("from the backup")
+    backup = f"{OTHER[vendor]}:backup"
+    recorder = Recorder()
+
+    result = await turn(sdk_engine(f"{vendor}:primary", [backup], max_retries=2), recorder)
+
+    assert result.reason is StopReason.END_TURN and result.text == "from the backup"
+    (fallback,) = notices(recorder, NoticeKind.FALLBACK)
+    assert fallback.detail["reason"] == kind and fallback.detail["to"] == backup
+    assert not notices(recorder, NoticeKind.RETRY)  # not retried on the same model
+    assert len(fake_llm.requests) == 2
+
+
+@pytest.mark.parametrize("vendor", VENDORS)
+async def test_a_stream_cut_off_mid_reply_is_retried_and_reported_as_cut(
+    fake_llm: FakeLLM, sdk_engine: MakeEngine, vendor: str
+) -> None:
+    fake_llm.push(Wire(text="half an ans", truncate=True))
+    fake_llm.push(Wire(text="half again", truncate=True))
+    fake_llm.text("from the backup")
+    backup = f"{OTHER[vendor]}:backup"
+    recorder = Recorder()
+
+    result = await turn(sdk_engine(f"{vendor}:primary", [backup], max_retries=1), recorder)
+
+    assert result.text == "from the backup"
+    assert [a["reason"] for a in result.attempts] == ["stream_cut", "stream_cut"]
+    assert all("cut off" in a["message"] for a in result.attempts)
+    (retry,) = notices(recorder, NoticeKind.RETRY)
+    assert retry.detail["reason"] == "stream_cut"
+    assert notices(recorder, NoticeKind.FALLBACK)[0].detail["reason"] == "stream_cut"
+
+
+@pytest.mark.parametrize("vendor", VENDORS)
+@pytest.mark.parametrize(
+    "reply",
+    # A rate limit cools the credential down first (engine.credentials).
+    [Wire(status=529), Wire(status=500), Wire(status=504)],
+    ids=["overload", "5xx", "timeout"],
+)
+async def test_retryable_errors_retry_then_fall_back(
+    fake_llm: FakeLLM, sdk_engine: MakeEngine, vendor: str, reply: Wire
+) -> None:
+    fake_llm.push(reply)
+    fake_llm.push(reply)
+    fake_llm.text("from the backup")
+    backup = f"{OTHER[vendor]}:backup"
+    recorder = Recorder()
+
+    result = await turn(sdk_engine(f"{vendor}:primary", [backup], max_retries=1), recorder)
+
+    assert result.reason is StopReason.END_TURN and result.text == "from the backup"
+    assert len(notices(recorder, NoticeKind.RETRY)) == 1
+    assert len(notices(recorder, NoticeKind.FALLBACK)) == 1
+    assert len(fake_llm.requests) == 3
