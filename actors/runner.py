@@ -334,6 +334,7 @@ class TurnRunner:
             model=ctx.group.settings.model or None,
             steer=self.inbox,
             preamble=[Message.user(text) for text in skills],
+            announce=True,
         )
 
     async def _feed(self, event: EngineEvent) -> None:

@@ -80,6 +80,7 @@ RESULT_SUBTYPES: dict[StopReason, ResultSubtype] = {
 """The ``result`` subtype of every stop reason; a test checks none is missing."""
 
 _NOTICE_SUBTYPES: dict[NoticeKind, SystemSubtype] = {
+    NoticeKind.INIT: "init",
     NoticeKind.COMPACT: "compact",
     NoticeKind.ERROR: "error",
 }
@@ -114,6 +115,16 @@ def notice_payload(event: NoticeEvent) -> SystemData:
     """A ``system`` payload; compactions and errors get their own subtype."""
     subtype = _NOTICE_SUBTYPES.get(event.kind, "notice")
     detail = {**event.detail, "kind": event.kind.value}
+    if event.kind is NoticeKind.INIT:
+        # Claude's init line carries these at the top level.
+        return SystemData(
+            subtype=subtype,
+            message=event.message,
+            detail=detail,
+            model=event.detail.get("model"),
+            tools=event.detail.get("tools"),
+            session_id=event.detail.get("session_id"),
+        )
     return SystemData(subtype=subtype, message=event.message, detail=detail)
 
 

@@ -145,6 +145,7 @@ class Engine:
         model: str | None = None,
         steer: SteerSource | None = None,
         preamble: list[Message] | None = None,
+        announce: bool = False,
     ) -> TurnResult:
         """Run one turn; always ends with exactly one :class:`StopEvent`.
 
@@ -152,6 +153,8 @@ class Engine:
         boundaries (``engine.steer``); ``preamble`` messages go to every
         model call between the system prompt and the transcript, and are
         not added to the transcript (a task's activated skills).
+        ``announce`` opens the turn with an ``init`` notice naming its
+        model, tools and session (``system`` ``init`` on the wire).
         ``context`` says who calls and why (:mod:`engine.call_context`);
         every model call of the turn carries it.
 
@@ -174,6 +177,7 @@ class Engine:
         )
         turn.steer = steer
         turn.preamble = list(preamble or ())
+        turn.announcing = announce
         if user_input is not None:
             conv.messages.append(user_input)
         return await turn.drive(abort)

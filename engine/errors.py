@@ -32,6 +32,11 @@ class ErrorKind(StrEnum):
     CONTENT_POLICY = "content_policy"
     MODEL_NOT_FOUND = "model_not_found"
     ABORTED = "aborted"
+    # The prompt plus the reserved output does not fit the model's window;
+    # the model was not called (the turn loop's context-window guard).
+    CONTEXT_WINDOW = "context_window"
+    # The tool-iteration budget ended the turn before the model answered.
+    MAX_TURNS = "max_turns"
     UNKNOWN = "unknown"
 
 

@@ -53,6 +53,8 @@ class NoticeKind(StrEnum):
     QUEUED = "queued"
     # New messages joined the running turn (steering).
     STEER = "steer"
+    # The turn started: its model, tools and session (``system`` ``init``).
+    INIT = "init"
 
 
 @dataclass(frozen=True, slots=True)

@@ -50,6 +50,7 @@ OVERFLOW_MESSAGE = (
     "The conversation no longer fits the model's context window, even after compaction. "
     "Start a new conversation or use a model with a larger context window."
 )
+WHAT_TO_DO = "Start a new conversation, or pick a model with a larger context window."
 _SHRUNK_RESULT_CHARS = 2000
 
 
@@ -126,6 +127,8 @@ class TurnLoop:
         self.continuations = 0
         self.tool_iterations = 0
         self.compactions = 0
+        # Why compaction failed this turn (its summary call's error), if it did.
+        self.compaction_failed: ModelError | None = None
         self.shrunk_results = False
         # Set when the turn's abort came; the turn then stops at its next checkpoint.
         self.abort_requested = False
@@ -135,6 +138,8 @@ class TurnLoop:
         # Messages every call of the turn sends after the system prompt and
         # before the transcript (activated skills); never kept in the transcript.
         self.preamble: list[Message] = []
+        # Whether the turn opens with an ``init`` notice (group turns do).
+        self.announcing = False
 
     async def drive(self, abort: asyncio.Event | None) -> TurnResult:
         """Run the turn to its one stop event; setting ``abort`` interrupts it.
@@ -179,6 +184,8 @@ class TurnLoop:
     # -- the loop ---------------------------------------------------------
     async def run(self) -> TurnResult:
         try:
+            if self.announcing:
+                await self.announce()
             while True:
                 self.checkpoint()
                 stop = await self.step()
@@ -216,12 +223,21 @@ class TurnLoop:
         await self.emit(NoticeEvent(NoticeKind.STEER, message, {"count": len(joined)}))
         return True
 
+    async def announce(self) -> None:
+        """The turn's ``init``: the model it calls, the tools it may use, its session."""
+        tools = [spec.name for spec in self.e.tools.specs(self.ctx, self.allowed)]
+        model = self.caller.chain[0]
+        detail = {"model": model, "tools": tools, "session_id": self.conv.id}
+        await self.emit(NoticeEvent(NoticeKind.INIT, f"turn started on {model}", detail))
+
     async def step(self) -> _Stop | None:
         await self.steered()
         await self.prepare_history()
         final = self.tool_iterations >= self.e.settings.max_tool_iterations
+        self.guard_window(recovered=False)
         if self.prompt_tokens() > self.compaction_threshold():
             await self.recover_overflow()
+            self.guard_window(recovered=True)
         try:
             result = await self.call_model(final)
         except ModelError as err:
@@ -229,13 +245,17 @@ class TurnLoop:
                 return None
             if err.kind is ErrorKind.CONTEXT_OVERFLOW:
                 raise ModelError(
-                    ErrorKind.CONTEXT_OVERFLOW, OVERFLOW_MESSAGE, status=err.status
+                    ErrorKind.CONTEXT_OVERFLOW, self.overflow_message(), status=err.status
                 ) from err
             raise
         if final:
             result.tool_calls = []
             await self.record(result)
-            return None if await self.steered(closing=True) else _Stop(StopReason.END_TURN)
+            if await self.steered(closing=True):
+                return None
+            if not result.text.strip():
+                return _Stop(StopReason.ERROR_MAX_TURNS, self.out_of_turns())
+            return _Stop(StopReason.END_TURN)
         await self.record(result)
         if result.tool_calls:
             return await self.run_tools(result)
@@ -328,7 +348,59 @@ class TurnLoop:
         )
         return None
 
+    def out_of_turns(self) -> ModelError:
+        n = self.tool_iterations
+        return ModelError(
+            ErrorKind.MAX_TURNS,
+            f"The tool budget ({n} rounds of tool calls) ran out before the model gave an "
+            "answer. Ask again with a narrower request, or raise max_tool_iterations.",
+        )
+
     # -- context management ----------------------------------------------
+    def guard_window(self, recovered: bool) -> None:
+        """Refuse a call the model's window cannot hold, before the model is called.
+
+        A window no larger than the output reserved for the reply is refused
+        at once (no compaction can help); a prompt that, with the reserve,
+        still exceeds the window once compaction and truncation are done
+        (``recovered``) is refused with the same numbers.
+        """
+        model = self.caller.chain[0]
+        window = self.e.window_for(model)
+        reserve = self.e.settings.max_output_tokens
+        prompt = self.prompt_tokens()
+        if reserve >= window:
+            raise ModelError(
+                ErrorKind.CONTEXT_WINDOW,
+                f"{model} has a {window:,}-token context window, too small for the "
+                f"{reserve:,} tokens reserved for its reply plus a prompt of about "
+                f"{prompt:,} tokens; the model was not called. Give the model a larger "
+                "context_window in the models file, lower max_output_tokens, or pick "
+                "another model.",
+            )
+        if recovered and prompt + reserve > window:
+            raise ModelError(
+                ErrorKind.CONTEXT_WINDOW,
+                f"The conversation (about {prompt:,} tokens) and the {reserve:,} tokens "
+                f"reserved for the reply do not fit {model}'s {window:,}-token context "
+                f"window{self.after_recovery()}; the model was not called. {WHAT_TO_DO}",
+            )
+
+    def after_recovery(self) -> str:
+        """What was tried to make room, for the message that says it was not enough."""
+        failed = self.compaction_failed
+        if failed is not None:
+            return f", and summarising older turns failed ({failed.kind.value})"
+        return ", even after compaction" if self.compactions else ""
+
+    def overflow_message(self) -> str:
+        if self.compaction_failed is None:
+            return OVERFLOW_MESSAGE
+        return (
+            "The conversation no longer fits the model's context window, and summarising "
+            f"older turns failed ({self.compaction_failed.kind.value}). {WHAT_TO_DO}"
+        )
+
     def compaction_threshold(self) -> int:
         """Prompt tokens above which the turn compacts: the window less the output room."""
         return self.e.window_for(self.caller.chain[0]) - self.e.settings.max_output_tokens
@@ -359,7 +431,14 @@ class TurnLoop:
         while self.compactions < s.max_compactions:
             self.compactions += 1
             keep = max(1, s.keep_recent_turns - (self.compactions - 1))
-            if await compact(self.conv, keep, self.summarize):
+            try:
+                compacted = await compact(self.conv, keep, self.summarize)
+            except ModelError as err:
+                if err.kind is ErrorKind.ABORTED:
+                    raise
+                await self.compaction_failure(err)
+                break
+            if compacted:
                 await self.emit(
                     NoticeEvent(
                         NoticeKind.COMPACT,
@@ -389,6 +468,19 @@ class TurnLoop:
                 )
                 return True
         return False
+
+    async def compaction_failure(self, err: ModelError) -> None:
+        """The summary call failed: no more compaction this turn; say so and go on."""
+        self.compaction_failed = err
+        self.compactions = self.e.settings.max_compactions
+        await self.emit(
+            NoticeEvent(
+                NoticeKind.ERROR,
+                f"compaction failed: the summary call ended in {err.kind.value}; "
+                "shortening large tool results instead",
+                {"stage": "compaction", "reason": err.kind.value},
+            )
+        )
 
     async def summarize(self, system: str, transcript: str) -> str:
         spec = CallSpec(system, [Message.user(transcript)], [], 2048, self.context)

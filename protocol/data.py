@@ -125,12 +125,21 @@ class ResultData(DataModel):
 
 
 class SystemData(DataModel):
-    """Something that is not model output: a start, a compaction, a notice, an error."""
+    """Something that is not model output: a start, a compaction, a notice, an error.
+
+    ``init`` opens every engine turn and names its ``model``, ``tools`` and
+    ``session_id`` (the conversation); ``error`` reports a failure that is
+    not the turn's result (a compaction whose summary call failed, say).
+    Clients that do not use ``init`` ignore it.
+    """
 
     type: Literal["system"] = "system"
     subtype: SystemSubtype
     message: str | None = None
     detail: dict[str, Any] | None = None
+    model: str | None = None
+    tools: list[str] | None = None
+    session_id: str | None = None
 
 
 DataPayload = Annotated[

@@ -44,9 +44,7 @@ async def sdk_engine(fake_llm: FakeLLM) -> AsyncIterator[MakeEngine]:
             anthropic_base_url=fake_llm.anthropic_base_url,
             **settings,
         )
-        engine = Engine(
-            model=model, fallbacks=fallbacks or [], settings=config, sleep=FakeSleep()
-        )
+        engine = Engine(model=model, fallbacks=fallbacks or [], settings=config, sleep=FakeSleep())
         made.append(engine)
         return engine
 

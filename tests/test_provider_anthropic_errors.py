@@ -59,8 +59,19 @@ async def provider(fake_llm: FakeLLM) -> AsyncIterator[AnthropicProvider]:
         ),
     ],
     ids=[
-        "429", "429-ms", "529", "503", "401", "404", "overflow", "413", "500", "502",
-        "credit", "400", "policy",
+        "429",
+        "429-ms",
+        "529",
+        "503",
+        "401",
+        "404",
+        "overflow",
+        "413",
+        "500",
+        "502",
+        "credit",
+        "400",
+        "policy",
     ],
 )
 async def test_http_errors_are_classified(

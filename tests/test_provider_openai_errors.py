@@ -69,8 +69,19 @@ async def provider(fake_llm: FakeLLM) -> AsyncIterator[OpenAIProvider]:
         ),
     ],
     ids=[
-        "429", "429-ms", "quota", "503", "529", "401", "404", "overflow", "500", "502", "504",
-        "400", "policy",
+        "429",
+        "429-ms",
+        "quota",
+        "503",
+        "529",
+        "401",
+        "404",
+        "overflow",
+        "500",
+        "502",
+        "504",
+        "400",
+        "policy",
     ],
 )
 async def test_http_errors_are_classified(
@@ -127,7 +138,9 @@ async def test_mid_stream_rate_limit_error(fake_llm: FakeLLM, provider: OpenAIPr
     assert err.kind is ErrorKind.RATE_LIMIT
 
 
-async def test_stream_cut_short_is_reported_as_cut_not_timeout(fake_llm: FakeLLM, provider: OpenAIProvider) -> None:
+async def test_stream_cut_short_is_reported_as_cut_not_timeout(
+    fake_llm: FakeLLM, provider: OpenAIProvider
+) -> None:
     fake_llm.push(Reply(text="half an ans", truncate=True))
 
     err = await failure(provider)

@@ -286,6 +286,8 @@ export class TurnBubble {
 
   /** A notice inside the turn (a compaction, a retry, an engine error). */
   addSystem(data) {
+    // A turn's start (model, tools, session) is for programs, not for reading.
+    if (data.subtype === 'init') return;
     // A model call that is retried or handed to a fallback model starts its
     // reply over: what it had streamed is dropped, as the server drops it.
     if (data.detail && data.detail.discard_partial) this.dropPartial();
