@@ -65,7 +65,7 @@ async def test_a_failed_summary_call_ends_the_overflow_in_a_readable_error() -> 
 
 
 async def test_a_failed_summary_call_then_shortened_results_can_still_answer() -> None:
-    engine, provider, _ = scripted_engine(
+    engine, _, _ = scripted_engine(
         Fail(ErrorKind.CONTEXT_OVERFLOW, "prompt is too long", status=400),
         Fail(ErrorKind.TIMEOUT, "summary timed out"),
         Reply("fits now"),
