@@ -63,10 +63,13 @@ def results(events: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
 
 
 def notices(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The ``system`` payloads of the log but each turn's ``init``."""
     return [
         env["data"]
         for env in events
-        if env.get("type") == "yeaft_output" and env["data"].get("type") == "system"
+        if env.get("type") == "yeaft_output"
+        and env["data"].get("type") == "system"
+        and env["data"].get("subtype") != "init"
     ]
 
 

@@ -28,6 +28,10 @@ def _is_result(frame: dict[str, Any]) -> bool:
     return frame.get("type") == "yeaft_output" and frame["data"].get("type") == "result"
 
 
+def _is_system(frame: dict[str, Any]) -> bool:
+    return frame.get("type") == "yeaft_output" and frame["data"].get("type") == "system"
+
+
 async def _eventually(cond: Callable[[], bool], within: float = 10.0) -> None:
     """Wait for server-side state that no client frame announces (cleanup after a close).
 
@@ -113,11 +117,15 @@ async def test_reconnect_with_last_seq_ends_exactly_like_an_uninterrupted_client
     for client in (steady, again):
         await client.until_seq(head)
     # The VP filter keeps steve's envelopes and everything the group must see:
-    # the person's message, notices and every turn's end.
+    # the person's message, every VP's system payloads (a turn's init, its
+    # notices) and every turn's end.
     wanted = [
         e
         for e in steady.envelopes()
-        if e.get("vpId") in ("steve", "system") or _is_result(e) or e["type"] == "group_message"
+        if e.get("vpId") in ("steve", "system")
+        or _is_result(e)
+        or _is_system(e)
+        or e["type"] == "group_message"
     ]
     assert (
         wanted[0]["type"] == "group_message" and wanted[0]["text"] == "@steve @linus tell me more"
