@@ -127,7 +127,7 @@ class ResultData(DataModel):
 class SystemData(DataModel):
     """Something that is not model output: a start, a compaction, a notice, an error.
 
-    ``init`` opens every engine turn and names its ``model``, ``tools`` and
+    ``init`` opens every VP turn in a group and names its ``model``, ``tools`` and
     ``session_id`` (the conversation); ``error`` reports a failure that is
     not the turn's result (a compaction whose summary call failed, say).
     Clients that do not use ``init`` ignore it.
