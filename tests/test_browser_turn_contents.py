@@ -116,6 +116,8 @@ async def test_tools_thinking_questions_notices_and_errors(
         await expect(text).to_have_text("You picked LFU. Building that one.")
         await expect(text.locator("strong")).to_have_text("LFU")
         await expect(chip).to_have_attribute("data-state", "ok")
+        # The turn's system init (model, tools, session) is not shown.
+        await expect(kent.get_by_test_id("bubble-note")).to_have_count(0)
         # Chips and thinking are collapsed until clicked.
         await expect(chip.get_by_test_id("tool-result")).to_be_hidden()
         await chip.locator("button").click()

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from gateway.chat_client import ChatClient
-from gateway.chat_screen import Screen
+from gateway.chat_screen import Screen, render
 from gateway.cli_server import chat_url
 from tests.fixtures.gateway import StartGateway, WsClient
 from tests.fixtures.ray_cluster import MakeRuntime
@@ -140,6 +140,33 @@ def test_parallel_replies_are_shown_one_at_a_time() -> None:
         "steve› the wizard.\n"
         "team> "
     )
+
+
+def test_a_turns_init_is_skipped_and_its_errors_and_max_turns_end_are_shown() -> None:
+    out = io.StringIO()
+    screen = Screen(out, colour=False, prompt="team> ")
+
+    def output(data: dict[str, Any]) -> dict[str, Any]:
+        return {"type": "yeaft_output", "vpId": "steve", "turnId": "t1", "data": data}
+
+    init = {"type": "system", "subtype": "init", "model": "openai:m", "tools": ["rethink"]}
+    render(screen, output({**init, "session_id": "g1", "message": "turn started on openai:m"}))
+    render(screen, output({"type": "system", "subtype": "error", "message": "compaction failed"}))
+    render(
+        screen,
+        output(
+            {
+                "type": "result",
+                "subtype": "error_max_turns",
+                "is_error": True,
+                "error": "The tool budget ran out",
+            }
+        ),
+    )
+
+    assert "turn started" not in out.getvalue()
+    assert "! compaction failed" in out.getvalue()
+    assert "steve: The tool budget ran out" in out.getvalue()
 
 
 async def test_cancel_says_which_turns_it_stopped(
