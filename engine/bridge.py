@@ -116,10 +116,9 @@ def notice_payload(event: NoticeEvent) -> SystemData:
     subtype = _NOTICE_SUBTYPES.get(event.kind, "notice")
     detail = {**event.detail, "kind": event.kind.value}
     if event.kind is NoticeKind.INIT:
-        # Claude's init line carries these at the top level.
+        # Claude's init line carries these at the top level, and no message.
         return SystemData(
             subtype=subtype,
-            message=event.message,
             detail=detail,
             model=event.detail.get("model"),
             tools=event.detail.get("tools"),
