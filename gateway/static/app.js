@@ -10,7 +10,7 @@ import { api } from './api.js';
 import { AskDialog } from './ask.js';
 import { AttachmentTray } from './attachments.js';
 import { Composer } from './composer.js';
-import { Connection } from './connection.js';
+import { Connection, connectionLabel } from './connection.js';
 import { Conversations } from './conversations.js';
 import { newId, toast } from './dom.js';
 import { FilesMenu } from './files.js';
@@ -262,16 +262,9 @@ function startConnection() {
 function showConnection(connState, info = {}) {
   const node = $('connection');
   if (connState === 'reconnecting') state.hadDisconnect = true;
-  const labels = {
-    connecting: state.hadDisconnect ? 'reconnecting…' : 'connecting…',
-    reconnecting: `reconnecting… (retry in ${Math.ceil((info.delayMs || 0) / 1000)} s)`,
-    replaying: state.hadDisconnect ? 'replaying missed messages…' : 'syncing…',
-    live: 'live',
-    closed: 'offline',
-  };
   node.dataset.state = connState;
   if (connection) conversations.connectionState(connState, connection);
-  node.querySelector('.connection-text').textContent = labels[connState] || connState;
+  node.querySelector('.connection-text').textContent = connectionLabel(connState, info, state.hadDisconnect);
   if (connState === 'live') state.hadDisconnect = false;
 }
 

@@ -26,6 +26,18 @@ const CLIENT_PING_MS = 20_000;
 const AUTH_EXPIRED = 4401;
 const OUTBOX_KEY = 'yeaft.outbox';
 
+/** The words for a connection state (`info.delayMs`: the wait before the next try). */
+export function connectionLabel(connState, info = {}, hadDisconnect = false) {
+  const labels = {
+    connecting: hadDisconnect ? 'reconnecting…' : 'connecting…',
+    reconnecting: `reconnecting… (retry in ${Math.ceil((info.delayMs || 0) / 1000)} s)`,
+    replaying: hadDisconnect ? 'replaying missed messages…' : 'syncing…',
+    live: 'live',
+    closed: 'offline',
+  };
+  return labels[connState] || connState;
+}
+
 export class Connection {
   /**
    * Callbacks: onFrame(frame) for every frame that is not a duplicate,
