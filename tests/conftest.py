@@ -24,6 +24,7 @@ os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
 
 pytest_plugins = [
     "tests.fixtures.llm_server",
+    "tests.fixtures.sdk_engines",
     "tests.fixtures.stores",
     "tests.fixtures.memory",
     "tests.fixtures.ray_cluster",

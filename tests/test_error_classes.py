@@ -9,48 +9,22 @@ with the provider's message, since any other model would refuse it too.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
-from pydantic import SecretStr
 
 from engine.engine import Engine
 from engine.events import NoticeKind, StopEvent, StopReason
 from engine.messages import Conversation, Message
-from engine.settings import EngineConfig
 from engine.turn_loop import TurnResult
-from tests.engine_helpers import FakeSleep, Recorder
+from tests.engine_helpers import Recorder
 from tests.fixtures.llm_server import FakeLLM
 from tests.fixtures.llm_server import Reply as Wire
+from tests.fixtures.sdk_engines import MakeEngine
 
 VENDORS = ["openai", "anthropic"]
 OTHER = {"openai": "anthropic", "anthropic": "openai"}
 GUARD = 15.0
-
-MakeEngine = Callable[..., Engine]
-
-
-@pytest.fixture
-async def sdk_engine(fake_llm: FakeLLM) -> AsyncIterator[MakeEngine]:
-    """Engines on the real SDKs, both pointed at ``fake_llm``; closed after the test."""
-    made: list[Engine] = []
-
-    def make(model: str, fallbacks: list[str] | None = None, **settings: Any) -> Engine:
-        config = EngineConfig(
-            openai_api_key=SecretStr("sk-test"),
-            openai_base_url=fake_llm.openai_base_url,
-            anthropic_api_key=SecretStr("sk-ant-test"),
-            anthropic_base_url=fake_llm.anthropic_base_url,
-            **settings,
-        )
-        engine = Engine(model=model, fallbacks=fallbacks or [], settings=config, sleep=FakeSleep())
-        made.append(engine)
-        return engine
-
-    yield make
-    for engine in made:
-        await engine.providers.aclose()
 
 
 async def turn(engine: Engine, recorder: Recorder) -> TurnResult:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -25,10 +25,11 @@ from engine.providers.scripted import Reply, ScriptedModel
 from engine.settings import EngineConfig, EngineSettings
 from engine.timeouts import StreamTimeouts, watch
 from engine.turn_loop import TurnResult
-from tests.engine_helpers import FakeSleep, Recorder, scripted_engine
+from tests.engine_helpers import Recorder, scripted_engine
 from tests.fixtures.llm_server import FakeLLM, ScriptedToolCall
 from tests.fixtures.llm_server import Reply as Wire
 from tests.fixtures.llm_wire import split
+from tests.fixtures.sdk_engines import MakeEngine
 
 VENDORS = ["openai", "anthropic"]
 OTHER = {"openai": "anthropic", "anthropic": "openai"}
@@ -38,36 +39,6 @@ OTHER = {"openai": "anthropic", "anthropic": "openai"}
 FAST = {"model_first_token_timeout": 0.6, "model_stall_timeout": 0.6}
 # A turn that would wait for the SDK's own timeout fails here instead of hanging.
 GUARD = 15.0
-
-MakeEngine = Callable[..., Engine]
-
-
-@pytest.fixture
-async def sdk_engine(fake_llm: FakeLLM) -> AsyncIterator[MakeEngine]:
-    """Engines on the real SDKs, both pointed at ``fake_llm``; closed after the test."""
-    made: list[Engine] = []
-
-    def make(model: str, fallbacks: list[str] | None = None, **settings: Any) -> Engine:
-        config = EngineConfig(
-            openai_api_key=SecretStr("sk-test"),
-            openai_base_url=fake_llm.openai_base_url,
-            anthropic_api_key=SecretStr("sk-ant-test"),
-            anthropic_base_url=fake_llm.anthropic_base_url,
-            **settings,
-        )
-        engine = Engine(
-            model=model,
-            fallbacks=fallbacks or [],
-            settings=config,
-            sleep=FakeSleep(),
-            rand=lambda: 0.5,
-        )
-        made.append(engine)
-        return engine
-
-    yield make
-    for engine in made:
-        await engine.providers.aclose()
 
 
 async def turn(
