@@ -16,7 +16,7 @@ from pydantic import SecretStr
 
 from coordinator.commands import Ingest, WaitIdle
 from coordinator.runtime import Runtime
-from tests.fixtures.llm_server import FakeLLM, Reply, unused_port
+from tests.fixtures.llm_server import FakeLLM, Reply, refused_port
 from tests.fixtures.ray_cluster import MakeRuntime
 from tests.group_helpers import all_events, notices, results
 
@@ -75,15 +75,16 @@ async def test_a_provider_that_is_down_falls_back_for_every_vp(
     make_runtime: MakeRuntime, fake_llm: FakeLLM
 ) -> None:
     fake_llm.default = Reply(text="from the backup")
-    engine = _engine(
-        fake_llm,
-        "anthropic:primary",
-        ("openai:backup",),
-        # Nothing listens there: the primary is down.
-        anthropic_base_url=f"http://127.0.0.1:{unused_port()}",
-    )
-    rt = make_runtime(engine=engine)
-    group_id, by_vp = await _ask_both(rt, "how do we cache this?", "c1")
+    with refused_port() as down:
+        engine = _engine(
+            fake_llm,
+            "anthropic:primary",
+            ("openai:backup",),
+            # Nothing listens there: the primary is down.
+            anthropic_base_url=f"http://127.0.0.1:{down}",
+        )
+        rt = make_runtime(engine=engine)
+        group_id, by_vp = await _ask_both(rt, "how do we cache this?", "c1")
     for vp in PAIR:
         [result] = by_vp[vp]
         assert result["subtype"] == "success" and result["model"] == "openai:backup", result

@@ -15,7 +15,7 @@ from engine.events import TextDelta
 from engine.providers.anthropic import AnthropicProvider
 from engine.providers.base import StopItem, StreamItem
 from tests.anthropic_helpers import MODEL, collect, failure, of_type, request
-from tests.fixtures.llm_server import FakeLLM, Reply, unused_port
+from tests.fixtures.llm_server import FakeLLM, Reply, refused_port
 
 
 @pytest.fixture
@@ -147,11 +147,12 @@ async def test_stream_cut_short_is_reported_as_cut_not_timeout(
 
 
 async def test_connection_refused_is_a_timeout() -> None:
-    provider = AnthropicProvider(api_key="k", base_url=f"http://127.0.0.1:{unused_port()}")
-    try:
-        err = await failure(provider)
-    finally:
-        await provider.aclose()
+    with refused_port() as down:
+        provider = AnthropicProvider(api_key="k", base_url=f"http://127.0.0.1:{down}")
+        try:
+            err = await failure(provider)
+        finally:
+            await provider.aclose()
 
     assert err.kind is ErrorKind.TIMEOUT
     assert err.status is None

@@ -13,7 +13,7 @@ from engine.errors import ErrorKind, ModelError
 from engine.events import TextDelta
 from engine.providers.base import StopItem, StreamItem
 from engine.providers.openai import OpenAIProvider
-from tests.fixtures.llm_server import FakeLLM, Reply, unused_port
+from tests.fixtures.llm_server import FakeLLM, Reply, refused_port
 from tests.openai_helpers import collect, failure, of_type, request
 
 
@@ -151,11 +151,12 @@ async def test_stream_cut_short_is_reported_as_cut_not_timeout(
 
 
 async def test_connection_refused_is_a_timeout() -> None:
-    provider = OpenAIProvider(api_key="sk-test", base_url=f"http://127.0.0.1:{unused_port()}/v1")
-    try:
-        err = await failure(provider)
-    finally:
-        await provider.aclose()
+    with refused_port() as down:
+        provider = OpenAIProvider(api_key="sk-test", base_url=f"http://127.0.0.1:{down}/v1")
+        try:
+            err = await failure(provider)
+        finally:
+            await provider.aclose()
 
     assert err.kind is ErrorKind.TIMEOUT
     assert err.status is None
