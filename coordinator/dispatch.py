@@ -24,7 +24,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import ray
 from ray.actor import ActorHandle
@@ -82,8 +82,6 @@ class _Turn:
     # ingest's answer then leaves after its turns, not before them); a
     # retry after a restart makes a new one.
     sent: ray.ObjectRef[TurnOutcome] | None = None
-    # When it was dispatched (monotonic): a turn ended from outside says how long it went on.
-    began: float = field(default_factory=time.monotonic)
 
 
 class Dispatcher:
@@ -331,8 +329,8 @@ class Dispatcher:
         writer = GroupEvents(self.store, req.group_id).turn(
             req.vp_id, req.turn_id, trigger_id=req.origin.trigger_id
         )
-        # The result says how long the turn went on before it was ended.
-        took = int((time.monotonic() - turn.began) * 1000)
+        # The result says how long the turn went on, from when the coordinator sent it.
+        took = int((time.time() - req.sent_at) * 1000)
         await writer.finish(error_stop(StopReason.ERROR, message, kind, took), TurnEnd.INTERRUPTED)
         if not turn.tracker.finished:
             turn.tracker.advance(TurnState.FINISHED)
