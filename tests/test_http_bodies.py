@@ -15,11 +15,10 @@ from __future__ import annotations
 import datetime
 import decimal
 import enum
-import tempfile
 import types
 import typing
 import uuid
-from pathlib import Path, PurePath
+from pathlib import PurePath
 from typing import Any
 
 from pydantic import BaseModel
@@ -47,15 +46,9 @@ def _body_models() -> dict[str, type[BaseModel]]:
     """The body model of every route of the app ``yeaft serve`` builds, by route."""
     from fastapi.routing import APIRoute
 
-    from actors.config import RuntimeConfig
-    from coordinator.runtime import Runtime
-    from gateway.server import create_app
-    from gateway.settings import GatewaySettings
-    from store.config import StoreConfig
+    from docs.gen.http_doc import gateway_app
 
-    with tempfile.TemporaryDirectory() as scratch:
-        settings = GatewaySettings.model_construct(data_dir=Path(scratch))
-        app = create_app(settings, Runtime(RuntimeConfig(store=StoreConfig(None, Path(scratch)))))
+    app = gateway_app()
     bodies: dict[str, type[BaseModel]] = {}
     for route in _routes(app.routes):
         if not isinstance(route, APIRoute):

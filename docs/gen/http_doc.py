@@ -10,9 +10,12 @@ from __future__ import annotations
 import inspect
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from docs.gen.markdown import generated_note, table
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
 
 INTRO = """\
 # HTTP API
@@ -34,8 +37,8 @@ What each route means, beyond its line here: [web-api.md](web-api.md).
 _SKIPPED_SCHEMAS = {"HTTPValidationError", "ValidationError"}
 
 
-def openapi() -> dict[str, Any]:
-    """The OpenAPI document of the gateway app, built without starting anything."""
+def gateway_app() -> FastAPI:
+    """The gateway app as ``yeaft serve`` builds it, on a runtime that is never started."""
     from actors.config import RuntimeConfig
     from coordinator.runtime import Runtime
     from gateway.server import create_app
@@ -46,7 +49,12 @@ def openapi() -> dict[str, Any]:
         # model_construct: the defaults, whatever YEAFT_* variables this shell has.
         settings = GatewaySettings.model_construct(data_dir=Path(scratch))
         runtime = Runtime(RuntimeConfig(store=StoreConfig(None, Path(scratch))))
-        return create_app(settings, runtime).openapi()
+        return create_app(settings, runtime)
+
+
+def openapi() -> dict[str, Any]:
+    """The OpenAPI document of the gateway app, built without starting anything."""
+    return gateway_app().openapi()
 
 
 def render(spec: dict[str, Any] | None = None) -> str:
