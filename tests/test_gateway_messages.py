@@ -265,20 +265,23 @@ def asks_when_told(request: ModelRequest) -> Reply:
     return Reply("a plain answer")
 
 
-async def test_regenerate_waits_until_the_vp_is_not_answering(
+async def _answered_then_asking(
     start_gateway: StartGateway, make_runtime: MakeRuntime
-) -> None:
+) -> tuple[Gateway, str, WsClient, dict[str, Any], dict[str, Any]]:
+    """Ann's group where Linus answered "hello" and then waits on a question (its turn open).
+
+    Returns the gateway, the group, Ann's subscribed socket, the first
+    answer's result and the question.
+    """
     gw = await start_gateway(
         make_runtime(provider_overrides={"offline": ScriptedModel(asks_when_told)})
     )
     await gw.user("ann")
-    ann = gw.auth("ann")
     gid = await _group(gw, "ann")
     ws = await WsClient.open(gw, "ann")
     await ws.request({"type": "subscribe", "groupId": gid, "lastSeq": 0})
     await _ask(ws, gw, gid, "@linus hello", "m1")
-    old_id = (await ws.recv_until(_result))["data"]["message_id"]
-    # Linus's next turn waits on a question: its turn is open.
+    first = await ws.recv_until(_result)
     await ws.send(
         {
             "type": "yeaft_session_chat",
@@ -288,6 +291,15 @@ async def test_regenerate_waits_until_the_vp_is_not_answering(
         }
     )
     question = await ws.recv_until(lambda f: f.get("type") == "ask_user_question")
+    return gw, gid, ws, first, question
+
+
+async def test_regenerate_waits_until_the_vp_is_not_answering(
+    start_gateway: StartGateway, make_runtime: MakeRuntime
+) -> None:
+    gw, gid, ws, first, question = await _answered_then_asking(start_gateway, make_runtime)
+    ann = gw.auth("ann")
+    old_id = first["data"]["message_id"]
     path = f"/api/groups/{gid}/messages/{old_id}/regenerate"
     busy = await gw.http.post(path, headers=ann)
     assert busy.status_code == 409 and "still answering" in busy.json()["error"]["message"]
@@ -328,26 +340,9 @@ async def test_regenerate_after_stop_all_answers_again(
     start_gateway: StartGateway, make_runtime: MakeRuntime
 ) -> None:
     """Stop all ends what runs; a person's Regenerate afterwards is a new ask, not refused."""
-    gw = await start_gateway(
-        make_runtime(provider_overrides={"offline": ScriptedModel(asks_when_told)})
-    )
-    await gw.user("ann")
+    gw, gid, ws, _, _ = await _answered_then_asking(start_gateway, make_runtime)
     ann = gw.auth("ann")
-    gid = await _group(gw, "ann")
-    ws = await WsClient.open(gw, "ann")
-    await ws.request({"type": "subscribe", "groupId": gid, "lastSeq": 0})
-    await _ask(ws, gw, gid, "@linus hello", "m1")
-    await ws.recv_until(_result)
-    # A second turn waits on a question; Stop all (the group's cancel) ends it.
-    await ws.send(
-        {
-            "type": "yeaft_session_chat",
-            "groupId": gid,
-            "text": "@linus please ask",
-            "clientMessageId": "m2",
-        }
-    )
-    await ws.recv_until(lambda f: f.get("type") == "ask_user_question")
+    # Linus's second turn waits on a question; Stop all (the group's cancel) ends it.
     await ws.send({"type": "cancel_execution", "groupId": gid})
     stopped = await ws.recv_until(_result)
     assert stopped["data"]["subtype"] != "success", stopped
