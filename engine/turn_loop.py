@@ -4,8 +4,9 @@ A turn streams a model call, runs the tools it asked for, appends their
 results and calls the model again, until the model ends its turn. Around that
 loop sit the rules that make it safe to run unattended: ``max_tokens``
 continuation, a tool-iteration budget with a final no-tools answer, retries
-and a fallback chain (``engine.caller``), compaction on context overflow,
-transcript repair before every request, and abort at any await point.
+and a fallback chain (``engine.caller``), the prompt kept inside the model's
+window (``engine.context_window``), transcript repair before every request,
+and abort at any await point.
 
 Each step returns what happens next (``None``: another model call; a
 :class:`_Stop`: the turn ends), so the loop itself stays a few lines long.
@@ -24,7 +25,7 @@ from typing import Any, Protocol
 
 from engine.call_context import CallContext
 from engine.caller import CallResult, CallSpec, Emit, ModelCaller
-from engine.compaction import compact
+from engine.context_window import ContextWindow
 from engine.errors import AllModelsFailed, ErrorKind, ModelError, SinkFailed
 from engine.events import (
     EngineEvent,
@@ -46,12 +47,6 @@ from engine.tools.registry import ToolContext, ToolRegistry
 log = logging.getLogger(__name__)
 
 CONTINUE_PROMPT = "Continue exactly where you stopped; do not repeat what you already wrote."
-OVERFLOW_MESSAGE = (
-    "The conversation no longer fits the model's context window, even after compaction. "
-    "Start a new conversation or use a model with a larger context window."
-)
-WHAT_TO_DO = "Start a new conversation, or pick a model with a larger context window."
-_SHRUNK_RESULT_CHARS = 2000
 
 
 class TurnEngine(Protocol):
@@ -126,10 +121,16 @@ class TurnLoop:
         self.attempts: list[dict[str, Any]] = []
         self.continuations = 0
         self.tool_iterations = 0
-        self.compactions = 0
-        # Why compaction failed this turn (its summary call's error), if it did.
-        self.compaction_failed: ModelError | None = None
-        self.shrunk_results = False
+        # The turn's prompt kept inside the model's window (compaction, shortening).
+        self.window = ContextWindow(
+            engine.settings,
+            caller.chain[0],
+            engine.window_for,
+            conv,
+            self.prompt_tokens,
+            self.emit,
+            self.summarize,
+        )
         # Set when the turn's abort came; the turn then stops at its next checkpoint.
         self.abort_requested = False
         # Set once, when the turn's end is decided; its stop event follows.
@@ -234,19 +235,13 @@ class TurnLoop:
         await self.steered()
         await self.prepare_history()
         final = self.tool_iterations >= self.e.settings.max_tool_iterations
-        self.guard_window(recovered=False)
-        if self.prompt_tokens() > self.compaction_threshold():
-            await self.recover_overflow()
-            self.guard_window(recovered=True)
+        await self.window.make_room()
         try:
             result = await self.call_model(final)
         except ModelError as err:
-            if err.kind is ErrorKind.CONTEXT_OVERFLOW and await self.recover_overflow():
-                return None
             if err.kind is ErrorKind.CONTEXT_OVERFLOW:
-                raise ModelError(
-                    ErrorKind.CONTEXT_OVERFLOW, self.overflow_message(), status=err.status
-                ) from err
+                await self.window.overflowed(err)
+                return None
             raise
         if final:
             result.tool_calls = []
@@ -356,55 +351,7 @@ class TurnLoop:
             "answer. Ask again with a narrower request, or raise max_tool_iterations.",
         )
 
-    # -- context management ----------------------------------------------
-    def guard_window(self, recovered: bool) -> None:
-        """Refuse a call the model's window cannot hold, before the model is called.
-
-        A window no larger than the output reserved for the reply is refused
-        at once (no compaction can help); a prompt that, with the reserve,
-        still exceeds the window once compaction and truncation are done
-        (``recovered``) is refused with the same numbers.
-        """
-        model = self.caller.chain[0]
-        window = self.e.window_for(model)
-        reserve = self.e.settings.max_output_tokens
-        prompt = self.prompt_tokens()
-        if reserve >= window:
-            raise ModelError(
-                ErrorKind.CONTEXT_WINDOW,
-                f"{model} has a {window:,}-token context window, too small for the "
-                f"{reserve:,} tokens reserved for its reply plus a prompt of about "
-                f"{prompt:,} tokens; the model was not called. Give the model a larger "
-                "context_window in the models file, lower max_output_tokens, or pick "
-                "another model.",
-            )
-        if recovered and prompt + reserve > window:
-            raise ModelError(
-                ErrorKind.CONTEXT_WINDOW,
-                f"The conversation (about {prompt:,} tokens) and the {reserve:,} tokens "
-                f"reserved for the reply do not fit {model}'s {window:,}-token context "
-                f"window{self.after_recovery()}; the model was not called. {WHAT_TO_DO}",
-            )
-
-    def after_recovery(self) -> str:
-        """What was tried to make room, for the message that says it was not enough."""
-        failed = self.compaction_failed
-        if failed is not None:
-            return f", and summarising older turns failed ({failed.kind.value})"
-        return ", even after compaction" if self.compactions else ""
-
-    def overflow_message(self) -> str:
-        if self.compaction_failed is None:
-            return OVERFLOW_MESSAGE
-        return (
-            "The conversation no longer fits the model's context window, and summarising "
-            f"older turns failed ({self.compaction_failed.kind.value}). {WHAT_TO_DO}"
-        )
-
-    def compaction_threshold(self) -> int:
-        """Prompt tokens above which the turn compacts: the window less the output room."""
-        return self.e.window_for(self.caller.chain[0]) - self.e.settings.max_output_tokens
-
+    # -- the transcript before a call ---------------------------------------
     def prompt_tokens(self) -> int:
         n = estimate_tokens(self.system) + estimate_tokens(self.conv.summary or "")
         return n + sum(message_tokens(m) for m in self.preamble) + self.conv.messages_tokens()
@@ -424,63 +371,6 @@ class TurnLoop:
                     },
                 )
             )
-
-    async def recover_overflow(self) -> bool:
-        """Make room: compact (at most N times a turn), then shrink tool results once."""
-        s = self.e.settings
-        while self.compactions < s.max_compactions:
-            self.compactions += 1
-            keep = max(1, s.keep_recent_turns - (self.compactions - 1))
-            try:
-                compacted = await compact(self.conv, keep, self.summarize)
-            except ModelError as err:
-                if err.kind is ErrorKind.ABORTED:
-                    raise
-                await self.compaction_failure(err)
-                break
-            if compacted:
-                await self.emit(
-                    NoticeEvent(
-                        NoticeKind.COMPACT,
-                        "older turns were summarised",
-                        {"summary": self.conv.summary, "compactions": self.conv.compactions},
-                    )
-                )
-                return True
-        if not self.shrunk_results:
-            self.shrunk_results = True
-            shrunk = 0
-            messages = self.conv.messages
-            for i, m in enumerate(messages):
-                if m.role == "tool" and len(m.content) > _SHRUNK_RESULT_CHARS:
-                    # A new message, not an edit: a saved transcript tells by
-                    # identity which of its messages changed.
-                    short = truncate_tool_result(m.content, _SHRUNK_RESULT_CHARS)
-                    messages[i] = m.model_copy(update={"content": short})
-                    shrunk += 1
-            if shrunk:
-                await self.emit(
-                    NoticeEvent(
-                        NoticeKind.TRUNCATE,
-                        f"{shrunk} large tool results shortened",
-                        {"count": shrunk},
-                    )
-                )
-                return True
-        return False
-
-    async def compaction_failure(self, err: ModelError) -> None:
-        """The summary call failed: no more compaction this turn; say so and go on."""
-        self.compaction_failed = err
-        self.compactions = self.e.settings.max_compactions
-        await self.emit(
-            NoticeEvent(
-                NoticeKind.ERROR,
-                f"compaction failed: the summary call ended in {err.kind.value}; "
-                "shortening large tool results instead",
-                {"stage": "compaction", "reason": err.kind.value},
-            )
-        )
 
     async def summarize(self, system: str, transcript: str) -> str:
         spec = CallSpec(system, [Message.user(transcript)], [], 2048, self.context)
