@@ -149,8 +149,9 @@ class TurnRunner:
         if refused is not None:
             _drop(early)
             return await self._end_with(error_stop(StopReason.ERROR, refused, "budget"))
-        memory, _, document = await asyncio.gather(
-            self.recall(ctx, early), self.mcp_tools(ctx), self.project_doc(ctx.group)
+        ctx.offered.extend(self.toolkit.add_mcp_tools(ctx.group, ctx.tools))
+        memory, document = await asyncio.gather(
+            self.recall(ctx, early), self.project_doc(ctx.group)
         )
         system = self.prompt(ctx, memory, document)
         # The start record and the ``thinking`` status are written while the
@@ -255,10 +256,6 @@ class TurnRunner:
             query=query,
             context_window=window,
         )
-
-    async def mcp_tools(self, ctx: _Context) -> None:
-        """Add the tools of the MCP servers this VP may use in this group to the turn's."""
-        ctx.offered.extend(await self.toolkit.add_mcp_tools(ctx.group, ctx.tools, ctx.allowed))
 
     async def project_doc(self, group: Group) -> str | None:
         """The group's project document as the prompt carries it, read afresh each turn."""

@@ -103,29 +103,19 @@ class TurnToolkit:
 
         return ApprovalGate(rules, ask, remember)
 
-    async def add_mcp_tools(
-        self, group: Group, tools: ToolContext, allowed: set[str] | None
-    ) -> list[str]:
-        """Add the tools of the MCP servers this VP may use in ``group``; their names.
+    def add_mcp_tools(self, group: Group, tools: ToolContext) -> list[str]:
+        """Give the turn the tools of the MCP servers this VP may use in ``group``; their names now.
 
-        Servers are opened here on first use (beside the memory recall); one
-        that cannot be reached offers nothing, and a call to one of its tools
-        gets an error saying why.
+        The turn reads them again at every step (``McpToolset``): a server
+        still starting joins when it is ready, one that cannot be reached
+        offers nothing, and a call to one of its tools gets an error saying
+        why. Nothing here waits for a server.
         """
         servers = select_servers(
             self.s.mcp.servers, self.s.persona.mcp_servers, group.settings.mcp_servers
         )
         if not servers:
             return []
-        try:
-            toolset = await self.s.mcp.toolset(servers)
-        except Exception:
-            # MCP tools are a help, never a reason to fail the turn.
-            log.warning("MCP tools of %s unavailable", self.s.vp_id, exc_info=True)
-            return []
-        tools.extra_tools = toolset.tools
-        tools.missing_tool = toolset.missing
-        names = [t.name for t in toolset.tools]
-        if allowed is not None:
-            allowed.update(names)
-        return names
+        toolset = self.s.mcp.toolset(servers, self.s.vp_id)
+        tools.more_tools = toolset
+        return [t.name for t in toolset.tools()]

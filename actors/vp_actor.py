@@ -53,7 +53,7 @@ from actors.vp_commands import (
 )
 from engine.access import ProviderState
 from engine.engine import Engine
-from engine.mcp import McpConfig, McpManager
+from engine.mcp import ALL, McpConfig, McpManager, select_servers
 from engine.providers.registry import ProviderRegistry
 from engine.tools.registry import ToolRegistry
 from personas.directory import PersonaDirectory
@@ -71,7 +71,8 @@ CLOSE_WAIT_S = 10.0
 @dataclass(frozen=True, slots=True)
 class VPShared:
     """What the VPs of one process share: store connections, memory, provider state,
-    files, the persona directory (read once, not once a VP) and the links to the
+    files, the persona directory (read once, not once a VP), the MCP servers (one
+    connection per server, see ``engine.mcp.manager``) and the links to the
     coordinator actors (each looked up once, see ``actors.coordinator_link``)."""
 
     store: Store
@@ -79,10 +80,19 @@ class VPShared:
     provider_state: ProviderState
     attachments: AttachmentStore
     personas: PersonaDirectory
+    mcp: McpManager
     coordinators: dict[str, CoordinatorLink] = field(default_factory=dict)
+
+    def start_mcp(self) -> None:
+        """Open, in the background, every MCP server some persona here may use."""
+        wanted: set[str] = set()
+        for persona in self.personas.library.all():
+            wanted.update(select_servers(self.mcp.servers, persona.mcp_servers, [ALL]))
+        self.mcp.start(sorted(wanted))
 
     async def close(self) -> None:
         """Close the connections (the process serves another configuration from now on)."""
+        await self.mcp.aclose()
         await self.store.close()
         await self.memory.close()
         await self.provider_state.aclose()
@@ -96,6 +106,7 @@ class VPShared:
             config.store.open_provider_state(),
             config.store.open_attachments(),
             PersonaDirectory.open(config.personas_dir),
+            McpManager(config.mcp),
         )
 
 
@@ -162,7 +173,7 @@ class VPActor:
             transcripts=TranscriptCache(vp_id),
             questions=QuestionBox(vp_id, config.ask_timeout_s),
             hooks=TurnHooks([]),
-            mcp=McpManager(config.mcp),
+            mcp=shared.mcp,
             attachments=shared.attachments,
             data_dir=config.store.data_dir,
             heartbeat_s=config.heartbeat_s,
@@ -191,6 +202,12 @@ class VPActor:
         # When each group was last cancelled (newest last), for turns the
         # cancel overtook on their way here.
         self._cancelled: OrderedDict[str, float] = OrderedDict()
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass  # made outside an event loop: its MCP servers open on first use
+        else:
+            self.start_mcp()
 
     @property
     def vp_id(self) -> str:
@@ -346,19 +363,30 @@ class VPActor:
         """Run memory maintenance for one group now."""
         return await self.dreams.run_now(group_id)
 
+    def start_mcp(self) -> None:
+        """Open, in the background, the MCP servers this VP's persona may use."""
+        s = self.services
+        s.mcp.start(select_servers(s.mcp.servers, s.persona.mcp_servers, [ALL]), self.vp_id)
+
     async def set_mcp(self, config: McpConfig) -> None:
-        """Use these MCP servers from the next turn on (the servers file changed)."""
+        """Use these MCP servers from the next turn on (the servers file changed).
+
+        The process's connections are changed by its host, once for all its VPs.
+        """
         self.config = dataclasses.replace(self.config, mcp=config)
-        await self.services.mcp.reconfigure(config)
+        if self._own:
+            await self.services.mcp.reconfigure(config)
+        self.start_mcp()
 
     async def close_tools(self) -> None:
-        """Close this actor's MCP connections and model SDK clients (stdio servers are stopped).
+        """Close this VP's own MCP connections and model SDK clients (stdio servers are stopped).
 
         An actor killed without this still stops its stdio servers: they
         see their stdin close with the actor's process and exit. What it
-        shares with the other VPs of its process (the store, memory) stays open.
+        shares with the other VPs of its process (the store, memory, the
+        shared MCP connections) stays open.
         """
-        await self.services.mcp.aclose()
+        await self.services.mcp.release(self.vp_id)
         await self.providers.aclose()
 
     async def close(self) -> None:

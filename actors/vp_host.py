@@ -8,9 +8,10 @@ hosts, each VP in the one the store placed it on (the laptop shape: a
 process, its Ray core worker and its imports serve several VPs, so memory,
 idle CPU and the first message's wait for processes to start shrink with
 the roster).
-Either way a VP behaves the same: its turns, queue, questions, MCP
-connections and scripted test models are its own; the host shares only the
-store, memory and provider-state connections and the attachment store.
+Either way a VP behaves the same: its turns, queue, questions and scripted
+test models are its own; the host shares the store, memory and
+provider-state connections, the attachment store and one connection per MCP
+server (a server of ``scope: vp`` has one per VP).
 """
 
 from __future__ import annotations
@@ -19,13 +20,14 @@ import asyncio
 import dataclasses
 from typing import TypeVar, cast
 
+import ray
 from ray import cloudpickle
 
 from actors.config import RuntimeConfig
 from actors.process import settle
 from actors.vp_actor import VPActor, VPShared
 from actors.vp_commands import VPCommand
-from engine.mcp import McpConfig
+from engine.mcp import ConnectionReport, McpConfig
 from engine.providers.registry import ProviderRegistry
 
 R = TypeVar("R")
@@ -66,7 +68,12 @@ class VPHost:
         return vp
 
     async def reach(self) -> None:
-        """Nothing: a caller's first call, made ahead so that no turn's call is the first."""
+        """A caller's first call, made ahead so that no turn's call is the first.
+
+        The MCP servers the personas may use start opening now, in the
+        background, so that they are ready by the first turn.
+        """
+        self._shared.start_mcp()
 
     async def call(self, vp_id: str, command: VPCommand[R]) -> R:
         """Carry out ``command`` on VP ``vp_id`` (made now unless the command says not to)."""
@@ -86,9 +93,21 @@ class VPHost:
         self._open(config)
         await asyncio.gather(*(vp.close() for vp in vps), return_exceptions=True)
         await shared.close()
+        self._shared.start_mcp()
 
     async def set_mcp(self, config: McpConfig) -> None:
-        """Every VP here uses these MCP servers from its next turn on; VPs made later too."""
+        """Every VP here uses these MCP servers from its next turn on; VPs made later too.
+
+        The process's connections change once, for all its VPs: a server
+        removed or changed is closed, an unchanged one keeps its connection.
+        """
         self.config = dataclasses.replace(self.config, mcp=config)
+        await self._shared.mcp.reconfigure(config)
         for vp in list(self._vps.values()):
             await vp.set_mcp(config)
+        self._shared.start_mcp()
+
+    async def mcp_reports(self) -> tuple[str, list[ConnectionReport]]:
+        """This process's MCP connections as a listing shows them, with the host's name."""
+        name = ray.get_runtime_context().get_actor_name() or "vp-host"
+        return name, self._shared.mcp.reports()

@@ -17,6 +17,7 @@ import dataclasses
 from typing import Any, TypeVar, cast
 
 import ray
+from ray import ObjectRef
 from ray.actor import ActorHandle
 
 from actors.commands import Command, GroupCommand
@@ -36,7 +37,7 @@ from coordinator.coordinator import CoordinatorWorker
 from coordinator.results import DrainResult, RecoveryReport
 from coordinator.shards import shard_of
 from coordinator.vps import host_prefixes, start_pool
-from engine.mcp import McpConfig
+from engine.mcp import ConnectionReport, McpConfig
 from protocol.settings import GroupSettingsPatch
 from store.base import Group, Store, new_id
 from store.conversation import ID_PREFIX, ConversationInfo
@@ -184,6 +185,24 @@ class Runtime:
                 pass  # gone since it was listed: a new one starts with the new servers
         return told
 
+    async def mcp_reports(self, within_s: float = 5.0) -> list[tuple[str, list[ConnectionReport]]]:
+        """The MCP connections of every running VP host, each with the host's name.
+
+        A host that does not answer within ``within_s`` (busy starting, or
+        gone) is left out; the listing then shows what the others report.
+        """
+        hosts = await asyncio.to_thread(self._running_hosts)
+        if not hosts:
+            return []
+        answers = await asyncio.gather(
+            *(_within(h.mcp_reports.remote(), within_s) for h in hosts), return_exceptions=True
+        )
+        out: list[tuple[str, list[ConnectionReport]]] = []
+        for answer in answers:
+            if not isinstance(answer, BaseException):
+                out.append(answer)
+        return out
+
     async def reconfigure(self, config: RuntimeConfig) -> None:
         """Serve under ``config`` from now on, in the processes that run now.
 
@@ -236,3 +255,8 @@ class Runtime:
         if self._store is not None:
             await self._store.close()
             self._store = None
+
+
+async def _within(ref: ObjectRef[R], seconds: float) -> R:
+    async with asyncio.timeout(seconds):
+        return await ref

@@ -109,7 +109,7 @@ def create_app(
         ),
         user_rates=UserBuckets(settings.user_rate_limit_per_s, settings.user_rate_limit_burst),
         lag=LagProbe(LagMeter()),
-        mcp=McpCatalog(runtime.config.mcp, McpServersFile.of(settings)),
+        mcp=McpCatalog(runtime.config.mcp, McpServersFile.of(settings), runtime.mcp_reports),
         people=People(runtime.store, hub, wait_s=settings.tail_wait_s),
         conversations=ConversationService(runtime, groups, personas, settings.data_dir),
         attachments=AttachmentService(attachments, settings.attachment_limits()),

@@ -72,7 +72,13 @@ from protocol.data import (
     UserMessage,
 )
 from protocol.errors import ProtocolError
-from protocol.mcp import McpServerInfo, McpServersList, McpServersListFrame, McpToolInfo
+from protocol.mcp import (
+    McpHostInfo,
+    McpServerInfo,
+    McpServersList,
+    McpServersListFrame,
+    McpToolInfo,
+)
 from protocol.message_changes import MessageChange, MessageChanged
 from protocol.queueing import QueueMode, QueueOutcome, split_queue_prefix
 from protocol.server import (
@@ -139,6 +145,7 @@ __all__ = [
     "ListFolders",
     "ListGroups",
     "ListHistorySessions",
+    "McpHostInfo",
     "McpServerInfo",
     "McpServersList",
     "McpServersListFrame",

@@ -35,8 +35,25 @@ class McpToolInfo(ServerModel):
     input_schema: dict[str, Any] = Field(default_factory=dict)
 
 
+class McpHostInfo(ServerModel):
+    """One VP host process's connection to a server: what the VPs there see."""
+
+    host: str
+    # The VP whose own connection this is (a server of ``scope: vp``); None: shared.
+    vp: str | None = None
+    state: McpState
+    error: str | None = None
+    retry_in: float | None = None
+    tools: int = 0
+
+
 class McpServerInfo(ServerModel):
-    """One configured server as this gateway process sees it."""
+    """One configured server: its state where the VPs use it, and its tools.
+
+    ``state`` and ``error`` are the VP hosts' (the worst of them: failed,
+    then connecting, then ready) once any host has tried the server, and
+    this gateway's own connection's before; ``hosts`` has each host's.
+    """
 
     name: str
     transport: Literal["stdio", "http", "unknown"]
@@ -47,6 +64,7 @@ class McpServerInfo(ServerModel):
     retry_in: float | None = None
     # The names of its env variables (stdio) or headers (HTTP); values are secrets.
     secret_keys: list[str] = Field(default_factory=list)
+    hosts: list[McpHostInfo] = Field(default_factory=list)
 
 
 class McpServersListFrame(ServerModel):

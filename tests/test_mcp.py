@@ -16,64 +16,37 @@ from __future__ import annotations
 
 import json
 import os
-import socket
-import subprocess
-import sys
-import time
-import uuid
+import re
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic import SecretStr
 
-from actors.config import RuntimeConfig
-from actors.turns import TurnOrigin, TurnOutcome, TurnRequest
 from actors.vp_actor import VPActor
-from actors.vp_commands import RunTurn
-from engine.mcp import parse_mcp_config
-from engine.settings import EngineConfig
 from protocol.settings import GroupSettings
-from store.base import Group, GroupMessage
-from tests.fixtures.llm_server import FakeLLM, RecordedRequest, ScriptedToolCall
+from tests.fixtures.llm_server import FakeLLM, ScriptedToolCall
 from tests.fixtures.mcp_server import PNG as PICTURE
 from tests.fixtures.stores import StoreFactory
-from tests.mcp_helpers import SERVER, stdio
+from tests.mcp_helpers import (
+    free_port,
+    offered,
+    serve_http,
+    stdio,
+    tool_results,
+    turn,
+    vp_config,
+)
 
 TOKEN = "http-token-0123456789"
 SECRET = "stdio-secret-0123456789"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def http_server() -> Iterator[str]:
     """The fixture server over streamable HTTP; its URL (it wants ``TOKEN``)."""
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, SERVER, "http", str(port), TOKEN])
-    try:
-        for _ in range(300):
-            if proc.poll() is not None:
-                raise RuntimeError("the MCP HTTP server exited at start")
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                # Nothing to await: the port opens when uvicorn is up.
-                time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    with serve_http(TOKEN) as (url, _):
+        yield url
 
 
 MakeVP = Callable[..., VPActor]
@@ -102,21 +75,7 @@ async def make_vp(tmp_path: Path, fake_llm: FakeLLM) -> AsyncIterator[MakeVP]:
         model: str = "openai:gpt-test",
         **limits: Any,
     ) -> VPActor:
-        config = RuntimeConfig(
-            personas_dir=personas_dir,
-            store=store_factory.config,
-            engine=EngineConfig(
-                model=model,
-                openai_api_key=SecretStr("sk-test-0123456789"),
-                openai_base_url=fake_llm.openai_base_url,
-                anthropic_api_key=SecretStr("sk-ant-test-0123456789"),
-                anthropic_base_url=fake_llm.anthropic_base_url,
-                max_retries=0,
-            ),
-            mcp=parse_mcp_config({"mcpServers": servers}, **limits),
-            dream_idle_s=0,
-            dream_every_turns=0,
-        )
+        config = vp_config(fake_llm, store_factory, servers, personas_dir, model, **limits)
         worker = VPActor(vp, config)
         made.append(worker)
         return worker
@@ -124,35 +83,6 @@ async def make_vp(tmp_path: Path, fake_llm: FakeLLM) -> AsyncIterator[MakeVP]:
     yield make
     for worker in made:
         await worker.close()
-
-
-async def turn(
-    worker: VPActor, text: str = "@linus go", settings: GroupSettings | None = None
-) -> tuple[TurnOutcome, list[dict[str, Any]]]:
-    """One turn in a new group; its outcome and the payloads it wrote to the event log.
-
-    The group approves every call: these tests are about the MCP client, and
-    approvals have tests of their own (tests/test_approval*.py).
-    """
-    store = worker.services.store
-    gid = f"grp_{uuid.uuid4().hex[:10]}"
-    settings = (settings or GroupSettings()).model_copy(update={"auto_approve": True})
-    group = Group(id=gid, name="g", roster=[worker.vp_id], settings=settings)
-    await store.create_group(group)
-    msg, _ = await store.append_message(gid, GroupMessage(author="ann", role="user", text=text))
-    origin = TurnOrigin(trigger_id=msg.id, chain_id=msg.id, user_id="ann")
-    outcome = await worker.call(RunTurn(TurnRequest(gid, worker.vp_id, uuid.uuid4().hex, origin)))
-    events = (await store.read_events(gid, 0)).events
-    return outcome, [json.loads(e.text) for e in events]
-
-
-def tool_results(request: RecordedRequest) -> list[str]:
-    """The tool results the model was sent (OpenAI wire format)."""
-    return [m["content"] for m in request.body["messages"] if m["role"] == "tool"]
-
-
-def offered(request: RecordedRequest) -> dict[str, Any]:
-    return {t["function"]["name"]: t["function"] for t in request.body.get("tools", [])}
 
 
 def chips(events: list[dict[str, Any]]) -> list[tuple[str, str]]:
@@ -342,12 +272,17 @@ async def test_servers_that_are_not_there_give_errors_that_say_why(
     assert set(offered(fake_llm.requests[0])) >= {"fx__echo", "fx__add"}
     assert not any(n.startswith(("gone__", "down__")) for n in offered(fake_llm.requests[0]))
     gone, down = tool_results(fake_llm.requests[1])
-    assert gone == (
-        "Error: gone__echo cannot be called: MCP server 'gone' is unavailable: "
-        "command not found: /nonexistent/mcp-server-binary"
+    # Each was tried again when the model called it, and the answer says
+    # when the next attempt is.
+    assert re.fullmatch(
+        r"Error: gone__echo cannot be called: MCP server 'gone' is unavailable: "
+        r"command not found: /nonexistent/mcp-server-binary(; next attempt in \d+s)?",
+        gone,
     )
-    assert down == (
-        "Error: down__echo cannot be called: MCP server 'down' is unavailable: connection refused"
+    assert re.fullmatch(
+        r"Error: down__echo cannot be called: MCP server 'down' is unavailable: "
+        r"connection refused(; next attempt in \d+s)?",
+        down,
     )
 
 
@@ -362,8 +297,7 @@ async def test_a_group_that_enables_no_server_offers_no_mcp_tool(
     assert outcome.text == "Not here."
     assert not any(n.startswith("fx__") for n in offered(fake_llm.requests[0]))
     assert tool_results(fake_llm.requests[1]) == ["Error: unknown or unavailable tool: fx__echo"]
-    # Nothing was started for it either.
-    assert vp.services.mcp.connection("fx").state == "idle"  # type: ignore[union-attr]
+    # (The VP opened it when it was made, for the groups that do use it.)
 
 
 async def test_the_persona_allowlist_and_the_group_choice_both_narrow(
@@ -394,14 +328,16 @@ async def test_a_persona_file_narrows_the_servers_its_vp_uses(
     assert vp.services.mcp.connection("other").state == "idle"  # type: ignore[union-attr]
 
 
-# -- connections: shared, lazy, closed ---------------------------------------------
+# -- connections: opened ahead, shared, closed --------------------------------------
 async def test_connections_are_opened_once_and_closed_with_the_actor(
     make_vp: MakeVP, fake_llm: FakeLLM, tmp_path: Path
 ) -> None:
     pidfile = tmp_path / "pid"
     vp = make_vp({"fx": stdio(env={"MCP_TEST_PIDFILE": str(pidfile)})})
-    assert vp.services.mcp.connection("fx").state == "idle"  # type: ignore[union-attr]
-    assert not pidfile.exists()
+    # Made, the VP opens its servers in the background, before any turn.
+    await vp.services.mcp.settled()
+    assert vp.services.mcp.connection("fx").state == "ready"  # type: ignore[union-attr]
+    started = int(pidfile.read_text())
     for word in ("one", "two"):
         fake_llm.tool_calls(ScriptedToolCall("fx__echo", {"text": word}))
         fake_llm.text("ok")
@@ -409,6 +345,7 @@ async def test_connections_are_opened_once_and_closed_with_the_actor(
     first, second = (tool_results(r)[0] for r in fake_llm.requests if tool_results(r))
     assert first.split(":")[0] == second.split(":")[0]  # one process served both turns
     pid = int(pidfile.read_text())
+    assert pid == started
     await vp.close()
     assert vp.services.mcp.connection("fx").state == "closed"  # type: ignore[union-attr]
     with pytest.raises(ProcessLookupError):

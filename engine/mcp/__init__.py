@@ -16,10 +16,11 @@ from engine.mcp.config import (
     parse_mcp_config,
 )
 from engine.mcp.manager import ALL, McpManager, McpToolset, select_servers, tool_name
-from engine.mcp.status import ServerState, ServerStatus
+from engine.mcp.status import ConnectionReport, ServerState, ServerStatus
 
 __all__ = [
     "ALL",
+    "ConnectionReport",
     "HttpServer",
     "McpConfig",
     "McpConfigError",

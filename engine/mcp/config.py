@@ -9,8 +9,9 @@ The file is JSON with one object, ``mcpServers``, naming each server::
 
 An entry with ``command`` is a stdio server (``args``, ``env``, ``cwd``); an
 entry with ``url`` is a streamable HTTP server (``headers``). Optional keys:
-``type`` (``stdio``, ``http`` or ``streamable-http``), ``disabled``, and
-``timeout`` (seconds one tool call may take). Values of ``env`` and
+``type`` (``stdio``, ``http`` or ``streamable-http``), ``disabled``,
+``timeout`` (seconds one tool call may take) and ``scope`` (``shared``: one
+connection per process for all its VPs, the default; ``vp``: one per VP). Values of ``env`` and
 ``headers`` are secrets: they are kept as :class:`~pydantic.SecretStr`, so
 no ``repr``, log line or frame shows them.
 
@@ -45,6 +46,10 @@ class _Entry(BaseModel):
     disabled: bool = False
     # Seconds one tool call may take; None: the configuration's default.
     timeout: float | None = Field(default=None, gt=0, le=3600)
+    # Who shares one connection: every VP of a process (``shared``), or each
+    # VP its own (``vp``: a server that keeps state per caller, such as a
+    # browser session, a scratch directory or a login).
+    scope: Literal["shared", "vp"] = "shared"
 
 
 class StdioServer(_Entry):

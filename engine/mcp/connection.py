@@ -79,8 +79,33 @@ class _WatchedReadStream:
         await self.aclose()
 
 
+class _RefusalNoting(httpx2.AsyncBaseTransport):
+    """An HTTP transport that notes when a request could not reach the server at all.
+
+    A request refused at connect time never reached the server, so a call
+    that fails that way found the server already down; it did not stop
+    during the call.
+    """
+
+    def __init__(self, on_refused: Callable[[], None]) -> None:
+        self._inner = httpx2.AsyncHTTPTransport()
+        self._on_refused = on_refused
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        try:
+            return await self._inner.handle_async_request(request)
+        except httpx2.ConnectError:
+            self._on_refused()
+            raise
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
 @contextlib.asynccontextmanager
-async def _watched(spec: ServerSpec, on_end: Callable[[], None]) -> AsyncIterator[TransportStreams]:
+async def _watched(
+    spec: ServerSpec, on_end: Callable[[], None], on_refused: Callable[[], None]
+) -> AsyncIterator[TransportStreams]:
     """The SDK transport for ``spec``, with a read stream that reports the server's end."""
     if isinstance(spec, StdioServer):
         params = StdioServerParameters(
@@ -94,19 +119,27 @@ async def _watched(spec: ServerSpec, on_end: Callable[[], None]) -> AsyncIterato
         return
     assert isinstance(spec, HttpServer)
     headers = {k: v.get_secret_value() for k, v in spec.headers.items()}
-    http = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=300.0))
+    http = httpx2.AsyncClient(
+        headers=headers,
+        timeout=httpx2.Timeout(30.0, read=300.0),
+        transport=_RefusalNoting(on_refused),
+    )
     async with http, streamable_http_client(spec.url, http_client=http) as (read, write):
         yield _WatchedReadStream(read, on_end), write
 
 
-def describe_error(exc: BaseException) -> str:
-    """A short, secret-free account of why a server could not be used."""
+def describe_error(exc: BaseException, command: str | None = None) -> str:
+    """A short, secret-free account of why a server could not be used.
+
+    ``command`` is a stdio server's command: what was not found, however
+    the process was spawned (some spawners do not name the file).
+    """
     if isinstance(exc, MCPError):
         return exc.message
     if isinstance(exc, FileNotFoundError):
-        return f"command not found: {exc.filename or exc}"
+        return f"command not found: {command or exc.filename or exc}"
     if isinstance(exc, BaseExceptionGroup):
-        return "; ".join(describe_error(e) for e in exc.exceptions)
+        return "; ".join(describe_error(e, command) for e in exc.exceptions)
     if isinstance(exc, httpx2.ConnectError):
         return "connection refused"
     text = str(exc) or type(exc).__name__
@@ -123,8 +156,10 @@ class ServerConnection:
         *,
         connect_timeout_s: float,
         backoff_s: tuple[float, float],
+        owner: str | None = None,
     ) -> None:
         self.name = name
+        self.owner = owner
         self.spec = spec
         self.connect_timeout_s = connect_timeout_s
         self.backoff_s = backoff_s
@@ -142,6 +177,8 @@ class ServerConnection:
         self._stop = asyncio.Event()
         self._ended = asyncio.Event()
         self.generation = 0
+        # When a request last could not reach the server (HTTP, connect refused).
+        self._refused_at = 0.0
 
     def __repr__(self) -> str:
         return f"ServerConnection({self.name!r}, {self.spec.type}, {self.state})"
@@ -151,10 +188,21 @@ class ServerConnection:
         return "stdio" if isinstance(self.spec, StdioServer) else "http"
 
     def status(self) -> ServerStatus:
-        retry = None
-        if self.state is ServerState.FAILED:
-            retry = max(0.0, self._retry_at - time.monotonic())
-        return ServerStatus(self.name, self.transport, self.state, self.tools, self.error, retry)
+        retry = self.retry_in() if self.state is ServerState.FAILED else None
+        return ServerStatus(
+            self.name, self.transport, self.state, self.tools, self.error, retry, self.owner
+        )
+
+    @property
+    def ready(self) -> bool:
+        """Open and usable now (a server that went away since is marked failed here)."""
+        return self._live() is not None
+
+    def retry_in(self) -> float:
+        """Seconds until the next attempt to open a failed server may start (0: now)."""
+        if self.state is not ServerState.FAILED:
+            return 0.0
+        return max(0.0, self._retry_at - time.monotonic())
 
     # -- opening -----------------------------------------------------------------
     async def ensure(self, wait_backoff_s: float = 5.0) -> Client:
@@ -210,7 +258,8 @@ class ServerConnection:
             raise ServerUnavailable(self._unavailable()) from None
         except Exception as exc:
             self._retire(cancel=True)
-            self._mark_failed(describe_error(exc))
+            command = self.spec.command if isinstance(self.spec, StdioServer) else None
+            self._mark_failed(describe_error(exc, command))
             raise ServerUnavailable(self._unavailable()) from None
         self._client = client
         self.state = ServerState.READY
@@ -227,7 +276,7 @@ class ServerConnection:
     ) -> None:
         """The owner task: open the client, list the tools, hold it until told to stop."""
         try:
-            async with Client(_watched(self.spec, ended.set)) as client:
+            async with Client(_watched(self.spec, ended.set, self._refused)) as client:
                 self.tools = await self._list_tools(client)
                 if not ready.done():
                     ready.set_result(client)
@@ -258,12 +307,17 @@ class ServerConnection:
                 break
         return tuple(tools)
 
+    def _refused(self) -> None:
+        self._refused_at = time.monotonic()
+
     def _mark_failed(self, reason: str) -> None:
         """Failed now; the next attempt waits the back-off of this many failures in a row."""
         self.failures += 1
         first, most = self.backoff_s
-        # The first failure after a healthy run reconnects at once.
-        delay = 0.0 if self.failures == 1 else min(most, first * 2 ** (self.failures - 2))
+        # The first failure after a healthy run reconnects at once; a server
+        # that never came up waits the first back-off before its next try.
+        n = self.failures - (1 if self.generation else 0)
+        delay = 0.0 if n == 0 else min(most, first * 2 ** (n - 1))
         self._retry_at = time.monotonic() + delay
         self.state = ServerState.FAILED
         self.error = reason
@@ -274,26 +328,40 @@ class ServerConnection:
     async def call(
         self, tool: str, arguments: dict[str, Any], timeout_s: float
     ) -> mcp_types.CallToolResult:
-        """Call ``tool``; raises ServerUnavailable, ServerDied, TimeoutError or MCPError."""
+        """Call ``tool``; raises ServerUnavailable, ServerDied, TimeoutError or MCPError.
+
+        A server found down when the call was sent (its HTTP endpoint refused
+        the connection) is unavailable, not a server that stopped during the call.
+        """
         client = await self.ensure()
         generation = self.generation
+        sent = time.monotonic()
         try:
             result = await client.call_tool(tool, arguments, read_timeout_seconds=timeout_s)
         except MCPError as exc:
             if exc.code == mcp_types.CONNECTION_CLOSED or self._ended.is_set():
-                self._died(generation, exc.message)
-                raise ServerDied(self.name) from None
+                raise self._lost(generation, exc.message, sent) from None
             raise
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, httpx2.TransportError) as e:
-            self._died(generation, describe_error(e))
-            raise ServerDied(self.name) from None
+            raise self._lost(generation, describe_error(e), sent) from None
         self.failures = 0
         return result
+
+    def _lost(self, generation: int, reason: str, sent: float) -> Exception:
+        """The error of a call whose connection ended: down before it, or during it."""
+        if self._refused_at >= sent:
+            self._died(generation, "not reachable (connection refused)")
+            return ServerUnavailable(
+                f"MCP server '{self.name}' is not reachable (connection refused): it was "
+                "already down when the call was made; it is tried again on the next call"
+            )
+        self._died(generation, f"the server stopped ({reason})")
+        return ServerDied(self.name)
 
     def _died(self, generation: int, reason: str) -> None:
         # Several calls may see the same death; it counts once.
         if generation == self.generation and self.state is ServerState.READY:
-            self._mark_failed(f"the server stopped ({reason})")
+            self._mark_failed(reason)
             self._stop.set()
 
     # -- closing -----------------------------------------------------------------

@@ -1,25 +1,33 @@
 """Every MCP server of one process, and the engine tools they offer a turn.
 
-One :class:`McpManager` lives in each VP actor (and one in the gateway, for
-the listing). It holds a :class:`ServerConnection` per configured server,
-opened the first time a turn needs that server and shared by every turn
-after it. :meth:`McpManager.toolset` gives a turn the tools of the servers it
-may use, as engine :class:`~engine.tools.registry.Tool` objects named
-``server__tool`` with the server's own JSON Schema; a server that cannot be
-reached is left out and named in :meth:`McpToolset.missing`, so a call to
+One :class:`McpManager` lives in each VP host process, shared by its VPs
+(and one in the gateway, for the listing). It holds a
+:class:`ServerConnection` per configured server (per VP for a server of
+``scope: vp``), opened in the background ahead of use and shared by every
+turn after. :meth:`McpManager.toolset` gives a turn the tools of the
+servers it may use, as engine :class:`~engine.tools.registry.Tool` objects
+named ``server__tool`` with the server's own JSON Schema, read at each step:
+a server that is still starting or cannot be reached offers nothing (a turn
+never waits for it) and is named in :meth:`McpToolset.missing`, so a call to
 one of its tools gets an error that says why.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from engine.mcp.config import SEPARATOR, McpConfig, ServerSpec, StdioServer
-from engine.mcp.status import ServerDied, ServerState, ServerStatus, ServerUnavailable
+from engine.mcp.status import (
+    ConnectionReport,
+    ServerDied,
+    ServerState,
+    ServerStatus,
+    ServerUnavailable,
+)
 from engine.tools.registry import (
     CONVERSATION_MODES,
     JsonArguments,
@@ -65,33 +73,155 @@ def _schema(tool: mcp_types.Tool) -> dict[str, Any]:
     return schema
 
 
-@dataclass(frozen=True, slots=True)
 class McpToolset:
-    """The MCP tools of one turn, and the servers that could not offer theirs."""
+    """The MCP tools of one turn, read afresh at every step of it.
 
-    tools: tuple[Tool, ...] = ()
-    unavailable: dict[str, str] = field(default_factory=dict)
+    A turn never waits for a server: it is offered the tools of the servers
+    that are ready when each model call is made, so a server that comes up
+    during the turn joins at its next step, and one that cannot be reached
+    costs nothing (a call to one of its tools is answered with why).
+    """
+
+    def __init__(self, manager: McpManager, servers: Sequence[str], vp_id: str | None) -> None:
+        self._manager = manager
+        self._servers = tuple(servers)
+        self._vp_id = vp_id
+
+    def tools(self) -> tuple[Tool, ...]:
+        """The tools of the servers that are ready now (or were, and are reconnecting);
+        the others are opened meanwhile."""
+        out: list[Tool] = []
+        for name in self._servers:
+            conn = self._manager.connection(name, self._vp_id)
+            if conn is None:
+                continue
+            # A server listed before keeps its tools while it reconnects: a
+            # call to one waits for the connection (the model chose that server).
+            if self._manager.usable_now(conn) or conn.generation:
+                out.extend(self._manager.tools_of(conn))
+        return tuple(out)
+
+    @property
+    def unavailable(self) -> dict[str, str]:
+        """Each server of the turn that offers no tools now, and why."""
+        out = {}
+        for name in self._servers:
+            conn = self._manager.connection(name, self._vp_id)
+            if conn is not None and not self._manager.usable_now(conn) and not conn.generation:
+                out[name] = _why_not(conn)
+        return out
+
+    async def resolve(self, name: str) -> Tool | None:
+        """The tool ``name`` once its server, still starting, is up; None if it is not one.
+
+        The model named it (from an earlier turn, or a guess): waiting for
+        its server is waiting for a server the turn called, bounded by the
+        connect timeout like any call's.
+        """
+        server = name.split(SEPARATOR, 1)[0] if SEPARATOR in name else None
+        if server is None or server not in self._servers:
+            return None
+        conn = self._manager.connection(server, self._vp_id)
+        if conn is None or conn.state is ServerState.CLOSED:
+            return None
+        try:
+            await conn.ensure()
+        except ServerUnavailable:
+            return None
+        return next((t for t in self._manager.tools_of(conn) if t.name == name), None)
 
     def missing(self, name: str) -> str | None:
-        """Why ``name`` is not a tool this turn, when it belongs to an unavailable server."""
+        """Why ``name`` is not a tool now, when it belongs to a server that offers none."""
         server = name.split(SEPARATOR, 1)[0] if SEPARATOR in name else None
-        if server is not None and server in self.unavailable:
-            return f"{name} cannot be called: {self.unavailable[server]}"
-        return None
+        if server is None or server not in self._servers:
+            return None
+        conn = self._manager.connection(server, self._vp_id)
+        if conn is None or conn.ready or conn.generation:
+            return None
+        return f"{name} cannot be called: {_why_not(conn)}"
+
+
+def _why_not(conn: ServerConnection) -> str:
+    """Why a server offers no tools now, as the model and the listing read it."""
+    if conn.state is ServerState.CONNECTING and conn.error is not None:
+        # Trying again after a failure: the failure is what is known.
+        return f"MCP server '{conn.name}' is unavailable: {conn.error}"
+    if conn.state in (ServerState.IDLE, ServerState.CONNECTING):
+        return (
+            f"MCP server '{conn.name}' is still starting; its tools are offered "
+            "as soon as it is ready"
+        )
+    if conn.state is ServerState.CLOSED:
+        return f"MCP server '{conn.name}' is shut down"
+    wait = conn.retry_in()
+    later = f"; next attempt in {wait:.0f}s" if wait >= 1 else ""
+    return f"MCP server '{conn.name}' is unavailable: {conn.error}{later}"
+
+
+Key = tuple[str, str | None]
 
 
 class McpManager:
-    """The connections of one process to every configured MCP server."""
+    """The connections of one process to every configured MCP server.
+
+    One connection per server serves every VP of the process; a server of
+    ``scope: vp`` has one per VP instead (keyed by the VP's id). Connections
+    are made on first use and opened in the background: :meth:`start` asks
+    for them ahead (a VP host does at start, a VP when it is made), and a
+    turn's :class:`McpToolset` offers whichever are ready.
+    """
 
     def __init__(self, config: McpConfig) -> None:
         self.config = config
-        self._connections = {
-            name: self._connect(name, spec)
-            for name, spec in config.servers.items()
-            if not spec.disabled
-        }
+        self._connections: dict[Key, ServerConnection] = {}
+        self._opening: dict[Key, asyncio.Task[None]] = {}
+        # The engine tools of each connection, for the generation they were listed in.
+        self._tools: dict[Key, tuple[int, list[Tool]]] = {}
 
-    def _connect(self, name: str, spec: ServerSpec) -> ServerConnection:
+    def _key(self, name: str, vp_id: str | None) -> Key:
+        spec = self.config.servers[name]
+        return (name, vp_id if spec.scope == "vp" and vp_id is not None else None)
+
+    async def reconfigure(self, config: McpConfig) -> None:
+        """Use ``config`` from now on: servers removed or changed are closed, new ones added.
+
+        A server whose entry is the same keeps its open connections, so a
+        turn using one is not disturbed; the others are opened on next use.
+        """
+        old = self._connections
+        self.config = config
+        self._connections = {
+            key: conn
+            for key, conn in old.items()
+            if key[0] in config.servers
+            and not config.servers[key[0]].disabled
+            and _same(conn.spec, config.servers[key[0]])
+        }
+        gone = [conn for key, conn in old.items() if self._connections.get(key) is not conn]
+        for key in [k for k in self._tools if k not in self._connections]:
+            del self._tools[key]
+        await asyncio.gather(*(c.aclose() for c in gone), return_exceptions=True)
+
+    def __repr__(self) -> str:
+        return f"McpManager({self.servers})"
+
+    @property
+    def servers(self) -> list[str]:
+        """The servers that can be connected."""
+        return self.config.usable()
+
+    def connection(self, name: str, vp_id: str | None = None) -> ServerConnection | None:
+        """The connection ``vp_id`` uses for ``name`` (made, not opened, on first ask)."""
+        spec = self.config.servers.get(name)
+        if spec is None or spec.disabled:
+            return None
+        key = self._key(name, vp_id)
+        conn = self._connections.get(key)
+        if conn is None:
+            conn = self._connections[key] = self._connect(name, spec, key[1])
+        return conn
+
+    def _connect(self, name: str, spec: ServerSpec, owner: str | None) -> ServerConnection:
         from engine.mcp.connection import ServerConnection
 
         return ServerConnection(
@@ -99,64 +229,53 @@ class McpManager:
             spec,
             connect_timeout_s=self.config.connect_timeout_s,
             backoff_s=self.config.backoff_s,
+            owner=owner,
         )
 
-    async def reconfigure(self, config: McpConfig) -> None:
-        """Use ``config`` from now on: servers removed or changed are closed, new ones added.
+    # -- opening in the background ------------------------------------------------
+    def start(self, servers: Iterable[str], vp_id: str | None = None) -> None:
+        """Open ``servers`` in the background, where not open or opening already."""
+        for name in servers:
+            conn = self.connection(name, vp_id)
+            if conn is not None:
+                self.usable_now(conn)
 
-        A server whose entry is the same keeps its open connection, so a turn
-        using it is not disturbed; the others are opened on first use, as at
-        start.
-        """
-        old = self._connections
-        self.config = config
-        keep = {
-            name: conn
-            for name, conn in old.items()
-            if name in config.servers
-            and not config.servers[name].disabled
-            and _same(conn.spec, config.servers[name])
-        }
-        fresh = {
-            name: self._connect(name, spec)
-            for name, spec in config.servers.items()
-            if not spec.disabled and name not in keep
-        }
-        self._connections = {**keep, **fresh}
-        gone = [conn for name, conn in old.items() if keep.get(name) is not conn]
-        await asyncio.gather(*(c.aclose() for c in gone), return_exceptions=True)
+    def usable_now(self, conn: ServerConnection) -> bool:
+        """Whether ``conn`` is ready; if not, it is opened in the background when it may be."""
+        if conn.ready:
+            return True
+        key = (conn.name, conn.owner)
+        busy = self._opening.get(key)
+        if conn.state is ServerState.CLOSED or (busy is not None and not busy.done()):
+            return False
+        if conn.state is ServerState.FAILED and conn.retry_in() > 0:
+            return False
+        task = asyncio.get_running_loop().create_task(_open_quietly(conn), name=f"mcp-open:{key}")
+        self._opening[key] = task
+        return False
 
-    def __repr__(self) -> str:
-        return f"McpManager({sorted(self._connections)})"
+    async def open(self, servers: Iterable[str], vp_id: str | None = None) -> None:
+        """Open ``servers`` now and wait for each to be ready or to fail (none waits on another)."""
+        conns = [c for c in (self.connection(n, vp_id) for n in servers) if c is not None]
+        await asyncio.gather(*(c.ensure() for c in conns), return_exceptions=True)
 
-    @property
-    def servers(self) -> list[str]:
-        """The servers that can be connected."""
-        return sorted(self._connections)
+    async def settled(self) -> None:
+        """Wait until every server being opened in the background is ready or has failed."""
+        opening = [t for t in self._opening.values() if not t.done()]
+        await asyncio.gather(*opening, return_exceptions=True)
 
-    def connection(self, name: str) -> ServerConnection | None:
-        return self._connections.get(name)
+    def toolset(self, servers: Iterable[str], vp_id: str | None = None) -> McpToolset:
+        """The tools ``vp_id`` may use of ``servers``, as a turn reads them step by step."""
+        wanted = [n for n in servers if self.connection(n, vp_id) is not None]
+        self.start(wanted, vp_id)
+        return McpToolset(self, wanted, vp_id)
 
-    async def toolset(self, servers: Iterable[str]) -> McpToolset:
-        """The tools of ``servers``, each opened if needed, all at once."""
-        wanted = [self._connections[n] for n in servers if n in self._connections]
-        if not wanted:
-            return McpToolset()
-        results = await asyncio.gather(*(c.ensure() for c in wanted), return_exceptions=True)
-        tools: list[Tool] = []
-        unavailable: dict[str, str] = {}
-        for conn, outcome in zip(wanted, results, strict=True):
-            if isinstance(outcome, BaseException):
-                unavailable[conn.name] = (
-                    str(outcome)
-                    if isinstance(outcome, ServerUnavailable)
-                    else f"MCP server '{conn.name}' is unavailable: {outcome}"
-                )
-                continue
-            tools.extend(self._tools_of(conn))
-        return McpToolset(tuple(tools), unavailable)
-
-    def _tools_of(self, conn: ServerConnection) -> list[Tool]:
+    def tools_of(self, conn: ServerConnection) -> list[Tool]:
+        """The engine tools of an open connection (made once per listing of its tools)."""
+        key = (conn.name, conn.owner)
+        cached = self._tools.get(key)
+        if cached is not None and cached[0] == conn.generation:
+            return cached[1]
         timeout = self.config.call_timeout(conn.name)
         seen: set[str] = set()
         out = []
@@ -177,10 +296,17 @@ class McpManager:
                     input_schema=_schema(tool),
                 )
             )
+        self._tools[key] = (conn.generation, out)
         return out
 
+    # -- what a listing shows ----------------------------------------------------
     async def statuses(self, connect: bool = False) -> list[ServerStatus]:
-        """Every configured server with its state and tools; ``connect`` opens idle ones."""
+        """Every configured server with its state and tools; ``connect`` opens idle ones.
+
+        Connections of ``scope: vp`` servers are listed once each, with their VP.
+        """
+        for name in self.servers:
+            self.connection(name)
         if connect:
             idle = [c for c in self._connections.values() if c.state is ServerState.IDLE]
             await asyncio.gather(*(c.ensure() for c in idle), return_exceptions=True)
@@ -191,13 +317,40 @@ class McpManager:
                 out.append(ServerStatus(name, transport, ServerState.CLOSED, error="disabled"))
         for name, reason in self.config.invalid.items():
             out.append(ServerStatus(name, "unknown", ServerState.FAILED, error=reason))
-        return sorted(out, key=lambda s: s.name)
+        return sorted(out, key=lambda s: (s.name, s.owner or ""))
+
+    def reports(self) -> list[ConnectionReport]:
+        """The connections this process has tried (the VP side of a listing)."""
+        return [
+            ConnectionReport.of(c.status())
+            for c in self._connections.values()
+            if c.state is not ServerState.IDLE
+        ]
+
+    # -- closing -----------------------------------------------------------------
+    async def release(self, vp_id: str) -> None:
+        """Close the connections that are ``vp_id``'s own (its ``scope: vp`` servers)."""
+        mine = [key for key in self._connections if key[1] == vp_id]
+        conns = [self._connections.pop(key) for key in mine]
+        for key in mine:
+            self._tools.pop(key, None)
+        await asyncio.gather(*(c.aclose() for c in conns), return_exceptions=True)
 
     async def aclose(self) -> None:
         """Close every connection (stdio servers are stopped)."""
+        opening = [t for t in self._opening.values() if not t.done()]
         await asyncio.gather(
             *(c.aclose() for c in self._connections.values()), return_exceptions=True
         )
+        for task in opening:
+            task.cancel()
+        await asyncio.gather(*opening, return_exceptions=True)
+
+
+async def _open_quietly(conn: ServerConnection) -> None:
+    """Open ``conn``; a failure is kept as its state, which listings and turns read."""
+    with contextlib.suppress(Exception):
+        await conn.ensure(wait_backoff_s=0)
 
 
 def _same(a: ServerSpec, b: ServerSpec) -> bool:

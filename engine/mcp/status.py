@@ -42,3 +42,33 @@ class ServerStatus:
     error: str | None = None
     # Seconds until the next attempt may start, while failed.
     retry_in: float | None = None
+    # The VP whose own connection this is (a server of ``scope: vp``); None: shared.
+    owner: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionReport:
+    """One connection of a VP host process, as the servers listing shows it.
+
+    Plain values only (no SDK types): it crosses from the VP host to the
+    gateway through Ray.
+    """
+
+    server: str
+    state: ServerState
+    error: str | None = None
+    retry_in: float | None = None
+    tools: int = 0
+    # The VP whose own connection this is; None: shared by the process's VPs.
+    owner: str | None = None
+
+    @classmethod
+    def of(cls, status: ServerStatus) -> ConnectionReport:
+        return cls(
+            status.name,
+            status.state,
+            status.error,
+            status.retry_in,
+            len(status.tools),
+            status.owner,
+        )

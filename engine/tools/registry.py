@@ -11,7 +11,7 @@ import asyncio
 import functools
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -50,6 +50,23 @@ class AskUser(Protocol):
     ) -> Awaitable[str | list[str]]: ...
 
 
+class ToolSource(Protocol):
+    """Tools of one turn beside the registry's, read at every step (a group's MCP tools)."""
+
+    def tools(self) -> Sequence[Tool]:
+        """The tools offered now (a source's tools may come and go during a turn)."""
+        ...
+
+    async def resolve(self, name: str) -> Tool | None:
+        """The tool ``name`` if the source can still provide it by waiting (its
+        server is starting); None when it cannot."""
+        ...
+
+    def missing(self, name: str) -> str | None:
+        """Why ``name`` is not offered now, when the source knows; None otherwise."""
+        ...
+
+
 @dataclass(slots=True)
 class EndTurnRequest:
     """A tool's request to end the turn after the current tool batch."""
@@ -75,11 +92,10 @@ class ToolContext:
     # Anything else the hosting layer hands its tools (memory, user id, ...).
     services: dict[str, Any] = field(default_factory=dict)
     end_turn: EndTurnRequest | None = None
-    # Tools of this turn only, beside the registry's (a group's MCP tools).
-    extra_tools: tuple[Tool, ...] = ()
-    # Says why a tool the model named is missing, when the host knows (an
-    # MCP server that is down); None falls back to "unknown tool".
-    missing_tool: Callable[[str], str | None] | None = None
+    # Tools of this turn only, beside the registry's (a group's MCP tools):
+    # the host's own choice, so not narrowed by an allowlist. It also says
+    # why a tool the model named is missing (an MCP server that is down).
+    more_tools: ToolSource | None = None
     # Decides every call before it runs (engine.tools.approval.ApprovalGate):
     # None lets it run, a string is the refusal the model gets. Without one,
     # only tools declared ``approval="ask"`` are asked about.
@@ -208,17 +224,16 @@ class ToolRegistry:
     def offered(
         self, ctx: ToolContext, allowed: set[str] | frozenset[str] | None = None
     ) -> list[Tool]:
-        """Tools offered in ``ctx.mode``, narrowed by an optional allowlist."""
-        out = []
-        for tool in [*self._tools.values(), *ctx.extra_tools]:
-            if tool.modes is not None and ctx.mode not in tool.modes:
-                continue
-            if allowed is not None and tool.name not in allowed:
-                continue
-            if tool.available is not None and not tool.available(ctx):
-                continue
-            out.append(tool)
-        return out
+        """Tools offered in ``ctx.mode``: the registry's narrowed by an optional allowlist,
+        then the turn's own (``ctx.more_tools``)."""
+        more = ctx.more_tools.tools() if ctx.more_tools is not None else ()
+        own = [t for t in self._tools.values() if allowed is None or t.name in allowed]
+        return [
+            t
+            for t in [*own, *more]
+            if (t.modes is None or ctx.mode in t.modes)
+            and (t.available is None or t.available(ctx))
+        ]
 
     def specs(
         self, ctx: ToolContext, allowed: set[str] | frozenset[str] | None = None
@@ -236,8 +251,11 @@ class ToolRegistry:
         Cancellation (an abort) is the one thing that propagates.
         """
         tool = next((t for t in self.offered(ctx, allowed) if t.name == call.name), None)
+        if tool is None and ctx.more_tools is not None:
+            # Named but not offered: a tool whose server is still starting is waited for.
+            tool = await ctx.more_tools.resolve(call.name)
         if tool is None:
-            why = ctx.missing_tool(call.name) if ctx.missing_tool is not None else None
+            why = ctx.more_tools.missing(call.name) if ctx.more_tools is not None else None
             return ToolOutcome(why or f"unknown or unavailable tool: {call.name}", is_error=True)
         try:
             params = tool.parse(call.arguments)

@@ -204,6 +204,51 @@ export async function renderMcpServers(container, { connect = false } = {}) {
     : '';
   container.append(title, hint, body, refresh, canEdit ? addForm(container) : '');
   container.removeAttribute('aria-busy');
+  followStarting(container);
+}
+
+const FOLLOW_MS = 1000;
+const FOLLOW_TIMES = 90;
+
+/** While a listed server is starting (on a VP host), keep its state and error up to date. */
+async function followStarting(container, times = FOLLOW_TIMES) {
+  const starting = () => container.querySelector('.mcp-state[data-state="connecting"]');
+  if (container.dataset.following || !starting()) return;
+  container.dataset.following = 'on';
+  try {
+    for (let i = 0; i < times && container.isConnected && starting(); i += 1) {
+      await new Promise((resolve) => setTimeout(resolve, FOLLOW_MS));
+      let listed;
+      try {
+        listed = await fetchServers(false);
+      } catch {
+        return;
+      }
+      for (const server of listed.servers) updateState(container, server);
+    }
+  } finally {
+    delete container.dataset.following;
+  }
+}
+
+/** Show `server`'s state and error in its item of `container`, leaving the rest as it is. */
+function updateState(container, server) {
+  const item = [...container.querySelectorAll('.mcp-server')].find(
+    (node) => node.dataset.name === server.name,
+  );
+  if (!item) return;
+  const state = item.querySelector('.mcp-state');
+  state.dataset.state = server.state;
+  state.textContent = STATE_TEXT[server.state] || server.state;
+  let error = item.querySelector('.mcp-error');
+  if (server.error && !error) {
+    error = el('p', { class: 'mcp-error', testid: 'mcp-error' });
+    item.querySelector('.mcp-server-head').after(error);
+  }
+  if (error) {
+    if (server.error) error.textContent = server.error;
+    else error.remove();
+  }
 }
 
 /** Wire the list into the page: the settings panel, if any, and the Tools dialog. */
