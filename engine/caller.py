@@ -23,6 +23,13 @@ attempt answers from the start, the RETRY or FALLBACK notice carries
 ``discard_partial`` so clients drop the text they were shown, and
 ``on_discard`` tells the engine to drop what it kept for an abort. The
 answer that is recorded is only ever the one attempt that completed.
+
+A reply the provider's content policy stopped mid-stream (a
+``content_filter`` stop) completes as a stream but is no answer: the call
+raises :class:`ContentRefused`, a ``content_policy`` error like a refusal
+before the stream, neither retried nor failed over (any model would refuse
+it too). The error holds the call's result, so its usage is still counted
+and what it streamed before the refusal stays the turn's text.
 """
 
 from __future__ import annotations
@@ -111,6 +118,8 @@ class CallResult:
     tool_calls: list[ToolCall] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     stop: ModelStop = ModelStop.END_TURN
+    # The provider's account of the stop, where it gave one (see StopItem.message).
+    stop_message: str | None = None
     attempts: list[Attempt] = field(default_factory=list)
 
 
@@ -121,6 +130,33 @@ class CallSpec:
     tools: list[ToolSpec]
     max_tokens: int
     context: CallContext = field(default_factory=CallContext)
+
+
+class ContentRefused(ModelError):
+    """The provider's content policy stopped the reply of a call that streamed to its end.
+
+    A ``content_policy`` error that names the provider and the model, gives
+    the provider's own account of the stop and says how much of the reply came
+    before it. ``result`` is the call as it ended (its text, usage and model),
+    for the caller to count and to show. Across a process boundary it arrives
+    as a plain :class:`ModelError` of the same kind and message.
+    """
+
+    def __init__(self, result: CallResult) -> None:
+        vendor, _, name = result.model.partition(":")
+        said = result.stop_message or "no reason given"
+        message = (
+            f"{vendor} refused the content: it stopped {name}'s reply "
+            f"under its content policy ({said})."
+        )
+        if result.text:
+            message += (
+                f" The reply was cut off after {len(result.text)} characters;"
+                " what it said before is kept."
+            )
+        message += " Not retried or sent to another model, which would refuse it too."
+        super().__init__(ErrorKind.CONTENT_POLICY, message, provider=vendor, model=name)
+        self.result = result
 
 
 class _AttemptFailed(Exception):
@@ -245,7 +281,8 @@ class ModelCaller:
         ``on_partial`` receives streamed text so an abort can keep what was
         said; ``on_discard`` is called when an attempt fails, since the text
         it streamed is no longer part of any answer. Raises
-        :class:`ModelError` for no-failover kinds and
+        :class:`ModelError` for no-failover kinds (:class:`ContentRefused`
+        for a reply the provider stopped under its content policy) and
         :class:`AllModelsFailed` when every candidate failed.
         """
         attempts: list[Attempt] = []
@@ -305,6 +342,8 @@ class ModelCaller:
                     await self._sleep(wait)
                     continue
                 result.attempts = attempts
+                if result.stop is ModelStop.CONTENT_FILTER:
+                    raise ContentRefused(result)
                 return result
             if index + 1 < len(self.chain):
                 nxt = self.chain[index + 1]
@@ -408,7 +447,7 @@ class ModelCaller:
                         elif isinstance(item, UsageItem):
                             result.usage = result.usage + item.usage
                         elif isinstance(item, StopItem):
-                            result.stop = item.reason
+                            result.stop, result.stop_message = item.reason, item.message
                         if emit is not None and not isinstance(
                             item, UsageItem | StopItem | ProgressItem
                         ):

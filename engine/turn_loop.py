@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from engine.call_context import CallContext
-from engine.caller import CallResult, CallSpec, Emit, ModelCaller
+from engine.caller import CallResult, CallSpec, ContentRefused, Emit, ModelCaller
 from engine.context_window import ContextWindow
 from engine.errors import AllModelsFailed, ErrorKind, ModelError, SinkFailed
 from engine.events import (
@@ -283,18 +283,17 @@ class TurnLoop:
         except AllModelsFailed as err:
             self.attempts = [a.as_dict() for a in err.attempts]
             raise
+        except ContentRefused as err:
+            # The turn ends on this error; the call is still counted, and
+            # what it streamed stays the turn's text, as people saw it. It is
+            # kept out of the transcript: Anthropic's guidance is that a model
+            # shown its refused reply goes on refusing.
+            await self.account(err.result)
+            raise
 
     async def record(self, result: CallResult) -> None:
         """Account for a finished call and append the assistant message."""
-        self.partial = []
-        self.model = result.model
-        self.attempts = [a.as_dict() for a in result.attempts]
-        self.usage = self.usage + result.usage
-        self.cost += self.e.prices.cost(result.model, result.usage)
-        vendor, _, name = result.model.partition(":")
-        await self.emit(UsageEvent(result.usage, vendor, name))
-        if result.text:
-            self.texts.append(result.text)
+        await self.account(result)
         self.conv.messages.append(
             Message.assistant(
                 result.text,
@@ -304,6 +303,18 @@ class TurnLoop:
                 meta={"model": result.model, "stop": result.stop.value},
             )
         )
+
+    async def account(self, result: CallResult) -> None:
+        """Count a finished call's usage and cost, and keep its text as the turn's."""
+        self.partial = []
+        self.model = result.model
+        self.attempts = [a.as_dict() for a in result.attempts]
+        self.usage = self.usage + result.usage
+        self.cost += self.e.prices.cost(result.model, result.usage)
+        vendor, _, name = result.model.partition(":")
+        await self.emit(UsageEvent(result.usage, vendor, name))
+        if result.text:
+            self.texts.append(result.text)
 
     async def run_tools(self, result: CallResult) -> _Stop | None:
         for call in result.tool_calls:

@@ -3,12 +3,15 @@
 Retryable failures (rate limit, overload, timeout, 5xx, a cut-off stream) are
 retried and then fall back; authentication and billing fall back with a
 visible notice; a malformed request and a content-policy refusal end the turn
-with the provider's message, since any other model would refuse it too.
+with the provider's message, since any other model would refuse it too. A
+refusal can come before the stream (an HTTP error) or inside it, as the stop
+of a reply the provider cut off; both end the turn the same way.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import pytest
@@ -75,6 +78,74 @@ async def test_a_request_any_model_would_refuse_ends_the_turn_with_the_providers
     assert not notices(recorder, NoticeKind.FALLBACK)
     assert not notices(recorder, NoticeKind.RETRY)
     assert len(recorder.of("stop")) == 1 and isinstance(recorder.events[-1], StopEvent)
+
+
+# Each vendor's content-policy stop inside a stream that otherwise ends well:
+# OpenAI's ``finish_reason: "content_filter"`` (with the model's ``refusal``
+# text), Anthropic's ``stop_reason: "refusal"`` (with ``stop_details``).
+REFUSED = {
+    "openai": ('finish_reason "content_filter"', "I can't continue with that."),
+    "anthropic": (
+        'stop_reason "refusal" (category cyber)',
+        "This request was declined because it could enable cyber harm.",
+    ),
+}
+
+
+@pytest.mark.parametrize("vendor", VENDORS)
+async def test_a_reply_the_content_policy_stops_mid_stream_ends_the_turn_as_a_refusal(
+    fake_llm: FakeLLM, sdk_engine: MakeEngine, vendor: str
+) -> None:
+    stop, explanation = REFUSED[vendor]
+    fake_llm.push(
+        Wire(
+            text="Here is how to begin: first",
+            chunks=3,
+            stop="content_policy",
+            refusal=explanation,
+            refusal_category="cyber",
+            output_tokens=7,
+        )
+    )
+    fake_llm.text("the backup must not be asked")
+    recorder = Recorder()
+    engine = sdk_engine(f"{vendor}:primary", [f"{OTHER[vendor]}:backup"], max_retries=2)
+
+    result = await turn(engine, recorder)
+
+    assert result.reason is StopReason.ERROR and result.error_kind == "content_policy"
+    assert result.error is not None
+    assert result.error.startswith(f"{vendor} refused the content: it stopped primary's reply")
+    assert f"({stop}: {explanation})" in result.error
+    assert "cut off after 27 characters" in result.error
+    # What was streamed before the refusal stays the turn's text, and the call is counted.
+    assert result.text == "Here is how to begin: first"
+    assert result.usage.output_tokens == 7 and result.model == f"{vendor}:primary"
+    # Neither retried nor failed over: the backup model was never called.
+    assert len(fake_llm.requests) == 1 and fake_llm.pending == 1
+    assert not notices(recorder, NoticeKind.FALLBACK)
+    assert not notices(recorder, NoticeKind.RETRY)
+    (stop_event,) = recorder.of("stop")
+    assert stop_event is recorder.events[-1]
+    assert stop_event.reason is StopReason.ERROR and stop_event.error_kind == "content_policy"
+    assert stop_event.error == result.error and stop_event.text == result.text
+
+
+@pytest.mark.parametrize("vendor", VENDORS)
+async def test_a_refused_reply_stays_out_of_the_transcript_the_model_is_sent_next(
+    fake_llm: FakeLLM, sdk_engine: MakeEngine, vendor: str
+) -> None:
+    fake_llm.push(Wire(text="partial words", stop="content_policy"))
+    fake_llm.text("a fresh answer")
+    engine = sdk_engine(f"{vendor}:primary")
+    conv = Conversation(id="c")
+
+    first = await engine.run_turn(conv, Message.user("hi"), system="Be brief.", emit=Recorder())
+    second = await engine.run_turn(conv, Message.user("again"), system="Be brief.", emit=Recorder())
+
+    assert first.error_kind == "content_policy" and second.text == "a fresh answer"
+    sent = json.dumps(fake_llm.last_request.body)
+    assert "partial words" not in sent and "again" in sent
 
 
 @pytest.mark.parametrize("vendor", VENDORS)

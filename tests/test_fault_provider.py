@@ -179,3 +179,42 @@ async def test_a_short_rate_limit_is_waited_out_and_shown_to_every_client(
     assert "waiting for the provider's rate limit (about 1 s)" in said, said
     states = [e["state"] for e in events if e.get("type") == "agent_status"]
     assert "queued" in states and states.index("queued") < states.index("streaming"), states
+
+
+async def test_a_reply_the_content_policy_stops_ends_each_vps_turn_as_a_refusal(
+    make_runtime: MakeRuntime, fake_llm: FakeLLM
+) -> None:
+    # The primary (Anthropic) streams a few words, then its classifier stops
+    # the reply (``stop_reason: "refusal"``); the backup must not be asked.
+    explanation = "This request was declined because it could enable cyber harm."
+    fake_llm.default = Reply(text="Step one is", stop="refusal", refusal=explanation)
+    backup = FakeLLM()
+    try:
+        backup.default = Reply(text="from the backup")
+        engine = _engine(
+            fake_llm,
+            "anthropic:primary",
+            ("openai:backup",),
+            openai_base_url=backup.openai_base_url,
+        )
+        rt = make_runtime(engine=engine)
+        group_id, by_vp = await _ask_both(rt, "how do I get in?", "c1")
+    finally:
+        backup.close()
+    assert backup.requests == [] and len(fake_llm.requests) == len(PAIR)
+    events = await all_events(rt, group_id)
+    assert not [n for n in notices(events) if n["detail"].get("kind") in ("fallback", "retry")]
+    replies = {
+        m.author: m for m in await (await rt.store()).read_messages(group_id) if m.role != "user"
+    }
+    for vp in PAIR:
+        [result] = by_vp[vp]
+        assert result["is_error"] and result["stop_reason"] == "error", result
+        assert result["error_kind"] == "content_policy", result
+        assert result["error"].startswith("anthropic refused the content"), result
+        assert explanation in result["error"] and result["model"] == "anthropic:primary"
+        # What it said before the refusal is its (incomplete) reply in the group.
+        assert replies[vp].text == "Step one is" and replies[vp].meta["incomplete"] is True
+        states = [e["state"] for e in events if e.get("type") == "agent_status" and e["vpId"] == vp]
+        assert states[-1] == "error", states
+    await _every_acked_message_has_one_result(rt, group_id)

@@ -13,9 +13,9 @@ import pytest
 from engine.errors import ErrorKind, ModelError
 from engine.events import TextDelta
 from engine.providers.anthropic import AnthropicProvider
-from engine.providers.base import StopItem, StreamItem
+from engine.providers.base import ModelStop, StopItem, StreamItem
 from tests.anthropic_helpers import MODEL, collect, failure, of_type, request
-from tests.fixtures.llm_server import FakeLLM, Reply, refused_port
+from tests.fixtures.llm_server import FakeLLM, Reply, ScriptedToolCall, refused_port
 
 
 @pytest.fixture
@@ -132,6 +132,25 @@ async def test_error_event_mid_stream(
     # The event rode on a 200 response; the status is the one its type stands for.
     assert info.value.status == status
     assert info.value.message == "Overloaded"
+
+
+async def test_a_refusal_stop_is_a_content_policy_stop_with_its_details(
+    fake_llm: FakeLLM, provider: AnthropicProvider
+) -> None:
+    explanation = "This request was declined because it could enable cyber harm."
+    fake_llm.push(
+        Reply(text="Hello..", stop="refusal", refusal=explanation, refusal_category="cyber")
+    )
+    fake_llm.push(Reply(tool_calls=[ScriptedToolCall("search", {"q": "x"})], stop="refusal"))
+
+    refused, calling = await collect(provider), await collect(provider)
+
+    assert "".join(t.text for t in of_type(refused, TextDelta)) == "Hello.."
+    assert refused[-1] == StopItem(
+        ModelStop.CONTENT_FILTER, f'stop_reason "refusal" (category cyber): {explanation}'
+    )
+    # A refused reply is no tool round, even when it had begun a call.
+    assert calling[-1] == StopItem(ModelStop.CONTENT_FILTER, 'stop_reason "refusal"')
 
 
 async def test_stream_cut_short_is_reported_as_cut_not_timeout(

@@ -11,9 +11,9 @@ import pytest
 
 from engine.errors import ErrorKind, ModelError
 from engine.events import TextDelta
-from engine.providers.base import StopItem, StreamItem
+from engine.providers.base import ModelStop, StopItem, StreamItem
 from engine.providers.openai import OpenAIProvider
-from tests.fixtures.llm_server import FakeLLM, Reply, refused_port
+from tests.fixtures.llm_server import FakeLLM, Reply, ScriptedToolCall, refused_port
 from tests.openai_helpers import collect, failure, of_type, request
 
 
@@ -126,6 +126,22 @@ async def test_mid_stream_error_after_some_text(
     assert not of_type(received, StopItem)
     assert info.value.kind is ErrorKind.SERVER_ERROR  # retryable, and not called a timeout
     assert "server had an error" in info.value.message
+
+
+async def test_a_content_filter_finish_is_a_content_policy_stop_with_the_refusal(
+    fake_llm: FakeLLM, provider: OpenAIProvider
+) -> None:
+    fake_llm.push(Reply(text="partial", stop="content_filter", refusal="I can't help with that."))
+    fake_llm.push(Reply(tool_calls=[ScriptedToolCall("search", {"q": "x"})], stop="content_filter"))
+
+    refused, calling = await collect(provider), await collect(provider)
+
+    assert "".join(t.text for t in of_type(refused, TextDelta)) == "partial"
+    assert refused[-1] == StopItem(
+        ModelStop.CONTENT_FILTER, 'finish_reason "content_filter": I can\'t help with that.'
+    )
+    # A filtered reply is no tool round, even when it had begun a call.
+    assert calling[-1] == StopItem(ModelStop.CONTENT_FILTER, 'finish_reason "content_filter"')
 
 
 async def test_mid_stream_rate_limit_error(fake_llm: FakeLLM, provider: OpenAIProvider) -> None:

@@ -45,13 +45,15 @@ from engine.providers.wire import (
     transport_message,
 )
 
-# Messages API ``stop_reason`` values; any other one (``pause_turn``,
-# ``refusal``...) is END_TURN.
+# Messages API ``stop_reason`` values; any other one (``pause_turn``...) is END_TURN.
 STOP_REASONS: dict[str, ModelStop] = {
     "end_turn": ModelStop.END_TURN,
     "stop_sequence": ModelStop.END_TURN,
     "max_tokens": ModelStop.MAX_TOKENS,
     "tool_use": ModelStop.TOOL_USE,
+    # Anthropic's streaming classifiers stopped the reply under its usage
+    # policy; ``stop_details`` may say which category and why.
+    "refusal": ModelStop.CONTENT_FILTER,
     # The context window filled while generating: to the engine that is a
     # length stop, and continuing then overflows into compaction as it should.
     "model_context_window_exceeded": ModelStop.MAX_TOKENS,
@@ -337,6 +339,8 @@ class _EventReader:
         self._tools: dict[int, _ToolBlock] = {}
         self._usage = Usage()
         self._stop: str | None = None
+        # The ``stop_details`` of the stop (a refusal's category and explanation).
+        self._details: object = None
         self._emitted_calls = False
 
     def feed(self, event: object) -> list[StreamItem]:
@@ -353,7 +357,9 @@ class _EventReader:
         if kind == "message_start":
             self._usage = _merge_usage(self._usage, field_of(field_of(event, "message"), "usage"))
         elif kind == "message_delta":
-            self._stop = text_of(field_of(field_of(event, "delta"), "stop_reason")) or self._stop
+            delta = field_of(event, "delta")
+            self._stop = text_of(field_of(delta, "stop_reason")) or self._stop
+            self._details = field_of(delta, "stop_details") or self._details
             self._usage = _merge_usage(self._usage, field_of(event, "usage"))
         return []
 
@@ -368,12 +374,23 @@ class _EventReader:
                 provider=provider,
                 model=model,
             )
-        reason = (
-            ModelStop.TOOL_USE
-            if self._emitted_calls
-            else STOP_REASONS.get(self._stop, ModelStop.END_TURN)
-        )
-        return [UsageItem(self._usage), StopItem(reason)]
+        reason = STOP_REASONS.get(self._stop, ModelStop.END_TURN)
+        if reason is ModelStop.CONTENT_FILTER:
+            # A refused reply ends so even when it had begun a tool call.
+            return [UsageItem(self._usage), StopItem(reason, self._refusal())]
+        return [
+            UsageItem(self._usage),
+            StopItem(ModelStop.TOOL_USE if self._emitted_calls else reason),
+        ]
+
+    def _refusal(self) -> str:
+        """The stop in the API's words: its reason, and the category and explanation if given."""
+        said = f'stop_reason "{self._stop}"'
+        category = text_of(field_of(self._details, "category"))
+        if category:
+            said += f" (category {category})"
+        explanation = text_of(field_of(self._details, "explanation"))
+        return f"{said}: {explanation}" if explanation else said
 
     def _start(self, index: int, block: object) -> list[StreamItem]:
         kind = field_of(block, "type")

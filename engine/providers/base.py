@@ -58,6 +58,11 @@ class ModelStop(StrEnum):
     END_TURN = "end_turn"
     MAX_TOKENS = "max_tokens"
     TOOL_USE = "tool_use"
+    # The provider's content policy stopped the reply mid-stream (OpenAI's
+    # ``content_filter``, Anthropic's ``refusal``). The stream itself ended
+    # well, but the answer is not one: the caller ends the call with a
+    # ``content_policy`` error (``engine.caller.ContentRefused``).
+    CONTENT_FILTER = "content_filter"
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,10 +76,14 @@ class StopItem:
     """How the model ended this call.
 
     ``reason`` is always a :class:`ModelStop` member; a plain string naming
-    one is converted, any other value raises ``ValueError``.
+    one is converted, any other value raises ``ValueError``. ``message`` is
+    the provider's own account of the stop where the wire has one: the
+    vendor's stop value and, for a content-policy stop, its category and
+    explanation.
     """
 
     reason: ModelStop
+    message: str | None = None
     type: Literal["stop"] = "stop"
 
     def __post_init__(self) -> None:

@@ -53,7 +53,8 @@ FINISH_REASONS: dict[str, ModelStop] = {
     "length": ModelStop.MAX_TOKENS,
     "tool_calls": ModelStop.TOOL_USE,
     "function_call": ModelStop.TOOL_USE,
-    "content_filter": ModelStop.END_TURN,
+    # Content omitted under the provider's content policy: never an answer.
+    "content_filter": ModelStop.CONTENT_FILTER,
 }
 
 # Reasoning text is not part of the official schema; vLLM and DeepSeek send
@@ -343,6 +344,9 @@ class _ChunkReader:
         self._finish: str | None = None
         self._usage: Usage | None = None
         self._emitted_calls = False
+        # The model's own refusal text (``delta.refusal``), which OpenAI sends
+        # apart from the content; it says why, on a content-filter stop.
+        self._refusal: list[str] = []
 
     def feed(self, chunk: object) -> list[StreamItem]:
         """The items of one chunk, a JSON object as the server sent it."""
@@ -361,6 +365,9 @@ class _ChunkReader:
                 content = delta.get("content")
                 if isinstance(content, str) and content:
                     items.append(TextDelta(content))
+                refusal = delta.get("refusal")
+                if isinstance(refusal, str) and refusal:
+                    self._refusal.append(refusal)
                 calls = list_of(delta.get("tool_calls"))
                 legacy = delta.get("function_call")
                 if calls or isinstance(legacy, dict):
@@ -400,12 +407,14 @@ class _ChunkReader:
         items: list[StreamItem] = list(self._flush())
         if self._usage is not None:
             items.append(UsageItem(self._usage))
-        reason = (
-            ModelStop.TOOL_USE
-            if self._emitted_calls
-            else FINISH_REASONS.get(self._finish, ModelStop.END_TURN)
-        )
-        items.append(StopItem(reason))
+        reason = FINISH_REASONS.get(self._finish, ModelStop.END_TURN)
+        if reason is ModelStop.CONTENT_FILTER:
+            # A filtered reply ends so even when it had begun a tool call.
+            refusal = "".join(self._refusal).strip()
+            said = f'finish_reason "{self._finish}"' + (f": {refusal}" if refusal else "")
+            items.append(StopItem(reason, said))
+            return items
+        items.append(StopItem(ModelStop.TOOL_USE if self._emitted_calls else reason))
         return items
 
     def _add(
