@@ -70,7 +70,7 @@ VENDOR_STOPS = {
     "tool_use": ModelStop.TOOL_USE,
     "model_context_window_exceeded": ModelStop.MAX_TOKENS,
     "pause_turn": ModelStop.END_TURN,
-    "refusal": ModelStop.END_TURN,
+    "refusal": ModelStop.CONTENT_FILTER,
     "something_new": ModelStop.END_TURN,
 }
 

@@ -86,7 +86,7 @@ async def test_finish_reason_length_maps_to_max_tokens(
 async def test_unknown_finish_reason_is_an_end_turn(
     fake_llm: FakeLLM, provider: OpenAIProvider
 ) -> None:
-    fake_llm.text("filtered", stop="content_filter")
+    fake_llm.text("finished", stop="eos")
 
     assert (await collect(provider))[-1] == StopItem(ModelStop.END_TURN)
 
@@ -97,7 +97,7 @@ VENDOR_STOPS = {
     "length": ModelStop.MAX_TOKENS,
     "tool_calls": ModelStop.TOOL_USE,
     "function_call": ModelStop.TOOL_USE,
-    "content_filter": ModelStop.END_TURN,
+    "content_filter": ModelStop.CONTENT_FILTER,
     "something_new": ModelStop.END_TURN,
 }
 
