@@ -28,6 +28,7 @@ from protocol import GroupUpdate
 from protocol.members import DirectoryEvent
 from protocol.settings import GroupSettings, GroupSettingsPatch
 from store.base import Group, Store
+from store.conversation import GroupKind
 from store.members import DIRECTORY_LOG, MemberChange, MemberError, MemberErrorCode
 from store.membership import group_view, owner_of
 from store.retry import until_stored
@@ -126,6 +127,11 @@ def member_notice(op: MemberOp, actor: str) -> str:
     if op.action == "left":
         return f"{op.user} left the group"
     return f"{actor} made {op.user} the owner of the group"
+
+
+def _kind(group: Group) -> str:
+    """How a notice names the record: a conversation is a group underneath."""
+    return "conversation" if group.kind is GroupKind.CONVERSATION else "group"
 
 
 def settings_changes(before: Group, after: Group) -> list[str]:
@@ -247,7 +253,7 @@ class Membership:
             changed,
             "settings",
             actor,
-            f"{actor} changed the group settings: " + "; ".join(changes),
+            f"{actor} changed the {_kind(changed)} settings: " + "; ".join(changes),
             changes=changes,
         )
         return changed

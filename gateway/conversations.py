@@ -26,6 +26,7 @@ from personas.loader import PersonaLibrary
 from protocol import Channel, ErrorCode, SessionReady
 from protocol.common import is_id
 from protocol.conversations import ConversationSummary, Folder
+from protocol.settings import ConversationSettingsPatch, conversation_settings
 from store.base import Group, Store
 from store.conversation import PROVIDER, ConversationInfo, GroupKind
 from store.workspaces import (
@@ -187,7 +188,8 @@ class ConversationService:
         info = group.conversation
         assert info is not None
         persona = self.personas.get(info.vp_id)
-        model = self.model_of(info.vp_id)
+        # The conversation's own model, when its owner chose one, as its turns use it.
+        model = group.settings.model or self.model_of(info.vp_id)
         return {
             "vpId": info.vp_id,
             "name": persona.name if persona is not None else info.vp_id,
@@ -196,7 +198,42 @@ class ConversationService:
             "provider": model.split(":", 1)[0],
         }
 
+    def settings_view(self, group: Group) -> dict[str, Any]:
+        """What a conversation's header and settings show: owner, VP, model, settings."""
+        info = group.conversation
+        assert info is not None
+        model = self.model_info(group)
+        return {
+            "conversationId": group.id,
+            "title": group.name,
+            "owner": info.owner,
+            "vpId": info.vp_id,
+            "vpName": model["name"],
+            "model": model["model"],
+            "workDir": info.work_dir,
+            "createdAt": group.created_at,
+            "settings": conversation_settings(group.settings),
+        }
+
     # -- changes -------------------------------------------------------------
+    async def edit(
+        self,
+        username: str,
+        conversation_id: str,
+        title: str | None,
+        settings: ConversationSettingsPatch | None,
+    ) -> Group:
+        """The owner renames the conversation or changes its settings; announced in its log.
+
+        The coordinator's edit of a group does it (the owner of a conversation
+        is the owner of its record), so a change is checked, stored and told
+        to every tab of the owner exactly as a group's is.
+        """
+        await self.owned(username, conversation_id)
+        return await self._call(
+            EditGroup(conversation_id, GroupEdit(name=title, settings=settings), username)
+        )
+
     async def create(
         self,
         username: str,

@@ -3,22 +3,35 @@
 ``GET|POST /api/conversations`` (``?workDir=`` filters the list),
 ``GET|DELETE /api/conversations/{id}``,
 ``GET /api/conversations/{id}/messages?before=&limit=`` (a page of its log
-and ``lastSeq``, as for a group) and ``GET /api/workspaces``. A
-conversation is its owner's only: anyone else gets 404.
+and ``lastSeq``, as for a group) and ``GET /api/workspaces``.
+
+What the header of an open conversation offers, each the group's own code
+path on the conversation's record: ``GET /api/conversations/{id}/export``
+(``?format=markdown|json``, the download a group's export is),
+``GET /api/conversations/{id}/usage`` (its turns' tokens and cost and
+today's budget) and ``GET|PATCH /api/conversations/{id}/settings`` (its
+title, VP, model and the settings a conversation has; the owner changes
+``{title?, settings?}``, a group-only setting is a 422 naming it).
+
+A conversation is its owner's only: anyone else gets the 404 ``not_found``
+an unknown id gets, so nobody learns which conversations exist.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Response
 from pydantic import Field
 
 from gateway.conversations import check_work_dir
 from gateway.errors import GatewayError
+from gateway.export import ExportFormat, conversation_subject, download
 from gateway.http import Body, Ctx, User
+from gateway.messages_api import usage_report
 from gateway.views import message_view
 from protocol import ErrorCode, Id
+from protocol.settings import ConversationSettingsPatch
 
 router = APIRouter()
 
@@ -27,6 +40,11 @@ class CreateConversationBody(Body):
     vp_id: Id
     work_dir: str | None = Field(default=None, max_length=200)
     title: str | None = Field(default=None, max_length=120)
+
+
+class ConversationSettingsBody(Body):
+    title: str | None = Field(default=None, min_length=1, max_length=120)
+    settings: ConversationSettingsPatch | None = None
 
 
 def _dump(model: Any) -> dict[str, Any]:
@@ -86,6 +104,39 @@ async def conversation_history(
         "lastSeq": last_seq,
         "hasMore": len(messages) == limit,
     }
+
+
+@router.get("/api/conversations/{conversation_id}/settings")
+async def conversation_settings(conversation_id: str, user: User, ctx: Ctx) -> dict[str, Any]:
+    """The conversation's title, owner, VP and model, and its settings."""
+    group = await ctx.conversations.owned(user, conversation_id)
+    return ctx.conversations.settings_view(group)
+
+
+@router.patch("/api/conversations/{conversation_id}/settings")
+async def update_conversation_settings(
+    conversation_id: str, body: ConversationSettingsBody, user: User, ctx: Ctx
+) -> dict[str, Any]:
+    """The owner renames the conversation or changes its settings; answers as the GET does."""
+    group = await ctx.conversations.edit(user, conversation_id, body.title, body.settings)
+    return ctx.conversations.settings_view(group)
+
+
+@router.get("/api/conversations/{conversation_id}/usage")
+async def conversation_usage(conversation_id: str, user: User, ctx: Ctx) -> dict[str, Any]:
+    """Tokens and cost of every finished turn of the conversation, and today's budget."""
+    group = await ctx.conversations.owned(user, conversation_id)
+    return {"conversationId": group.id, **await usage_report(await ctx.runtime.store(), group)}
+
+
+@router.get("/api/conversations/{conversation_id}/export")
+async def export_conversation(
+    conversation_id: str, user: User, ctx: Ctx, format: ExportFormat = "markdown"
+) -> Response:
+    """The conversation's whole log as a Markdown or JSON download, like a group's."""
+    group = await ctx.conversations.owned(user, conversation_id)
+    subject = conversation_subject(group, ctx.conversations.settings_view(group))
+    return await download(await ctx.runtime.store(), subject, format)
 
 
 @router.get("/api/workspaces")

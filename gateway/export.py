@@ -1,4 +1,9 @@
-"""A group's whole log as a download: Markdown for people, JSON for programs.
+"""A group's or a conversation's whole log as a download: Markdown for people,
+JSON for programs.
+
+A conversation is a group record of kind ``conversation``, so both are
+read and written by the same code; a :class:`Subject` says which one the
+document is of (its name, its JSON record and who is in it).
 
 Deleted messages are left out (their text is gone anyway); notices are
 kept, marked as such; a superseded reply is kept and says so, because it
@@ -12,16 +17,71 @@ import json
 import re
 import time
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from fastapi import Query, Response
 
 from gateway.views import group_view, message_view
-from store.base import Group, GroupLog, GroupMessage
+from store.base import Group, GroupLog, GroupMessage, Store
 from store.chatviews import UsageTotals
 
 # Messages read per store call while exporting, and the most one export holds.
 EXPORT_PAGE = 500
 EXPORT_MAX_MESSAGES = 200_000
+
+ExportFormat = Annotated[str, Query(pattern="^(markdown|md|json)$")]
+"""The ``format`` query parameter of an export route."""
+
+
+@dataclass(frozen=True, slots=True)
+class Subject:
+    """What an export is of, as its document names it."""
+
+    kind: Literal["group", "conversation"]
+    id: str
+    name: str
+    # The JSON document's entry under ``kind``.
+    record: dict[str, Any]
+    # The Markdown header's words on who is in it.
+    who: str
+
+
+def group_subject(group: Group) -> Subject:
+    return Subject(
+        kind="group",
+        id=group.id,
+        name=group.name,
+        record=group_view(group),
+        who=f"members: {', '.join(group.members) or '-'}"
+        f" · VPs: {', '.join('@' + v for v in group.roster) or '-'}",
+    )
+
+
+def conversation_subject(group: Group, record: dict[str, Any]) -> Subject:
+    """A conversation (``record``: its settings view) as the subject of an export."""
+    info = group.conversation
+    assert info is not None
+    return Subject(
+        kind="conversation",
+        id=group.id,
+        name=group.name,
+        record=record,
+        who=f"conversation of {info.owner} with @{info.vp_id} · workspace: {info.work_dir}",
+    )
+
+
+async def download(store: Store, subject: Subject, format: str) -> Response:
+    """The export of ``subject`` as a download in ``format`` (an :data:`ExportFormat`)."""
+    messages = await all_messages(store, subject.id)
+    usage = await store.group_usage(subject.id)
+    if format == "json":
+        body, media, ext = as_json(subject, messages, usage), "application/json", "json"
+    else:
+        body, media, ext = as_markdown(subject, messages, usage), "text/markdown", "md"
+    headers = {"Content-Disposition": f'attachment; filename="{filename(subject, ext)}"'}
+    return Response(body, media_type=f"{media}; charset=utf-8", headers=headers)
 
 
 async def all_messages(log: GroupLog, group_id: str) -> list[GroupMessage]:
@@ -56,26 +116,25 @@ def _when(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def as_json(group: Group, messages: list[GroupMessage], usage: UsageTotals) -> str:
+def as_json(subject: Subject, messages: list[GroupMessage], usage: UsageTotals) -> str:
     """The export as one JSON document."""
     document: dict[str, Any] = {
-        "format": "yeaft-group-export",
+        "format": f"yeaft-{subject.kind}-export",
         "version": 1,
         "exportedAt": time.time(),
-        "group": group_view(group),
+        subject.kind: subject.record,
         "usage": usage_view(usage),
         "messages": [message_view(m) for m in _kept(messages)],
     }
     return json.dumps(document, ensure_ascii=False, indent=2)
 
 
-def as_markdown(group: Group, messages: list[GroupMessage], usage: UsageTotals) -> str:
+def as_markdown(subject: Subject, messages: list[GroupMessage], usage: UsageTotals) -> str:
     """The export as a Markdown document: one section per message, text as written."""
     lines = [
-        f"# {group.name}",
+        f"# {subject.name}",
         "",
-        f"Exported {_when(time.time())} · members: {', '.join(group.members) or '-'}"
-        f" · VPs: {', '.join('@' + v for v in group.roster) or '-'}",
+        f"Exported {_when(time.time())} · {subject.who}",
         f"Usage: {usage.turns} turns, {usage.input_tokens} tokens in,"
         f" {usage.output_tokens} tokens out, ${usage.cost_usd:.4f}",
         "",
@@ -115,7 +174,7 @@ def usage_view(usage: UsageTotals) -> dict[str, Any]:
     }
 
 
-def filename(group: Group, extension: str) -> str:
-    """A safe download name from the group's name."""
-    stem = re.sub(r"[^A-Za-z0-9_-]+", "-", group.name).strip("-")[:60] or group.id
+def filename(subject: Subject, extension: str) -> str:
+    """A safe download name from the group's or conversation's name."""
+    stem = re.sub(r"[^A-Za-z0-9_-]+", "-", subject.name).strip("-")[:60] or subject.id
     return f"{stem}.{extension}"

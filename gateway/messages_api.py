@@ -25,7 +25,7 @@ from pydantic import Field
 
 from coordinator.commands import Regenerate
 from gateway.errors import GatewayError, from_group_error, not_found
-from gateway.export import all_messages, as_json, as_markdown, filename, usage_view
+from gateway.export import ExportFormat, download, group_subject, usage_view
 from gateway.http import Body, Ctx, User
 from protocol import MAX_TEXT_LENGTH, ErrorCode, MessageChange, MessageChanged
 from store.base import Group, Store
@@ -91,22 +91,11 @@ async def search(
 
 @router.get("/api/groups/{group_id}/export")
 async def export(
-    group_id: str,
-    user: User,
-    ctx: Ctx,
-    format: Annotated[str, Query(pattern="^(markdown|md|json)$")] = "markdown",
+    group_id: str, user: User, ctx: Ctx, format: ExportFormat = "markdown"
 ) -> Response:
     """The group's whole log as a Markdown or JSON download."""
     group = await ctx.groups.member_group(user, group_id)
-    store = await ctx.runtime.store()
-    messages = await all_messages(store, group.id)
-    usage = await store.group_usage(group.id)
-    if format == "json":
-        body, media, ext = as_json(group, messages, usage), "application/json", "json"
-    else:
-        body, media, ext = as_markdown(group, messages, usage), "text/markdown", "md"
-    headers = {"Content-Disposition": f'attachment; filename="{filename(group, ext)}"'}
-    return Response(body, media_type=f"{media}; charset=utf-8", headers=headers)
+    return await download(await ctx.runtime.store(), group_subject(group), format)
 
 
 @router.delete("/api/groups/{group_id}/messages/{message_id}")
@@ -181,9 +170,12 @@ async def inbox(user: User, ctx: Ctx) -> dict[str, Any]:
 async def group_usage(group_id: str, user: User, ctx: Ctx) -> dict[str, Any]:
     """Tokens and cost of every finished turn of the group, and today's budget."""
     group = await ctx.groups.member_group(user, group_id)
-    store = await ctx.runtime.store()
+    return {"groupId": group.id, **await usage_report(await ctx.runtime.store(), group)}
+
+
+async def usage_report(store: Store, group: Group) -> dict[str, Any]:
+    """The totals of every finished turn of a group or conversation, and today's budget."""
     return {
-        "groupId": group.id,
         **usage_view(await store.group_usage(group.id)),
         "today": await budget_view(store, group),
     }

@@ -13,6 +13,12 @@ so the two cannot drift apart: the same names, types, bounds and
 descriptions, every field optional (absent or ``null`` leaves the setting as
 it is), and strict like every client frame: unknown fields are refused and
 values are not coerced.
+
+A one-to-one conversation is a group record too (``store.conversation``),
+with the same settings; ``ConversationSettingsPatch`` is derived the same
+way from the fields that mean something with one VP and one person
+(``CONVERSATION_SETTINGS``). The others (fan-out, hand-offs between VPs,
+team mode) need several VPs, so a conversation refuses them as unknown.
 """
 
 from __future__ import annotations
@@ -245,10 +251,40 @@ def _optional_fields(model: type[BaseModel]) -> dict[str, Any]:
     return fields
 
 
+CONVERSATION_SETTINGS = (
+    "language",
+    "model",
+    "queue_mode",
+    "queue_debounce_s",
+    "queue_cap",
+    "auto_approve",
+    "tool_policies",
+    "approval_timeout_s",
+    "mcp_servers",
+    "project_doc",
+    "budget_tokens_per_day",
+    "budget_usd_per_day",
+    "budget_tokens_per_message",
+    "budget_usd_per_message",
+)
+"""The settings a conversation has, by their Python names (all of ``GroupSettings`` but
+those about several VPs)."""
+
+
+def conversation_settings(settings: GroupSettings) -> dict[str, Any]:
+    """The settings a conversation has, in wire spelling."""
+    return {
+        GroupSettings.model_fields[name].alias or name: value
+        for name, value in settings.model_dump(mode="json").items()
+        if name in CONVERSATION_SETTINGS
+    }
+
+
 if TYPE_CHECKING:
     # A class made at run time is not a type the checker can follow; it sees
     # the base, which has every method the rest of the code calls.
     GroupSettingsPatch = SettingsPatch
+    ConversationSettingsPatch = SettingsPatch
 else:
     GroupSettingsPatch = create_model(
         "GroupSettingsPatch",
@@ -259,4 +295,19 @@ else:
             "absent or null fields are left as they are."
         ),
         **_optional_fields(GroupSettings),
+    )
+    ConversationSettingsPatch = create_model(
+        "ConversationSettingsPatch",
+        __base__=SettingsPatch,
+        __module__=__name__,
+        __doc__=(
+            "Settings a conversation's owner sets: any subset of the conversation's "
+            "settings (CONVERSATION_SETTINGS), with the bounds of GroupSettings; absent or "
+            "null fields are left as they are."
+        ),
+        **{
+            name: spec
+            for name, spec in _optional_fields(GroupSettings).items()
+            if name in CONVERSATION_SETTINGS
+        },
     )

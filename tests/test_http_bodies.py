@@ -124,6 +124,8 @@ def test_every_body_field_takes_its_json_form() -> None:
             elif issubclass(leaf, NOT_FROM_JSON) and model.model_config.get("strict"):
                 refused.append(f"{where}: {leaf.__name__} is taken only as itself")
     assert "PATCH /api/groups/{group_id}/settings.settings.queue_mode" in checked, checked
+    conversation = "PATCH /api/conversations/{conversation_id}/settings.settings.queue_mode"
+    assert conversation in checked, checked
     assert not refused, "\n".join(refused)
 
 
