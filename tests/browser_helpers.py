@@ -7,6 +7,7 @@ the bubble recorder.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 from pathlib import Path
@@ -104,6 +105,12 @@ async def create_group(page: Any, name: str, roster: list[str]) -> None:
     await expect(current).to_contain_text(name)
     await expect(page.get_by_test_id("group-title")).to_have_text(name)
     await expect(page.get_by_test_id("vp-presence")).to_have_count(len(roster))
+
+
+async def downloaded(info: Any) -> str:
+    """The text of a finished download (``info``: what ``page.expect_download()`` gave)."""
+    path = Path(await (await info.value).path())
+    return await asyncio.to_thread(path.read_text)
 
 
 def screenshot_dir(tmp_path: Path) -> Path:

@@ -22,7 +22,6 @@ Run: ``.venv/bin/pytest tests/test_browser_messages.py`` (see tests/fixtures/bro
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
@@ -40,6 +39,7 @@ from tests.browser_helpers import (
     TURN_TIMEOUT_MS,
     USER,
     bubble,
+    downloaded,
     log_in,
     screenshot_dir,
     watch_page_errors,
@@ -83,12 +83,6 @@ def run_id(request: ModelRequest) -> Reply:
     """Each answer differs, so a regenerated reply is told from the first."""
     count = sum(1 for m in request.messages if m.role == "assistant")
     return Reply(f"answer number {count + 1}")
-
-
-async def downloaded(info: Any) -> str:
-    """The text of a finished download."""
-    path = Path(await (await info.value).path())
-    return await asyncio.to_thread(path.read_text)
 
 
 async def _page(browser: Any) -> Any:

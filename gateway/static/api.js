@@ -81,7 +81,6 @@ export const api = {
   deleteMessage: (id, messageId) => request('DELETE', `/api/groups/${enc(id)}/messages/${enc(messageId)}`),
   regenerate: (id, messageId) =>
     request('POST', `/api/groups/${enc(id)}/messages/${enc(messageId)}/regenerate`),
-  exportUrl: (id, format) => `/api/groups/${enc(id)}/export?format=${enc(format)}`,
   // Team mode (gateway/tasks_http.py): a group's tasks, the person's verdict, skill drafts.
   tasks: async (id) => listOf(await request('GET', `/api/groups/${enc(id)}/tasks`), 'tasks'),
   task: (id, taskId) => request('GET', `/api/groups/${enc(id)}/tasks/${enc(taskId)}`),

@@ -9,6 +9,7 @@
 import { api } from './api.js';
 import { AskDialog } from './ask.js';
 import { AttachmentTray } from './attachments.js';
+import { ChatHead } from './chathead.js';
 import { Composer } from './composer.js';
 import { Connection, connectionLabel } from './connection.js';
 import { Conversations } from './conversations.js';
@@ -69,13 +70,13 @@ const timeline = new Timeline({
   onCancel: (vpId) => state.groupId && connection.cancel(state.groupId, vpId),
   onChange: () => updateStopAll(),
   onTurnEnd: (bubble) => {
-    if (conversations.active) return; // read marks, usage and late fetches are per group
+    chatHead.refreshUsage();
+    if (conversations.active) return; // read marks and late fetches are per group
     if (bubble.joinedLate && state.groupId) {
       const groupId = state.groupId;
       ops.fetchWholeReply(groupId, bubble, () => state.groupId === groupId);
     }
     if (bubble.messageId) inbox.read(state.groupId, bubble.messageId);
-    ops.refreshUsage();
   },
   onDelete: (messageId, failed) => ops.deleteMessage(messageId, failed),
   onRegenerate: (bubble) => ops.regenerate(bubble),
@@ -89,7 +90,6 @@ const ops = new MessageOps({
   groupId: () => (conversations.active ? null : state.groupId),
   timeline,
   toast: (text, kind) => toast(text, kind),
-  usageNode: $('group-usage'),
 });
 
 const inbox = new Inbox({ onChange: () => renderGroupChrome() });
@@ -189,6 +189,9 @@ const settingsPanel = new SettingsPanel({
 });
 
 const filesMenu = new FilesMenu($('files-menu'), $('files-list'));
+
+// The header's usage total and Export for what is open; a conversation's own VP, model and Settings.
+const chatHead = new ChatHead({ me: () => state.me, onSaved: () => conversations.refresh() });
 
 /** A group the user lost (left, removed, deleted): out of the list, and out of view. */
 function dropGroup(id) {
@@ -306,16 +309,14 @@ function renderGroupChrome() {
   $('group-title').textContent = group ? group.name : 'No group selected';
   document.title = group ? `${group.name} · Yeaft` : 'Yeaft';
   $('group-menu-button').disabled = !group;
-  $('export-menu').hidden = !group;
-  if (group) {
-    $('export-markdown').href = api.exportUrl(group.id, 'markdown');
-    $('export-json').href = api.exportUrl(group.id, 'json');
-  }
   $('empty-state').hidden = Boolean(group);
   $('chat').classList.toggle('has-group', Boolean(group));
-  membersPanel.update(group);
-  settingsPanel.update(group);
-  filesMenu.update(group ? { id: group.id, conversation: conversations.active } : null);
+  // A conversation is a group underneath, but has none of a group's people or settings.
+  const target = group ? { id: group.id, conversation: conversations.active } : null;
+  membersPanel.update(conversations.active ? null : group);
+  settingsPanel.update(conversations.active ? null : group);
+  chatHead.update(target);
+  filesMenu.update(target);
   const roster = group?.roster || [];
   $('presence-bar').replaceChildren(
     ...roster.map((id) => {
@@ -378,7 +379,7 @@ async function selectGroup(groupId) {
   }
   connection.subscribe(groupId, typeof page?.lastSeq === 'number' ? page.lastSeq : undefined);
   composer.focus();
-  ops.refreshUsage();
+  chatHead.refreshUsage();
   const newest = messages[messages.length - 1];
   if (newest) inbox.read(groupId, newest.id);
 }
@@ -564,6 +565,11 @@ function handleGroupUpdate(frame) {
   }
   const group = frame.group;
   if (!group || !group.id) return;
+  // A conversation's settings changed (in this tab or another): its header reads them again.
+  if (conversations.has(group.id)) {
+    chatHead.changed(group.id);
+    return;
+  }
   if (frame.action === 'subscribed' && Array.isArray(frame.online)) {
     membersPanel.presence(group.id, frame.online);
   }

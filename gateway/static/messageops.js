@@ -1,24 +1,20 @@
 // What the page does with messages beyond showing them: delete one's own,
-// regenerate a VP's reply, fetch a reply joined mid-way whole, keep the
-// group's usage total in the header, and drop queued messages too large to
-// ever be sent.
+// regenerate a VP's reply, fetch a reply joined mid-way whole, and drop
+// queued messages too large to ever be sent. (The header's usage total is
+// chathead.js's.)
 
 import { api } from './api.js';
 import { frameBytes } from './composer.js';
 
-const USAGE_DELAY_MS = 200;
-
 export class MessageOps {
   /**
    * `groupId()` is the open group; `timeline` shows the messages; `toast(text, kind)`
-   * tells the user; `usageNode` is the header's usage total.
+   * tells the user.
    */
-  constructor({ groupId, timeline, toast, usageNode }) {
+  constructor({ groupId, timeline, toast }) {
     this.groupId = groupId;
     this.timeline = timeline;
     this.toast = toast;
-    this.usageNode = usageNode;
-    this.usageTimer = null;
   }
 
   async deleteMessage(messageId, failed) {
@@ -69,43 +65,6 @@ export class MessageOps {
       }
     }
     bubble.lateFetchFailed();
-  }
-
-  /** The group's token and cost total in the header, from the store (throttled). */
-  refreshUsage() {
-    clearTimeout(this.usageTimer);
-    this.usageTimer = setTimeout(() => this.showUsage(), USAGE_DELAY_MS);
-  }
-
-  async showUsage() {
-    const groupId = this.groupId();
-    const node = this.usageNode;
-    if (!groupId) {
-      node.hidden = true;
-      return;
-    }
-    try {
-      const usage = await api.usage(groupId);
-      if (groupId !== this.groupId()) return;
-      const tokens = (usage.inputTokens || 0) + (usage.outputTokens || 0);
-      node.textContent = `${tokens.toLocaleString()} tokens · $${(usage.costUsd || 0).toFixed(4)}`;
-      node.title = `${usage.turns} turns: ${usage.inputTokens} tokens in, ${usage.outputTokens} out`;
-      const today = usage.today;
-      if (today && (today.maxTokens || today.maxUsd)) {
-        // The group has a daily budget: how much of it today's turns used.
-        const parts = [];
-        if (today.maxTokens) parts.push(`${today.tokens.toLocaleString()}/${today.maxTokens.toLocaleString()} tokens`);
-        if (today.maxUsd) parts.push(`$${today.costUsd.toFixed(2)}/$${today.maxUsd}`);
-        node.textContent += ` · today ${parts.join(', ')}`;
-        node.dataset.budgetSpent = String(
-          (today.maxTokens && today.tokens >= today.maxTokens) || (today.maxUsd && today.costUsd >= today.maxUsd),
-        );
-      }
-      node.dataset.turns = String(usage.turns);
-      node.hidden = false;
-    } catch {
-      node.hidden = true;
-    }
   }
 
   /** Queued messages (from an earlier page) too large to ever pass: dropped, and said so. */
