@@ -168,7 +168,7 @@ class ConversationService:
         return SessionReady(
             conversation_id=group.id,
             session_id=group.id,
-            model=self.model_of(info.vp_id),
+            model=group.settings.model or self.model_of(info.vp_id),
             capabilities={**CAPABILITIES, "workDir": info.work_dir, "provider": info.provider},
             model_info=self.model_info(group),
             last_seq=last_seq,

@@ -114,6 +114,12 @@ async def test_the_owner_reads_and_changes_the_conversation_settings(
     assert (await gw.http.get(url, headers=ann)).json() == after
     summary = (await gw.http.get(f"/api/conversations/{cid}", headers=ann)).json()
     assert summary["title"] == "Cache talk"
+    # A client resuming it is told the model its turns now use.
+    ws = await WsClient.open(gw, "ann")
+    ready = await ws.request({"type": "resume_conversation", "conversationId": cid})
+    assert ready["type"] == "session_ready", ready
+    assert ready["model"] == ready["modelInfo"]["model"] == "offline:careful"
+    await ws.close()
     # Announced in the conversation's own log, in its own words.
     page = (await gw.http.get(f"/api/conversations/{cid}/messages", headers=ann)).json()
     notices = [m["text"] for m in page["messages"] if m["role"] == "system"]
