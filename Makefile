@@ -18,6 +18,12 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# The sign-in tests run a real OpenID provider (tests/oidc: oidc-provider
+# from the npm registry, pinned by its package-lock.json) under Node.js.
+OIDC_DEPS := tests/oidc/node_modules/.package-lock.json
+$(OIDC_DEPS): tests/oidc/package-lock.json
+	npm ci --prefix tests/oidc --no-audit --no-fund --loglevel=error
+
 # Byte-code for the project's modules, written once: every process of a
 # running instance (the gateway, coordinators, VP hosts, Ray's workers)
 # imports them, and where PYTHONDONTWRITEBYTECODE is set each would
@@ -37,7 +43,7 @@ lint: $(STAMP)
 # compute, so even two cores run three at once; an idle worker takes tests
 # queued for a busy one (worksteal). The fifteen slowest tests are
 # listed at the end, so a slow one shows at once.
-test: lint compile
+test: lint compile $(OIDC_DEPS)
 	$(BIN)/pytest -q -n 3 --dist worksteal --durations=15
 
 # docs/configuration.md, protocol.md and http-api.md are generated from the

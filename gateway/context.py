@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from coordinator.runtime import Runtime
     from gateway.attachments import AttachmentService
     from gateway.mcp import McpCatalog
+    from gateway.oidc import OidcClient
 
 
 @dataclass(slots=True)
@@ -42,3 +43,5 @@ class GatewayContext:
     people: People
     # Files with messages: limits, uploads and downloads (gateway.attachments).
     attachments: AttachmentService
+    # The OpenID Connect provider people sign in with, made on first use (gateway.oidc_http).
+    oidc: OidcClient | None = None

@@ -38,6 +38,7 @@ from gateway import (
     http,
     http_members,
     messages_api,
+    oidc_http,
     tasks_http,
     ws,
 )
@@ -145,6 +146,7 @@ def create_app(
     app.include_router(http.router)
     app.include_router(conversations_http.router)
     app.include_router(mcp_router)
+    app.include_router(oidc_http.router)
     app.include_router(http_members.router)
     app.include_router(messages_api.router)
     app.include_router(attachments_http.router)

@@ -222,6 +222,25 @@ class GatewaySettings(StoreSettings):
     # servers from the web UI and the HTTP API; the first user of a fresh
     # install is "admin".
     admins: str = "admin"
+    # YEAFT_OIDC_ISSUER / YEAFT_OIDC_CLIENT_ID / YEAFT_OIDC_CLIENT_SECRET:
+    # sign in with the team's OpenID Connect provider (authorization code
+    # flow with PKCE; the provider's configuration is discovered from the
+    # issuer URL). Unset issuer: password sign-in only.
+    oidc_issuer: str | None = Field(default=None, pattern=r"^https?://")
+    oidc_client_id: str | None = None
+    oidc_client_secret: SecretStr | None = None
+    # YEAFT_OIDC_NAME: the provider's name on the login page ("Sign in with ...").
+    oidc_name: str = "your identity provider"
+    # YEAFT_OIDC_ALLOWED_DOMAINS: JSON list of e-mail domains whose people may
+    # sign in (their verified e-mail's domain); empty: anyone the provider signs in.
+    oidc_allowed_domains: list[str] = Field(default_factory=list)
+    # YEAFT_OIDC_ONLY: offer only the provider on the login page (password
+    # accounts still work over the API and the terminal client).
+    oidc_only: bool = False
+    # YEAFT_PUBLIC_URL: the address people reach this server at (behind a
+    # proxy); the provider sends them back to <public_url>/api/auth/oidc/callback.
+    # Unset: the address of the request.
+    public_url: str | None = Field(default=None, pattern=r"^https?://")
 
     _secret: str | None = PrivateAttr(default=None)
 
@@ -257,6 +276,15 @@ class GatewaySettings(StoreSettings):
             raise ValueError(
                 "YEAFT_WS_MAX_MESSAGE_BYTES must be at least YEAFT_FRAME_MAX_BYTES "
                 f"({self.ws_max_message_bytes} < {self.frame_max_bytes})"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _oidc_complete(self) -> GatewaySettings:
+        if self.oidc_issuer and not (self.oidc_client_id and self.oidc_client_secret):
+            raise ValueError(
+                "YEAFT_OIDC_ISSUER is set: YEAFT_OIDC_CLIENT_ID and YEAFT_OIDC_CLIENT_SECRET "
+                "must be set too"
             )
         return self
 

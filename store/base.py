@@ -334,6 +334,18 @@ class UserStore(Protocol):
     async def list_users(self) -> list[dict[str, Any]]:
         """Every user record, sorted by username."""
 
+    @abstractmethod
+    async def identity_user(self, identity: str) -> str | None:
+        """The username an external identity (an OpenID issuer and subject) is linked to."""
+
+    @abstractmethod
+    async def link_identity(self, identity: str, username: str) -> bool:
+        """Link ``identity`` to ``username`` unless it is linked already; atomic.
+
+        False, with nothing written, when it is: of two first sign-ins at
+        once, exactly one links (the other finds the link).
+        """
+
 
 class MemberStore(Protocol):
     """Atomic member changes of a group record."""

@@ -379,6 +379,26 @@ class EmbeddedStore(
 
         return [decode_user(d) for d in await self._run(op)]
 
+    async def identity_user(self, identity: str) -> str | None:
+        def op(conn: sqlite3.Connection) -> str | None:
+            row = conn.execute(
+                "SELECT username FROM identities WHERE identity = ?", (identity,)
+            ).fetchone()
+            return str(row[0]) if row else None
+
+        return await self._read(op)
+
+    async def link_identity(self, identity: str, username: str) -> bool:
+        def op(conn: sqlite3.Connection) -> bool:
+            cur = conn.execute(
+                "INSERT INTO identities (identity, username) VALUES (?, ?)"
+                " ON CONFLICT (identity) DO NOTHING",
+                (identity, username),
+            )
+            return cur.rowcount == 1
+
+        return await self._run(op)
+
     # -- lifecycle ---------------------------------------------------------
     async def close(self) -> None:
         if self._closed:

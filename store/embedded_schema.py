@@ -76,6 +76,12 @@ CREATE TABLE IF NOT EXISTS users (
     username TEXT PRIMARY KEY,
     data TEXT NOT NULL
 ) WITHOUT ROWID;
+-- People who sign in with an identity provider: the account each
+-- (issuer, subject) is linked to (UserStore.link_identity).
+CREATE TABLE IF NOT EXISTS identities (
+    identity TEXT PRIMARY KEY,
+    username TEXT NOT NULL
+) WITHOUT ROWID;
 -- Who each gateway process serves, until expires_at (store.members).
 CREATE TABLE IF NOT EXISTS presence (
     username TEXT NOT NULL,

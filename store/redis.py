@@ -378,6 +378,17 @@ class RedisStore(
         users = [decode_user(b) for b in blobs]
         return sorted(users, key=lambda u: str(u.get("username", "")))
 
+    async def identity_user(self, identity: str) -> str | None:
+        self._check_open()
+        with _redis_errors():
+            name = await self._r.hget(f"{self.prefix}:identities", identity)
+        return str(name) if name else None
+
+    async def link_identity(self, identity: str, username: str) -> bool:
+        self._check_open()
+        with _redis_errors():
+            return bool(await self._r.hsetnx(f"{self.prefix}:identities", identity, username))
+
     # -- lifecycle ---------------------------------------------------------
     async def close(self) -> None:
         if self._closed:

@@ -29,6 +29,7 @@ pytest_plugins = [
     "tests.fixtures.memory",
     "tests.fixtures.ray_cluster",
     "tests.fixtures.browser",
+    "tests.fixtures.oidc",
     "tests.fixtures.gateway",
 ]
 

@@ -13,10 +13,37 @@ export function showLogin(message = '') {
 }
 
 /**
+ * Offer the sign-in provider the server names (GET /api/auth/providers): a
+ * "Sign in with ..." link above the password form, or instead of it.
+ */
+async function offerProviders() {
+  let providers;
+  try {
+    providers = await fetch('/api/auth/providers', { headers: { Accept: 'application/json' } }).then((r) =>
+      r.ok ? r.json() : null,
+    );
+  } catch {
+    return; // the password form still works
+  }
+  if (!providers || !providers.oidc) return;
+  const form = $('login-view').querySelector('form');
+  const link = form.querySelector('[data-testid="login-oidc"]');
+  link.href = providers.oidc.url;
+  link.textContent = `Sign in with ${providers.oidc.name}`;
+  link.hidden = false;
+  if (!providers.password) {
+    for (const part of form.querySelectorAll('.field, [data-testid="login-submit"], .login-hint')) {
+      part.hidden = true;
+    }
+  }
+}
+
+/**
  * Wire the form and the logout button: `onLogin(username)` enters the app
  * (and may throw an ApiError, shown under the form); `onLogout()` leaves it.
  */
 export function mountLogin({ onLogin, onLogout }) {
+  offerProviders();
   $('login-view')
     .querySelector('form')
     .addEventListener('submit', async (event) => {
