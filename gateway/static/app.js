@@ -16,12 +16,14 @@ import { Conversations } from './conversations.js';
 import { newId, toast } from './dom.js';
 import { FilesMenu } from './files.js';
 import { GroupDialog } from './groupdialog.js';
+import { mountHeadBar, showTitle } from './headbar.js';
 import { mountMcp } from './mcp.js';
 import { MembersPanel } from './members.js';
 import { SettingsPanel } from './settings.js';
 import { Inbox } from './inbox.js';
 import { mountLogin, showLogin } from './login.js';
 import { MessageOps } from './messageops.js';
+import { HISTORY_PAGE, HistoryPager } from './pager.js';
 import { SearchBox } from './search.js';
 import { handleServerError } from './servererrors.js';
 import { closeSidebar, mountDrawer, Sidebar } from './sidebar.js';
@@ -29,7 +31,6 @@ import { Liveness, markStale } from './liveness.js';
 import { TaskCards } from './tasks.js';
 import { presenceChip, Timeline } from './timeline.js';
 
-const HISTORY_PAGE = 100;
 const LAST_GROUP_KEY = 'yeaft.lastGroup';
 const BUSY = new Set(['queued', 'thinking', 'streaming', 'tool']);
 const $ = (id) => document.getElementById(id);
@@ -42,7 +43,6 @@ const state = {
   groupId: null,
   loading: false,
   loadToken: 0,
-  oldestId: null,
   presence: new Map(),
   hadDisconnect: false,
 };
@@ -81,10 +81,14 @@ const timeline = new Timeline({
   onDelete: (messageId, failed) => ops.deleteMessage(messageId, failed),
   onRegenerate: (bubble) => ops.regenerate(bubble),
   onBubble: (bubble) => taskCards.labelBubble(bubble),
+  newMessages: $('new-messages'),
 });
 
 // Team mode: a card per task, under the message that started it (tasks.js).
 const taskCards = new TaskCards({ timeline, persona, toast: (text, kind) => toast(text, kind) });
+
+// "Load earlier messages", and a search hit older than the page shown.
+const pager = new HistoryPager({ timeline, taskCards, groupId: () => state.groupId });
 
 const ops = new MessageOps({
   groupId: () => (conversations.active ? null : state.groupId),
@@ -216,6 +220,7 @@ function leaveApp(message) {
 mountMcp();
 mountLogin({ onLogin: enterApp, onLogout: () => leaveApp('') });
 mountDrawer();
+mountHeadBar();
 
 // -- entering the app -------------------------------------------------------
 async function enterApp(username) {
@@ -306,8 +311,7 @@ async function createGroup(name, roster) {
 function renderGroupChrome() {
   sidebar.render(state.groups, state.groupId, (id) => persona(id).name, inbox.summaries);
   const group = currentGroup();
-  $('group-title').textContent = group ? group.name : 'No group selected';
-  document.title = group ? `${group.name} · Yeaft` : 'Yeaft';
+  showTitle(group?.name);
   $('group-menu-button').disabled = !group;
   $('empty-state').hidden = Boolean(group);
   $('chat').classList.toggle('has-group', Boolean(group));
@@ -335,11 +339,10 @@ async function selectGroup(groupId) {
   state.groupId = groupId;
   state.presence = new Map();
   liveness.forget();
-  state.oldestId = null;
+  pager.reset();
   const token = ++state.loadToken;
   timeline.reset();
   askDialog.reset();
-  $('older').hidden = true;
   renderGroupChrome();
   composer.setEnabled(Boolean(groupId));
   if (!groupId) return;
@@ -368,8 +371,7 @@ async function selectGroup(groupId) {
   taskCards.show(tasks);
   const ended = new Set(messages.map((m) => m.meta?.turnId).filter(Boolean));
   askDialog.restore(groupId, ended);
-  state.oldestId = messages[0]?.id || null;
-  $('older').hidden = !(page?.hasMore ?? messages.length >= HISTORY_PAGE);
+  pager.loaded(page, messages);
   // Messages sent but not acknowledged before a reload are shown (and
   // resent by the connection) unless the history proves they were stored.
   const stored = new Set(messages.map((m) => m.meta?.clientMessageId).filter(Boolean));
@@ -394,7 +396,7 @@ function openConversation(id) {
   const token = ++state.loadToken;
   timeline.reset();
   askDialog.reset();
-  $('older').hidden = true;
+  pager.reset();
   composer.setEnabled(true);
   conversations.open(id, {
     timeline,
@@ -406,24 +408,6 @@ function openConversation(id) {
   });
   renderGroupChrome();
   composer.focus();
-}
-
-$('load-older').addEventListener('click', () => loadOlder());
-
-async function loadOlder() {
-  const groupId = state.groupId;
-  if (!groupId || !state.oldestId) return;
-  try {
-    const page = await api.messages(groupId, { before: state.oldestId, limit: HISTORY_PAGE });
-    if (groupId !== state.groupId) return;
-    const messages = page?.messages || [];
-    timeline.renderHistory(messages, { prepend: true });
-    taskCards.reanchor();
-    state.oldestId = messages[0]?.id || state.oldestId;
-    $('older').hidden = !(page?.hasMore ?? messages.length >= HISTORY_PAGE);
-  } catch (err) {
-    toast(`Could not load earlier messages: ${err.message}`);
-  }
 }
 
 $('group-menu-button').addEventListener('click', () => {
@@ -461,16 +445,10 @@ function updateStopAll() {
 }
 
 // -- search hits ------------------------------------------------------------
-/** Open a group at one message (a search hit): load earlier pages until it is there. */
+/** Open a group at one message (a search hit). */
 async function openAt(groupId, messageId) {
   if (groupId !== state.groupId || state.loading) await selectGroup(groupId);
-  for (let page = 0; page < 20; page += 1) {
-    if (groupId !== state.groupId) return;
-    if (timeline.focusMessage(messageId)) return;
-    if ($('older').hidden || !state.oldestId) break;
-    await loadOlder();
-  }
-  if (!timeline.focusMessage(messageId)) toast('That message is no longer in the group.', 'info');
+  await pager.find(groupId, messageId);
 }
 
 // -- frames from the server ---------------------------------------------------

@@ -9,10 +9,12 @@
 // settings form: the group's People and Settings buttons are hidden while a
 // conversation is open, and its own Settings button opens a form over the
 // settings a conversation has (title, language, model, queue mode, tools),
-// which its owner saves with PATCH /api/conversations/{id}/settings.
+// which its owner saves with PATCH /api/conversations/{id}/settings. The
+// Export menu closes like a menu (menus.js).
 
 import { request as call } from './api.js';
 import { el } from './dom.js';
+import { detailsMenu } from './menus.js';
 
 const enc = encodeURIComponent;
 const USAGE_DELAY_MS = 200;
@@ -64,6 +66,7 @@ export class ChatHead {
     this.usageTimer = null;
     this.inputs = new Map();
     this.build();
+    detailsMenu(nodes.exportMenu);
     nodes.settingsButton.addEventListener('click', () => this.openSettings());
   }
 

@@ -217,10 +217,9 @@ export class Conversations {
 
   /** The chat-mode frames that are not output: ready, deleted. */
   frame(frame) {
+    // Its VP and model are the header's subtitle (chathead.js); the title keeps its own name.
     if (frame.type === 'session_ready' && frame.conversationId === this.current) {
       this.info = frame.modelInfo || null;
-      const header = document.getElementById('group-title');
-      if (header && this.info?.model) header.title = `${this.info.name} · ${this.info.model}`;
     }
     if (frame.type === 'conversation_deleted') {
       this.items = this.items.filter((c) => c.conversationId !== frame.conversationId);

@@ -1,9 +1,11 @@
 // The Files menu of the chat header: the files of the open group's (or
 // conversation's) workspace, each a download link. The list is read from
 // GET /api/groups/{id}/files (or /api/conversations/{id}/files) every time
-// the menu opens, so a file a VP just wrote is there without a reload.
+// the menu opens, so a file a VP just wrote is there without a reload. It
+// closes like a menu (menus.js): on Escape, a press outside, a file chosen.
 
 import { clear, el } from './dom.js';
+import { detailsMenu } from './menus.js';
 
 const enc = encodeURIComponent;
 
@@ -31,6 +33,7 @@ export class FilesMenu {
     menu.addEventListener('toggle', () => {
       if (menu.open) this.load();
     });
+    detailsMenu(menu);
   }
 
   /** The group or conversation on screen (`{id, conversation}`), or null. */

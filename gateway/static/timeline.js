@@ -8,10 +8,15 @@
 // the bubbles side by side when the window is wide enough, so VPs answering
 // at the same time are read at the same time; see thread.js for where a
 // row goes.
+//
+// A message or a reply that arrives while the reader is scrolled up leaves
+// the view where it is and is counted on the "new messages" button
+// (newmarker.js) instead.
 
 import { attachmentsNode } from './attachments.js';
 import { avatar, el, formatTime } from './dom.js';
 import { copyButton, renderMarkdown } from './markdown.js';
+import { NewMessagesMarker } from './newmarker.js';
 import { Threads } from './thread.js';
 import { TurnBubble } from './turn.js';
 
@@ -21,9 +26,10 @@ const BUSY_STATES = new Set(['thinking', 'streaming', 'tool', 'queued']);
 export class Timeline {
   /**
    * `scroller` scrolls, `list` holds the items. `persona(id)` returns
-   * {name, role}; `onCancel(vpId)` stops a VP; `me` is the user's name.
+   * {name, role}; `onCancel(vpId)` stops a VP; `me` is the user's name;
+   * `newMessages` is the button that counts what arrives out of sight.
    */
-  constructor({ scroller, list, persona, onCancel, onChange, onTurnEnd, onDelete, onRegenerate, onBubble }) {
+  constructor({ scroller, list, persona, onCancel, onChange, onTurnEnd, onDelete, onRegenerate, onBubble, newMessages }) {
     // `onDelete(messageId)` deletes one of the user's own messages;
     // `onRegenerate(bubble)` asks the bubble's VP to answer again;
     // `onBubble(bubble)` sees every new bubble (team mode labels a task's runs).
@@ -38,6 +44,15 @@ export class Timeline {
     this.onTurnEnd = onTurnEnd || (() => {});
     this.me = '';
     this.threads = new Threads();
+    this.unseen = 0;
+    this.marker = newMessages
+      ? new NewMessagesMarker({
+        button: newMessages,
+        scroller,
+        nearBottom: () => this.nearBottom(),
+        toBottom: () => this.scrollToBottom(),
+      })
+      : null;
     this.reset();
   }
 
@@ -46,6 +61,7 @@ export class Timeline {
     this.userMessages = new Map();
     this.threads.reset();
     this.list.replaceChildren();
+    this.marker?.clear();
   }
 
   // -- scrolling ------------------------------------------------------------
@@ -54,11 +70,17 @@ export class Timeline {
     return s.scrollHeight - s.scrollTop - s.clientHeight < NEAR_BOTTOM_PX;
   }
 
-  /** Run `change`, then keep the view pinned to the bottom if it was there. */
+  /**
+   * Run `change`, then keep the view pinned to the bottom if it was there;
+   * if it was not, what `change` added (`this.unseen`) goes on the marker.
+   */
   mutate(change) {
     const pinned = this.nearBottom();
+    this.unseen = 0;
     const result = change();
     if (pinned) this.scrollToBottom();
+    else if (this.unseen) this.marker?.add(this.unseen);
+    this.unseen = 0;
     this.onChange();
     return result;
   }
@@ -183,6 +205,7 @@ export class Timeline {
         const node = this.handoffNode(from, to, frame.text, reason);
         this.list.append(node);
         this.rememberHandoff(frame.messageId, node, from, frame.text, frame);
+        this.unseen += 1;
         return;
       }
       if (frame.role !== 'user') return;
@@ -192,6 +215,7 @@ export class Timeline {
         this.markSent(node, frame.messageId);
       } else {
         node = this.userNode({ ...frame, id: frame.messageId, state: 'sent' });
+        this.unseen += 1;
       }
       this.list.append(node);
       this.rememberPerson(frame.messageId, node, frame);
@@ -395,6 +419,7 @@ export class Timeline {
         firstFrame.type === 'agent_status' && (firstFrame.state === 'thinking' || !!firstFrame.queue);
       bubble = this.newBubble(vpId, turnId, !fromStart);
       this.place(bubble, firstFrame.triggerId || null);
+      this.unseen += 1;
     }
     return bubble;
   }
