@@ -230,6 +230,9 @@ async def test_a_conversation_has_its_own_header_export_settings_and_usage(
         assert markdown.startswith("# where should the cache live?\n"), markdown[:200]
         assert f"conversation of {USER} with @linus" in markdown
         assert ANSWER in markdown
+        # The menu closed once a format was chosen: it opens again for the other.
+        await expect(page.get_by_test_id("export-menu")).not_to_have_attribute("open", "")
+        await page.get_by_test_id("export-toggle").click()
         async with page.expect_download() as json_info:
             await page.get_by_test_id("export-json").click()
         document = json.loads(await downloaded(json_info))

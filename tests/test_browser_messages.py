@@ -297,6 +297,7 @@ async def test_regenerate_delete_search_export_unread_and_limits(
             await page.get_by_test_id("export-markdown").click()
         markdown = await downloaded(md_info)
         assert markdown.startswith("# Zoo\n") and "the quokka enclosure needs a lock" in markdown
+        await page.get_by_test_id("export-toggle").click()  # it closed once a format was chosen
         async with page.expect_download() as json_info:
             await page.get_by_test_id("export-json").click()
         document = json.loads(await downloaded(json_info))
