@@ -69,10 +69,12 @@ async def test_new_messages_while_scrolled_up_are_counted_and_a_click_jumps_to_t
 
     runtime = make_runtime()
     await add_user(await runtime.store(), USER, PASSWORD)
-    # Nobody to answer: only people's messages arrive, so the counts are exact.
+    # Nobody to answer: bob's messages arrive, each with the server's notice that no VP
+    # can answer it; notices are not counted, so the counts are exact.
     group = await runtime.create_group("Long history", [], members=[USER])
     for n in range(HISTORY):
-        await runtime.send(Ingest(group.id, "bob", f"older message number {n}\n\nwith a second line"))
+        text = f"older message number {n}\n\nwith a second line"
+        await runtime.send(Ingest(group.id, "bob", text))
     async with gateway_server(runtime) as gateway, chromium() as browser:
         await browser.grant_permissions(["clipboard-read", "clipboard-write"])
         page = await _page(browser)
