@@ -1,10 +1,10 @@
 """Looking after accounts: a new password, an unlock, and what the login door needs of them.
 
 ``set_password`` and ``unlock_user`` are what ``yeaft user passwd`` and
-``yeaft user unlock`` run against the store. Both stamp the user's record
-with ``loginUnlockedAt``; every gateway process reads that stamp at login
-(:func:`login_unlocked_at`), so the failures and lockouts it counted
-before it no longer count, whichever process counted them.
+``yeaft user unlock`` run against the store (and the admin route
+``DELETE /api/admin/lockouts/{name}`` runs ``unlock_user`` too). The
+failed-login counts live in the store (``store.logins``), so an unlock
+there lifts the lockout on every gateway process at once.
 """
 
 from __future__ import annotations
@@ -12,21 +12,26 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from fastapi import Request
 
 from gateway.auth import AuthError, AuthFailure
 from gateway.errors import GatewayError
-from gateway.lockout import UNLOCKED_AT, unlocked_at, wait_words
-from gateway.users import USERNAME_RE, UserError, check_password, hash_password
+from gateway.lockout import lift_lockout, wait_words
+from gateway.users import UserError, check_password, hash_password
 from protocol import ErrorCode
 from store.base import UserStore
+from store.logins import LoginLog
 
 PASSWORD_CHANGED_AT = "passwordChangedAt"
 
 
-async def set_password(store: UserStore, username: str, password: str) -> None:
+class AccountStore(UserStore, LoginLog, Protocol):
+    """What looking after an account touches: user records and failed-login counts."""
+
+
+async def set_password(store: AccountStore, username: str, password: str) -> None:
     """Give ``username`` a new password; raises :class:`UserError` (no such user, weak password).
 
     A new password also lifts any login lockout of the account.
@@ -36,25 +41,18 @@ async def set_password(store: UserStore, username: str, password: str) -> None:
         raise UserError(f"no user {username!r}")
     check_password(username, password)
     password_hash = await asyncio.to_thread(hash_password, password)
-    now = time.time()
-    await store.put_user(
-        {**user, "passwordHash": password_hash, PASSWORD_CHANGED_AT: now, UNLOCKED_AT: now}
-    )
+    await store.put_user({**user, "passwordHash": password_hash, PASSWORD_CHANGED_AT: time.time()})
+    await lift_lockout(store, username)
 
 
-async def unlock_user(store: UserStore, username: str) -> None:
-    """Lift every login lockout of ``username``, on every gateway; UserError when unknown."""
-    user = await store.get_user(username)
-    if user is None:
+async def unlock_user(store: AccountStore, username: str) -> bool:
+    """Lift every login lockout of ``username``, on every gateway; UserError when unknown.
+
+    True when the account was locked.
+    """
+    if await store.get_user(username) is None:
         raise UserError(f"no user {username!r}")
-    await store.put_user({**user, UNLOCKED_AT: time.time()})
-
-
-async def login_unlocked_at(store: UserStore, username: str) -> float | None:
-    """When ``username`` was last unlocked (None for never, or for no such user)."""
-    if not USERNAME_RE.fullmatch(username):
-        return None
-    return unlocked_at(await store.get_user(username))
+    return await lift_lockout(store, username)
 
 
 async def session_user(store: UserStore, claims: Mapping[str, Any]) -> str:
@@ -83,7 +81,7 @@ def locked_out(seconds: float) -> GatewayError:
     return GatewayError(
         ErrorCode.RATE_LIMITED,
         f"too many failed logins for this user from your address: try again in "
-        f"{wait_words(seconds)}",
+        f"{wait_words(seconds)}, or ask an administrator to lift the lockout",
         detail={"reason": "login_locked"},
         retry_after=round(seconds, 1),
     )

@@ -117,8 +117,8 @@ def cmd_user(args: argparse.Namespace) -> int:
             await set_password(store, args.name, read_password(args))
             print(f"changed the password of {args.name}; older sessions must log in again")
         else:
-            await unlock_user(store, args.name)
-            print(f"unlocked {args.name}: failed logins so far no longer count")
+            was = "" if await unlock_user(store, args.name) else " (it was not locked)"
+            print(f"unlocked {args.name}{was}: failed logins so far no longer count")
         return 0
 
     try:

@@ -9,7 +9,8 @@ Errors are ``{"error": {"code", "message", "field"?, "detail"?}}`` with the
 matching status: 401 (no valid session), 403 (a foreign page using the
 cookie), 404 (no such thing, or not yours), 409 (conflict), 422 (invalid
 request, code ``invalid_request``), 429 (too many failed logins from one
-address: ``retryAfter`` says how long that address must wait).
+address: ``retryAfter`` says how long that address must wait; the rules
+are ``gateway.lockout``'s).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
-from gateway.accounts import client_address, locked_out, login_unlocked_at, session_user
+from gateway.accounts import client_address, locked_out, session_user
 from gateway.auth import (
     SESSION_COOKIE,
     AuthError,
@@ -143,18 +144,17 @@ async def login(body: LoginBody, request: Request, response: Response, ctx: Ctx)
         raise GatewayError(ErrorCode.FORBIDDEN, exc.message) from exc
     store = await ctx.runtime.store()
     address = client_address(request)
-    since = await login_unlocked_at(store, body.username)
-    locked = ctx.logins.retry_after(body.username, address, since)
+    locked = await ctx.logins.retry_after(store, body.username, address)
     if locked is not None:
         ctx.metrics.logins.labels(outcome="throttled").inc()
         raise locked_out(locked)
     if not await authenticate(store, body.username, body.password):
         ctx.metrics.logins.labels(outcome="failure").inc()
-        started = ctx.logins.failed(body.username, address, since)
+        started = await ctx.logins.failed(store, body.username, address)
         if started is not None:
             raise locked_out(started)
         raise GatewayError(ErrorCode.UNAUTHORIZED, "wrong username or password")
-    ctx.logins.succeeded(body.username, address)
+    await ctx.logins.succeeded(store, body.username, address)
     ctx.metrics.logins.labels(outcome="success").inc()
     token = issue_token(ctx.settings, body.username)
     set_session_cookie(response, ctx, token)

@@ -1,46 +1,32 @@
-"""Login lockout: failed logins are counted per (username, client address).
+"""Login lockout: failed logins counted in the store, so every gateway sees them.
 
-After ``max_failures`` failed logins for one name from one address within
-``window`` seconds, that address may not log in as that name for
-``lockout`` seconds; every refusal says how long is left. Keying by address
-as well as name is what keeps the lockout from being a weapon: someone
-guessing ``ann``'s password from their machine locks only themselves out,
-and ann logs in from hers as usual. (Guesses stay capped per address, and
-each guess costs a slow hash.)
+The counting and locking rules are ``store.logins``'s: failures are
+counted per account across addresses and gateways; when an account has
+had ``YEAFT_LOGIN_MAX_FAILURES`` within ``YEAFT_LOGIN_WINDOW_S``, every
+address that failed for it (and any that fails while the lock lasts) is
+refused for ``YEAFT_LOGIN_LOCKOUT_S``, the right password included, so the
+lockout is no oracle. An address that has not failed for the account is
+never refused: someone guessing ann's password locks themselves out, and
+ann logs in from her own machine as usual. An address that fails
+``YEAFT_LOGIN_ADDRESS_MAX_FAILURES`` times over any accounts is refused for
+every account, so it cannot spray guesses across many. Each guess also
+costs a slow hash.
 
-The counts live in the gateway process. An unlock has to reach every
-process, so it is a timestamp in the user's record instead
-(``loginUnlockedAt``, written by ``yeaft user unlock`` and ``yeaft user
-passwd``): failures and locks older than it no longer count. Stamps are
-wall-clock seconds, the same clock as that timestamp.
+An unlock (``DELETE /api/admin/lockouts/{name}``, ``yeaft user unlock``, a
+new password) forgets the account's failures and locks in the store: on
+every gateway at once. Account names are counted lowercased, as a person
+may type ``Ann`` or ``ann``.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections import deque
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable
+
+from store.logins import Lockouts, LoginLog, LoginRules
 
 Clock = Callable[[], float]
-
-UNLOCKED_AT = "loginUnlockedAt"
-"""The user-record field of the last admin unlock or password change (epoch seconds)."""
-
-
-@dataclass(slots=True)
-class _Entry:
-    failures: deque[float] = field(default_factory=deque)
-    locked_at: float | None = None
-    locked_until: float = 0.0
-
-
-def unlocked_at(user: Mapping[str, Any] | None) -> float | None:
-    """When ``user``'s record was last unlocked, or None."""
-    value = user.get(UNLOCKED_AT) if user else None
-    return float(value) if isinstance(value, int | float) else None
 
 
 def wait_words(seconds: float) -> str:
@@ -52,11 +38,16 @@ def wait_words(seconds: float) -> str:
     return f"{minutes} min {rest} s" if rest else f"{minutes} min"
 
 
-class LoginLockout:
-    """Counts failed logins per (name, address) and locks a pair out for a while.
+def account_key(username: str) -> str:
+    """The name an account's failures are counted under."""
+    return username.lower()
 
-    The table is pruned as it is used, so a flood of made-up names or
-    addresses cannot grow it without bound.
+
+class LoginLockout:
+    """The gateway's side of the lockout: the rules, a clock, and the store's counts.
+
+    Each method takes the store: it is opened lazily by the runtime, after
+    this object is made. Results are seconds from now, on ``clock``.
     """
 
     def __init__(
@@ -64,75 +55,34 @@ class LoginLockout:
         max_failures: int,
         window: float,
         lockout: float,
+        address_max_failures: int,
         clock: Clock = time.time,
-        size: int = 10_000,
     ) -> None:
-        self.max_failures = max_failures
-        self.window = window
-        self.lockout = lockout
-        self._clock = clock
-        self._size = size
-        self._table: dict[tuple[str, str], _Entry] = {}
+        self.rules = LoginRules(max_failures, address_max_failures, window, lockout)
+        self.clock = clock
 
-    def retry_after(self, username: str, address: str, since: float | None = None) -> float | None:
-        """Seconds until ``address`` may try ``username`` again; None when it may now.
+    async def retry_after(self, store: LoginLog, username: str, address: str) -> float | None:
+        """Seconds until ``address`` may try ``username`` again; None when it may now."""
+        now = self.clock()
+        until = await store.login_locked_until(account_key(username), address, now)
+        return None if until is None else until - now
 
-        ``since`` is the user's last unlock: anything before it is forgotten.
-        """
-        key = (username.lower(), address)
-        entry = self._table.get(key)
-        if entry is None:
-            return None
-        now = self._clock()
-        self._forget(entry, now, since)
-        if entry.locked_at is None and not entry.failures:
-            del self._table[key]
-            return None
-        left = entry.locked_until - now
-        return left if entry.locked_at is not None and left > 0 else None
+    async def failed(self, store: LoginLog, username: str, address: str) -> float | None:
+        """Count a failed login; seconds ``address`` is now locked out for, or None."""
+        now = self.clock()
+        key = account_key(username)
+        until = await store.record_login_failure(key, address, now, self.rules)
+        return None if until is None else until - now
 
-    def failed(self, username: str, address: str, since: float | None = None) -> float | None:
-        """Record a failed login; the lockout's length when this one started it."""
-        key = (username.lower(), address)
-        if key not in self._table and len(self._table) >= self._size:
-            self._prune()
-        entry = self._table.setdefault(key, _Entry())
-        now = self._clock()
-        self._forget(entry, now, since)
-        entry.failures.append(now)
-        if len(entry.failures) < self.max_failures:
-            return None
-        entry.failures.clear()
-        entry.locked_at, entry.locked_until = now, now + self.lockout
-        return self.lockout
+    async def succeeded(self, store: LoginLog, username: str, address: str) -> None:
+        """Forget this address's failures for the account once its owner got in."""
+        await store.forget_login_failures(account_key(username), address)
 
-    def succeeded(self, username: str, address: str) -> None:
-        """Forget the failures of a pair once its owner got in."""
-        self._table.pop((username.lower(), address), None)
+    async def lockouts(self, store: LoginLog) -> Lockouts:
+        """The locks in force now."""
+        return await store.lockouts(self.clock())
 
-    def _forget(self, entry: _Entry, now: float, since: float | None) -> None:
-        cutoff = now - self.window
-        if since is not None:
-            cutoff = max(cutoff, since)
-        while entry.failures and entry.failures[0] <= cutoff:
-            entry.failures.popleft()
-        if entry.locked_at is not None and (
-            entry.locked_until <= now or (since is not None and entry.locked_at <= since)
-        ):
-            entry.locked_at, entry.locked_until = None, 0.0
 
-    def _prune(self) -> None:
-        now = self._clock()
-        for key in list(self._table):
-            entry = self._table[key]
-            self._forget(entry, now, None)
-            if entry.locked_at is None and not entry.failures:
-                del self._table[key]
-        if len(self._table) >= self._size:
-            # Still full of live entries: drop the least recent half rather than grow.
-            def last(key: tuple[str, str]) -> float:
-                entry = self._table[key]
-                return max(entry.failures[-1] if entry.failures else 0.0, entry.locked_until)
-
-            for key in sorted(self._table, key=last)[: len(self._table) // 2]:
-                del self._table[key]
+async def lift_lockout(store: LoginLog, username: str) -> bool:
+    """Forget every failure and lock of ``username``; True when it was locked."""
+    return await store.lift_lockout(account_key(username))

@@ -32,6 +32,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from actors.process import settle
 from gateway import (
+    admin_http,
     attachments_http,
     conversations_http,
     files_http,
@@ -106,7 +107,10 @@ def create_app(
         groups=groups,
         personas=personas,
         logins=LoginLockout(
-            settings.login_max_failures, settings.login_window_s, settings.login_lockout_s
+            settings.login_max_failures,
+            settings.login_window_s,
+            settings.login_lockout_s,
+            settings.login_address_max_failures,
         ),
         user_rates=UserBuckets(settings.user_rate_limit_per_s, settings.user_rate_limit_burst),
         lag=LagProbe(LagMeter()),
@@ -152,6 +156,7 @@ def create_app(
     app.include_router(attachments_http.router)
     app.include_router(files_http.router)
     app.include_router(tasks_http.router)
+    app.include_router(admin_http.router)
     app.add_api_websocket_route("/ws", ws.websocket_endpoint)
     # The UI's files are written separately and may not exist yet; the mount
     # is made anyway and answers 404 until they do.

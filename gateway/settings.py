@@ -172,13 +172,17 @@ class GatewaySettings(StoreSettings):
     tail_batch: int = Field(default=500, ge=1)
     # YEAFT_HISTORY_PAGE_MAX: the largest ``limit`` of the history endpoint.
     history_page_max: int = Field(default=500, ge=1)
-    # YEAFT_LOGIN_MAX_FAILURES failed logins for one username from one client
-    # address within YEAFT_LOGIN_WINDOW_S lock that address out of that
-    # account for YEAFT_LOGIN_LOCKOUT_S (429 with retryAfter); other addresses
-    # are not affected. `yeaft user unlock NAME` lifts it.
+    # YEAFT_LOGIN_MAX_FAILURES failed logins for one username (from any
+    # addresses, on any gateway) within YEAFT_LOGIN_WINDOW_S lock the addresses
+    # that failed out of that account for YEAFT_LOGIN_LOCKOUT_S (429 with
+    # retryAfter); an address that has not failed for it is not refused.
+    # YEAFT_LOGIN_ADDRESS_MAX_FAILURES failed logins from one address over any
+    # usernames in the window lock it out of every account. An administrator
+    # lifts a lockout (DELETE /api/admin/lockouts/NAME, `yeaft user unlock NAME`).
     login_max_failures: int = Field(default=10, ge=1)
     login_window_s: float = Field(default=300.0, gt=0)
     login_lockout_s: float = Field(default=300.0, gt=0)
+    login_address_max_failures: int = Field(default=30, ge=1)
     # YEAFT_PERSONAS_DIR: the user's persona files (unset: <data_dir>/personas).
     personas_dir: Path | None = None
     # YEAFT_RAY_NAMESPACE / YEAFT_COORDINATOR_SHARDS: how actors are named and
@@ -219,8 +223,9 @@ class GatewaySettings(StoreSettings):
     attachment_max_count: int = Field(default=8, ge=1, le=MAX_ATTACHMENTS)
     attachment_max_message_bytes: int = Field(default=20 * 1024 * 1024, ge=1)
     # YEAFT_ADMINS: the users (comma-separated) who may add and remove MCP
-    # servers from the web UI and the HTTP API; the first user of a fresh
-    # install is "admin".
+    # servers from the web UI and the HTTP API, and list and lift login
+    # lockouts (/api/admin/lockouts); the first user of a fresh install is
+    # "admin".
     admins: str = "admin"
     # YEAFT_OIDC_ISSUER / YEAFT_OIDC_CLIENT_ID / YEAFT_OIDC_CLIENT_SECRET:
     # sign in with the team's OpenID Connect provider (authorization code

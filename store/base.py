@@ -2,7 +2,8 @@
 
 The contract is split by role (``GroupStore``, ``GroupLog``, ``EventLog``,
 ``TurnLog``, ``TranscriptStore``, ``UserStore``, ..., ``TaskLog`` in
-``store.tasks`` and ``PlacementStore`` in ``store.placement``); ``Store``
+``store.tasks``, ``PlacementStore`` in ``store.placement`` and ``LoginLog``
+in ``store.logins``); ``Store``
 is all of them plus ``close``. Both backends implement ``Store``, and one
 test suite runs against both through a parametrised fixture.
 """
@@ -29,6 +30,7 @@ from store.budgets import Budgets
 from store.chatviews import GroupSummary, SearchHit, TurnUsage, UsageTotals
 from store.conversation import ConversationInfo, GroupKind
 from store.events import EventBatch
+from store.logins import LoginLog
 from store.members import MemberChange
 from store.placement import PlacementStore
 from store.tasks import TaskLog
@@ -430,6 +432,7 @@ class Store(
     Budgets,
     TaskLog,
     PlacementStore,
+    LoginLog,
     Protocol,
 ):
     """Every role at once: what a backend implements and a process opens.

@@ -48,6 +48,7 @@ from store.embedded_budgets import GROUP_TABLES as BUDGET_TABLES
 from store.embedded_budgets import EmbeddedBudgets
 from store.embedded_events import GROUP_TABLES as EVENT_TABLES
 from store.embedded_events import EmbeddedEvents
+from store.embedded_logins import EmbeddedLogins
 from store.embedded_members import EmbeddedMembers
 from store.embedded_schema import event_counter, setup_schema
 from store.embedded_tasks import GROUP_TABLES as TASK_TABLES
@@ -75,6 +76,7 @@ class EmbeddedStore(
     chat_sql.EmbeddedChatViews,
     EmbeddedBudgets,
     EmbeddedTasks,
+    EmbeddedLogins,
     Store,
 ):
     """A Store on one SQLite file under ``data_dir``; safe across processes."""

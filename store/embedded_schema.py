@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from store import embedded_budgets, embedded_chat, embedded_tasks
+from store import embedded_budgets, embedded_chat, embedded_logins, embedded_tasks
 from store.sqlite import write_txn
 
 SCHEMA = """
@@ -134,3 +134,4 @@ def setup_schema(conn: sqlite3.Connection) -> None:
     embedded_chat.setup(conn)
     embedded_budgets.setup(conn)
     embedded_tasks.setup(conn)
+    embedded_logins.setup(conn)

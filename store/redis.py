@@ -23,7 +23,8 @@ The keys of the event log (``events``, ``eseq``) are described in
 search, read marks and usage totals (``terms``, ``reads``, ``uturns``,
 ``usage``) in ``store.redis_chat``, those of budgets in
 ``store.redis_budgets``, those of tasks, evidence and skills in
-``store.redis_tasks`` and those of transcripts in ``store.redis_transcripts``.
+``store.redis_tasks``, those of transcripts in ``store.redis_transcripts``
+and those of failed logins in ``store.redis_logins``.
 
 Atomicity comes from Lua scripts (one script runs alone on the server):
 the idempotent message append; the event append (``store.redis_events``);
@@ -65,6 +66,7 @@ from store.redis_events import (
     header_fields,
     longest_block,
 )
+from store.redis_logins import RedisLogins
 from store.redis_members import RedisMembers
 from store.redis_tasks import TASK_KINDS, RedisTasks
 from store.redis_transcripts import TRANSCRIPT_KINDS, RedisTranscripts
@@ -97,6 +99,7 @@ class RedisStore(
     RedisBudgets,
     RedisTasks,
     RedisTranscripts,
+    RedisLogins,
     Store,
 ):
     """A Store on a Redis server; all keys live under ``prefix``.
