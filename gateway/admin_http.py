@@ -30,7 +30,9 @@ router = APIRouter()
 
 
 class View(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, serialize_by_alias=True)
+    model_config = ConfigDict(
+        alias_generator=to_camel, validate_by_name=True, validate_by_alias=True
+    )
 
 
 class LockedAddress(View):
