@@ -35,6 +35,7 @@ from gateway.auth import (
 from gateway.context import GatewayContext
 from gateway.errors import GatewayError, not_found
 from gateway.metrics import CONTENT_TYPE_LATEST
+from gateway.roles import role_of
 from gateway.users import authenticate
 from gateway.views import group_view
 from personas.loader import persona_detail, persona_summary
@@ -175,8 +176,14 @@ async def logout(response: Response, ctx: Ctx) -> None:
 
 
 @router.get("/api/me")
-async def me(user: User) -> dict[str, Any]:
-    return {"username": user}
+async def me(user: User, ctx: Ctx) -> dict[str, Any]:
+    """Who is signed in: the account's name, display name and instance role."""
+    record = await (await ctx.runtime.store()).get_user(user) or {"username": user}
+    return {
+        "username": user,
+        "displayName": record.get("displayName") or user,
+        "role": role_of(record, ctx.settings).value,
+    }
 
 
 # -- groups --------------------------------------------------------------------

@@ -245,7 +245,8 @@ async def test_login_cookie_bearer_logout(start_gateway: StartGateway) -> None:
     token = ok.json()["token"]
     assert verify_token(gw.settings, token) == "ann"
     # The client kept the cookie, so this request is authenticated by it.
-    assert (await gw.http.get("/api/me")).json() == {"username": "ann"}
+    me = (await gw.http.get("/api/me")).json()
+    assert me == {"username": "ann", "displayName": "ann", "role": "member"}
     gw.http.cookies.clear()
     assert (await gw.http.get("/api/me")).status_code == 401
     me = await gw.http.get("/api/me", headers={"Authorization": f"Bearer {token}"})

@@ -100,6 +100,18 @@ async def test_an_account_is_linked_by_issuer_and_subject_never_by_name(signed: 
         assert await me(http, gateway) == "admin-2"
 
 
+async def test_a_claim_seeds_the_admin_role_of_a_new_account(signed: Signed) -> None:
+    async with signed(oidc_admin_claim="groups=yeaft-admins") as (gateway, _):
+        for login, role in (("alice", "admin"), ("bob", "member")):
+            async with httpx.AsyncClient() as http:
+                await http.get(await sign_in(http, await begin(http, gateway), login))
+                reply = await http.get(urljoin(gateway.url, "/api/me"))
+                assert (reply.json()["username"], reply.json()["role"]) == (login, role)
+        # Stored with the account: the role is the account's, not the token's.
+        user = await (await gateway.runtime.store()).get_user("alice")
+        assert user is not None and user["role"] == "admin"
+
+
 # -- ways it must not work ----------------------------------------------------------
 async def test_a_callback_whose_state_does_not_match_is_refused(signed: Signed) -> None:
     async with signed() as (gateway, _), httpx.AsyncClient() as http:
