@@ -2,8 +2,8 @@
 
 The contract is split by role (``GroupStore``, ``GroupLog``, ``EventLog``,
 ``TurnLog``, ``TranscriptStore``, ``UserStore``, ..., ``TaskLog`` in
-``store.tasks``, ``PlacementStore`` in ``store.placement`` and ``LoginLog``
-in ``store.logins``); ``Store``
+``store.tasks``, ``PlacementStore`` in ``store.placement``, ``LoginLog``
+in ``store.logins`` and ``SessionLog`` in ``store.sessions``); ``Store``
 is all of them plus ``close``. Both backends implement ``Store``, and one
 test suite runs against both through a parametrised fixture.
 """
@@ -33,6 +33,7 @@ from store.events import EventBatch
 from store.logins import LoginLog
 from store.members import MemberChange
 from store.placement import PlacementStore
+from store.sessions import SessionLog
 from store.tasks import TaskLog
 from store.turns import TurnEnd, TurnRecord
 
@@ -433,6 +434,7 @@ class Store(
     TaskLog,
     PlacementStore,
     LoginLog,
+    SessionLog,
     Protocol,
 ):
     """Every role at once: what a backend implements and a process opens.

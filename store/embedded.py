@@ -49,6 +49,7 @@ from store.embedded_budgets import EmbeddedBudgets
 from store.embedded_events import GROUP_TABLES as EVENT_TABLES
 from store.embedded_events import EmbeddedEvents
 from store.embedded_logins import EmbeddedLogins
+from store.embedded_sessions import EmbeddedSessions
 from store.embedded_members import EmbeddedMembers
 from store.embedded_schema import event_counter, setup_schema
 from store.embedded_tasks import GROUP_TABLES as TASK_TABLES
@@ -77,6 +78,7 @@ class EmbeddedStore(
     EmbeddedBudgets,
     EmbeddedTasks,
     EmbeddedLogins,
+    EmbeddedSessions,
     Store,
 ):
     """A Store on one SQLite file under ``data_dir``; safe across processes."""

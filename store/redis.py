@@ -67,6 +67,7 @@ from store.redis_events import (
     longest_block,
 )
 from store.redis_logins import RedisLogins
+from store.redis_sessions import RedisSessions
 from store.redis_members import RedisMembers
 from store.redis_tasks import TASK_KINDS, RedisTasks
 from store.redis_transcripts import TRANSCRIPT_KINDS, RedisTranscripts
@@ -100,6 +101,7 @@ class RedisStore(
     RedisTasks,
     RedisTranscripts,
     RedisLogins,
+    RedisSessions,
     Store,
 ):
     """A Store on a Redis server; all keys live under ``prefix``.
