@@ -37,7 +37,7 @@ import jwt as pyjwt
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from gateway.auth import issue_token
+from gateway import sessions
 from gateway.context import GatewayContext
 from gateway.http import Ctx, set_session_cookie
 from gateway.oidc import Identity, OidcClient, OidcError, PendingSignIn
@@ -45,6 +45,7 @@ from gateway.roles import ROLE_FIELD, Role, claim_grants_admin
 from gateway.settings import GatewaySettings
 from gateway.users import USERNAME_RE
 from store.base import UserStore
+from store.sessions import SignIn
 
 log = logging.getLogger(__name__)
 router = APIRouter()
@@ -136,7 +137,8 @@ async def oidc_callback(request: Request, ctx: Ctx) -> Response:
     # A page that moves on by itself: the session cookie is SameSite=Strict,
     # which a navigation that began at the provider would not carry.
     response = _page(200, "Signed in.", refresh="/")
-    set_session_cookie(response, ctx, issue_token(ctx.settings, username))
+    begun = await sessions.begin(store, ctx.settings, username, request, SignIn.OIDC)
+    set_session_cookie(response, ctx, begun.token)
     _clear(response, ctx)
     return response
 

@@ -119,7 +119,7 @@ class RedisSessions:
             fields["ended"] = repr(s.ended)
         with redis_errors():
             async with self._r.pipeline(transaction=True) as pipe:
-                pipe.hset(key, mapping=fields)
+                pipe.hset(key, mapping=cast(Any, fields))
                 pipe.zadd(self._session_key("u", s.username), {s.id: s.created})
                 pipe.zadd(self._session_key("all"), {s.id: s.expires})
                 await pipe.execute()
@@ -128,17 +128,13 @@ class RedisSessions:
     async def get_session(self, session_id: str) -> SessionRecord | None:
         self._check_open()
         with redis_errors():
-            fields = cast(
-                dict[str, str], await self._r.hgetall(self._session_key("s", session_id))
-            )
+            fields = cast(dict[str, str], await self._r.hgetall(self._session_key("s", session_id)))
         return _record(session_id, fields) if fields.get("username") else None
 
     async def user_sessions(self, username: str, now: float) -> list[SessionRecord]:
         self._check_open()
         with redis_errors():
-            ids = cast(
-                list[str], await self._r.zrevrange(self._session_key("u", username), 0, -1)
-            )
+            ids = cast(list[str], await self._r.zrevrange(self._session_key("u", username), 0, -1))
             async with self._r.pipeline(transaction=False) as pipe:
                 for session_id in ids:
                     pipe.hgetall(self._session_key("s", session_id))

@@ -12,7 +12,9 @@ from tests.fixtures.stores import StoreFactory
 NOW = 1_000_000.0
 
 
-def session(sid: str, user: str = "ann", *, created: float = NOW, ttl: float = 3600) -> SessionRecord:
+def session(
+    sid: str, user: str = "ann", *, created: float = NOW, ttl: float = 3600
+) -> SessionRecord:
     return SessionRecord(
         id=sid,
         username=user,
