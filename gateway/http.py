@@ -171,8 +171,7 @@ async def login(body: LoginBody, request: Request, response: Response, ctx: Ctx)
 
 @router.post("/api/logout", status_code=204)
 async def logout(response: Response, ctx: Ctx) -> None:
-    """Clear the session cookie (the token stays valid until it expires or its session
-    is ended: ``DELETE /api/me/sessions/{id}``)."""
+    """Clear the session cookie (the token stays valid until it expires or its session is ended)."""
     response.delete_cookie(
         SESSION_COOKIE,
         path="/",

@@ -91,6 +91,7 @@ def _me_view(record: dict[str, Any], current: str, settings: GatewaySettings) ->
 
 @router.get("/api/me")
 async def me(request: Request, user: User, ctx: Ctx) -> dict[str, Any]:
+    """Who the caller is: username, display name, role, whether there is a password, the session."""
     return _me_view(await _record(ctx, user), _current(request), ctx.settings)
 
 
@@ -168,6 +169,7 @@ async def change_password(
 
 @router.get("/api/me/sessions")
 async def my_sessions(request: Request, user: User, ctx: Ctx) -> dict[str, Any]:
+    """The caller's live sessions, newest first, the current one marked."""
     store = await ctx.runtime.store()
     current = _current(request)
     live = await store.user_sessions(user, time.time())
@@ -184,6 +186,7 @@ async def end_session(sid: str, user: User, ctx: Ctx) -> None:
 
 @router.delete("/api/me/sessions")
 async def end_other_sessions(request: Request, user: User, ctx: Ctx) -> dict[str, Any]:
+    """End every session of the caller but the current one."""
     store = await ctx.runtime.store()
     ended = await sessions.end(store, user, None, keep=_current(request))
     return {"ended": len(ended)}
