@@ -226,3 +226,4 @@ async def test_usage_adds_up_after_a_turn(start_gateway: StartGateway) -> None:
     # Not a member: none of it is bob's.
     theirs = (await gw.http.get("/api/me/usage", headers=gw.auth("bob"))).json()
     assert theirs["tokens"] == 0 and theirs["byGroup"] == []
+    await client.close()
