@@ -87,6 +87,16 @@ async def test_a_first_sign_in_makes_the_account_and_a_second_finds_it(signed: S
         async with httpx.AsyncClient() as other:
             await other.get(await sign_in(other, await begin(other, gateway), "alice"))
             assert await me(other, gateway) == "alice"
+        # Each sign-in began a session of its own, recorded as an OpenID one.
+        sessions = (await http.get(urljoin(gateway.url, "/api/me/sessions"))).json()["sessions"]
+        assert [s["how"] for s in sessions] == ["oidc", "oidc"]
+        assert [s["current"] for s in sessions] == [False, True]
+        no_password = await http.post(
+            urljoin(gateway.url, "/api/me/password"),
+            json={"current": "any password", "new": "a long enough passphrase"},
+        )
+        assert no_password.status_code == 409
+        assert no_password.json()["error"]["detail"]["reason"] == "no_password"
         assert [u["username"] for u in await (await gateway.runtime.store()).list_users()] == [
             "admin",
             "alice",
