@@ -83,7 +83,9 @@ class Serve:
                     return
                 # The address is printed once the server answers there, not before.
                 assert "http://" not in line, f"an address before the server answers: {line!r}"
-        raise AssertionError(f"yeaft serve exited with {self.proc.wait()} before it was ready")
+        code = self.proc.wait()
+        said = (self.log_dir / "serve.log").read_text(errors="replace")[-3000:]
+        raise AssertionError(f"yeaft serve exited with {code} before it was ready:\n{said}")
 
     def kill(self) -> None:
         """SIGKILL every process of the server's session: the gateway, Ray, every actor."""
