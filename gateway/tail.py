@@ -49,7 +49,14 @@ _ALWAYS_SHOWN_DATA = frozenset({"result", "system"})
 # Frame types no vpIds filter hides: a VP's question to the people, and the
 # group's messages (a person's message, a hand-off), whoever wrote them.
 _ALWAYS_SHOWN_TYPES = frozenset(
-    {"ask_user_question", "group_message", "message_changed", "task_changed"}
+    {
+        "ask_user_question",
+        "group_message",
+        "message_changed",
+        "message_reactions",
+        "message_pins",
+        "task_changed",
+    }
 )
 _SYSTEM_VP = "system"
 

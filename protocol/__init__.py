@@ -81,6 +81,14 @@ from protocol.mcp import (
 )
 from protocol.message_changes import MessageChange, MessageChanged
 from protocol.queueing import QueueMode, QueueOutcome, split_queue_prefix
+from protocol.reactions import (
+    MessagePin,
+    MessagePins,
+    MessageReact,
+    MessageReactions,
+    PinView,
+    ReactionView,
+)
 from protocol.server import (
     Ack,
     AgentState,
@@ -153,11 +161,17 @@ __all__ = [
     "MessageAttachment",
     "MessageChange",
     "MessageChanged",
+    "MessagePin",
+    "MessagePins",
+    "MessageReact",
+    "MessageReactions",
+    "PinView",
     "Ping",
     "Pong",
     "ProtocolError",
     "QueueMode",
     "QueueOutcome",
+    "ReactionView",
     "RemoveVp",
     "RenameGroup",
     "ResultData",

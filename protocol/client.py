@@ -40,6 +40,7 @@ from protocol.members import (
     TransferOwnership,
     UpdateGroupSettings,
 )
+from protocol.reactions import MessagePin, MessageReact
 from protocol.settings import GroupSettingsPatch
 
 GROUP_CHAT_TYPE = "yeaft_session_chat"
@@ -304,6 +305,8 @@ ClientFrame = Annotated[
     | TransferOwnership
     | LeaveGroup
     | UpdateGroupSettings
+    | MessageReact
+    | MessagePin
     | LlmConfig
     | YeaftSettings,
     Field(discriminator="type"),

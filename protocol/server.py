@@ -20,6 +20,7 @@ from protocol.mcp import McpServersListFrame
 from protocol.members import DirectoryEvent, PresenceFrame, RemovedFrame
 from protocol.message_changes import MessageChanged
 from protocol.queueing import QueueOutcome
+from protocol.reactions import MessagePins, MessageReactions
 from protocol.tasks import TaskChanged
 
 
@@ -236,6 +237,8 @@ GroupEventFrame = (
     | GroupMessageFrame
     | GroupUpdate
     | MessageChanged
+    | MessageReactions
+    | MessagePins
     | TaskChanged
 )
 """The frames a group's event log holds; the log assigns their ``seq``.
@@ -296,6 +299,8 @@ ServerFrame = Annotated[
     | AskUserQuestion
     | GroupMessageFrame
     | MessageChanged
+    | MessageReactions
+    | MessagePins
     | TaskChanged
     | ErrorFrame
     | Ack

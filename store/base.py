@@ -3,7 +3,8 @@
 The contract is split by role (``GroupStore``, ``GroupLog``, ``EventLog``,
 ``TurnLog``, ``TranscriptStore``, ``UserStore``, ..., ``TaskLog`` in
 ``store.tasks``, ``PlacementStore`` in ``store.placement``, ``LoginLog``
-in ``store.logins`` and ``SessionLog`` in ``store.sessions``); ``Store``
+in ``store.logins`` ``SessionLog`` in ``store.sessions`` and ``ReactionLog`` in
+``store.reactions``); ``Store``
 is all of them plus ``close``. Both backends implement ``Store``, and one
 test suite runs against both through a parametrised fixture.
 """
@@ -33,6 +34,7 @@ from store.events import EventBatch
 from store.logins import LoginLog
 from store.members import MemberChange
 from store.placement import PlacementStore
+from store.reactions import ReactionLog
 from store.sessions import SessionLog
 from store.tasks import TaskLog
 from store.turns import TurnEnd, TurnRecord
@@ -435,6 +437,7 @@ class Store(
     PlacementStore,
     LoginLog,
     SessionLog,
+    ReactionLog,
     Protocol,
 ):
     """Every role at once: what a backend implements and a process opens.

@@ -50,6 +50,8 @@ from store.embedded_events import GROUP_TABLES as EVENT_TABLES
 from store.embedded_events import EmbeddedEvents
 from store.embedded_logins import EmbeddedLogins
 from store.embedded_members import EmbeddedMembers
+from store.embedded_reactions import GROUP_TABLES as REACTION_TABLES
+from store.embedded_reactions import EmbeddedReactions
 from store.embedded_schema import event_counter, setup_schema
 from store.embedded_sessions import EmbeddedSessions
 from store.embedded_tasks import GROUP_TABLES as TASK_TABLES
@@ -79,6 +81,7 @@ class EmbeddedStore(
     EmbeddedTasks,
     EmbeddedLogins,
     EmbeddedSessions,
+    EmbeddedReactions,
     Store,
 ):
     """A Store on one SQLite file under ``data_dir``; safe across processes."""
@@ -173,6 +176,7 @@ class EmbeddedStore(
                     *chat_sql.GROUP_TABLES,
                     *BUDGET_TABLES,
                     *TASK_TABLES,
+                    *REACTION_TABLES,
                 )
                 for table in tables:
                     conn.execute(f"DELETE FROM {table} WHERE group_id = ?", (group_id,))

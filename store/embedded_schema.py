@@ -12,6 +12,7 @@ from store import (
     embedded_budgets,
     embedded_chat,
     embedded_logins,
+    embedded_reactions,
     embedded_sessions,
     embedded_tasks,
 )
@@ -142,3 +143,4 @@ def setup_schema(conn: sqlite3.Connection) -> None:
     embedded_tasks.setup(conn)
     embedded_logins.setup(conn)
     embedded_sessions.setup(conn)
+    embedded_reactions.setup(conn)

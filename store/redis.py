@@ -23,8 +23,9 @@ The keys of the event log (``events``, ``eseq``) are described in
 search, read marks and usage totals (``terms``, ``reads``, ``uturns``,
 ``usage``) in ``store.redis_chat``, those of budgets in
 ``store.redis_budgets``, those of tasks, evidence and skills in
-``store.redis_tasks``, those of transcripts in ``store.redis_transcripts``
-and those of failed logins in ``store.redis_logins``.
+``store.redis_tasks``, those of transcripts in ``store.redis_transcripts``,
+those of failed logins in ``store.redis_logins`` and those of reactions and
+pins in ``store.redis_reactions``.
 
 Atomicity comes from Lua scripts (one script runs alone on the server):
 the idempotent message append; the event append (``store.redis_events``);
@@ -68,6 +69,7 @@ from store.redis_events import (
 )
 from store.redis_logins import RedisLogins
 from store.redis_members import RedisMembers
+from store.redis_reactions import REACTION_KINDS, RedisReactions
 from store.redis_sessions import RedisSessions
 from store.redis_tasks import TASK_KINDS, RedisTasks
 from store.redis_transcripts import TRANSCRIPT_KINDS, RedisTranscripts
@@ -88,6 +90,7 @@ _GROUP_KINDS = (
     *CHAT_KINDS,
     *BUDGET_KINDS,
     *TASK_KINDS,
+    *REACTION_KINDS,
 )
 _TURN_KINDS = ("turns", "tphase", "topen", "ttrig")
 _FINISHED = "finished"
@@ -102,6 +105,7 @@ class RedisStore(
     RedisTranscripts,
     RedisLogins,
     RedisSessions,
+    RedisReactions,
     Store,
 ):
     """A Store on a Redis server; all keys live under ``prefix``.
