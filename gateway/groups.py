@@ -29,7 +29,7 @@ from coordinator.commands import (
 )
 from coordinator.membership import GroupEdit, MemberOp
 from gateway.errors import GatewayError, coordinator_refusal, not_found
-from gateway.views import message_view
+from gateway.views import message_view, with_reactions
 from protocol import Channel, ErrorCode, GroupSettingsPatch
 from protocol.common import is_id
 from protocol.tasks import Task
@@ -88,10 +88,13 @@ class GroupService:
         """
         await self.member_group(username, group_id)
         last_seq = await self.head_seq(group_id)
-        messages = await (await self.store()).read_messages(group_id, before=before, limit=limit)
+        store = await self.store()
+        messages = await store.read_messages(group_id, before=before, limit=limit)
+        views = [message_view(m, group_id) for m in messages]
+        await with_reactions(store, group_id, views)
         return {
             "groupId": group_id,
-            "messages": [message_view(m, group_id) for m in messages],
+            "messages": views,
             "lastSeq": last_seq,
             "hasMore": len(messages) == limit,
         }

@@ -41,6 +41,7 @@ from gateway import (
     me_http,
     messages_api,
     oidc_http,
+    reactions,
     tasks_http,
     ws,
 )
@@ -159,6 +160,7 @@ def create_app(
     app.include_router(files_http.router)
     app.include_router(tasks_http.router)
     app.include_router(admin_http.router)
+    app.include_router(reactions.router)
     app.add_api_websocket_route("/ws", ws.websocket_endpoint)
     # The UI's files are written separately and may not exist yet; the mount
     # is made anyway and answers 404 until they do.

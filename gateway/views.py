@@ -11,8 +11,9 @@ from typing import Any
 
 from protocol import GroupUpdate
 from protocol.attachments import attachment_dicts
-from store.base import Group, GroupMessage
+from store.base import Group, GroupMessage, Store
 from store.membership import group_view as store_group_view
+from store.reactions import reaction_views
 
 
 def group_view(group: Group) -> dict[str, Any]:
@@ -50,3 +51,15 @@ def message_view(message: GroupMessage, group_id: str | None = None) -> dict[str
     if files:
         view["attachments"] = files
     return view
+
+
+async def with_reactions(store: Store, group_id: str, views: list[dict[str, Any]]) -> None:
+    """Give each message view of a history page its ``reactions`` (an empty list for none).
+
+    Each as the ``message_reactions`` frame has them: the emoji and its
+    users, in the order they reacted (``protocol.reactions``).
+    """
+    found = await store.reactions_of(group_id, [v["id"] for v in views])
+    for view in views:
+        reactions = reaction_views(found.get(view["id"], ()))
+        view["reactions"] = [r.model_dump(by_alias=True) for r in reactions]

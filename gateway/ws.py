@@ -54,6 +54,7 @@ from gateway.limits import AbuseMeter, LagMeter, TokenBucket
 from gateway.sessions import session_id
 from gateway.views import group_update, group_view
 from gateway.ws_members import member_handlers
+from gateway.ws_reactions import reaction_handlers
 from gateway.ws_settings import settings_handlers
 from protocol import (
     Ack,
@@ -132,6 +133,7 @@ class ClientSession:
         # The seed's chat mode: create, resume, send, delete, list (gateway.conversation_ws).
         self._handlers.update(ConversationFrames(ctx, conn).handlers())
         self._handlers.update(member_handlers(self))
+        self._handlers.update(reaction_handlers(self))
         # The seed's settings queries: llm_config, yeaft_settings (gateway.ws_settings).
         self._handlers.update(settings_handlers(self))
 
