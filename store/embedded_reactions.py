@@ -13,7 +13,7 @@ from __future__ import annotations
 import sqlite3
 from abc import abstractmethod
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, TypeVar
+from typing import Protocol, TypeVar
 
 from store.events import EncodedEvent, encode_event
 from store.reactions import (
@@ -32,9 +32,13 @@ from store.reactions import (
 )
 from store.sqlite import read_txn, write_txn
 
-if TYPE_CHECKING:
-    # Named for its type only: store.embedded_wake imports the schema, which imports this.
-    from store.embedded_wake import EventWaker
+
+class _Waker(Protocol):
+    """What is used here of ``store.embedded_wake.EventWaker`` (which imports the
+    schema, and so this module: it is not imported back)."""
+
+    def wake(self, group_id: str) -> None: ...
+
 
 T = TypeVar("T")
 
@@ -75,7 +79,7 @@ def _pins(conn: sqlite3.Connection, group_id: str) -> tuple[Pin, ...]:
 class EmbeddedReactions:
     """``store.reactions.ReactionLog`` on SQLite (mixed into EmbeddedStore)."""
 
-    _waker: EventWaker
+    _waker: _Waker
 
     @abstractmethod
     async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T: ...
