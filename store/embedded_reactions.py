@@ -13,7 +13,7 @@ from __future__ import annotations
 import sqlite3
 from abc import abstractmethod
 from collections.abc import Callable, Sequence
-from typing import Protocol, TypeVar
+from typing import Any, TypeVar
 
 from store.events import EncodedEvent, encode_event
 from store.reactions import (
@@ -31,14 +31,6 @@ from store.reactions import (
     reactions_frame,
 )
 from store.sqlite import read_txn, write_txn
-
-
-class _Waker(Protocol):
-    """What is used here of ``store.embedded_wake.EventWaker`` (which imports the
-    schema, and so this module: it is not imported back)."""
-
-    def wake(self, group_id: str) -> None: ...
-
 
 T = TypeVar("T")
 
@@ -79,7 +71,8 @@ def _pins(conn: sqlite3.Connection, group_id: str) -> tuple[Pin, ...]:
 class EmbeddedReactions:
     """``store.reactions.ReactionLog`` on SQLite (mixed into EmbeddedStore)."""
 
-    _waker: _Waker
+    # store.embedded_wake.EventWaker: not imported, as it imports the schema and so this.
+    _waker: Any
 
     @abstractmethod
     async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T: ...
