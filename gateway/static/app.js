@@ -31,6 +31,7 @@ import { closeSidebar, mountDrawer, Sidebar } from './sidebar.js';
 import { Liveness, markStale } from './liveness.js';
 import { TaskCards } from './tasks.js';
 import { presenceChip, Timeline } from './timeline.js';
+import { Reactions } from './reactions.js';
 
 const LAST_GROUP_KEY = 'yeaft.lastGroup';
 const BUSY = new Set(['queued', 'thinking', 'streaming', 'tool']);
@@ -90,6 +91,7 @@ const taskCards = new TaskCards({ timeline, persona, toast: (text, kind) => toas
 
 // "Load earlier messages", and a search hit older than the page shown.
 const pager = new HistoryPager({ timeline, taskCards, groupId: () => state.groupId });
+new Reactions({ timeline, pager, groupId: () => (conversations.active ? null : state.groupId), toast });
 
 const ops = new MessageOps({
   groupId: () => (conversations.active ? null : state.groupId),

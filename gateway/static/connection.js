@@ -38,6 +38,14 @@ export function connectionLabel(connState, info = {}, hadDisconnect = false) {
   return labels[connState] || connState;
 }
 
+// Listeners of every frame, beside the page's own `onFrame` (reactions.js).
+const frameListeners = new Set();
+
+/** Call `listener(frame)` for every frame any connection hands on. */
+export function onEveryFrame(listener) {
+  frameListeners.add(listener);
+}
+
 export class Connection {
   /**
    * Callbacks: onFrame(frame) for every frame that is not a duplicate,
@@ -157,6 +165,7 @@ export class Connection {
     if (frame.type === 'ping') this.send({ type: 'ping' });
     if (frame.type === 'ack') this.acked(frame.clientMessageId);
     this.onFrame(frame);
+    for (const listener of frameListeners) listener(frame);
   }
 
   /**

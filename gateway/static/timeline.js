@@ -45,6 +45,8 @@ export class Timeline {
     this.me = '';
     this.threads = new Threads();
     this.unseen = 0;
+    // Other views of the stored messages (reactions.js), told of each (see observe).
+    this.observers = [];
     this.marker = newMessages
       ? new NewMessagesMarker({
         button: newMessages,
@@ -62,6 +64,21 @@ export class Timeline {
     this.threads.reset();
     this.list.replaceChildren();
     this.marker?.clear();
+    for (const observer of this.observers) observer.reset?.();
+  }
+
+  /**
+   * `observer.shown(node, message)` is called with each stored message's node
+   * as it is shown (a page of history, with its `reactions`; a person's
+   * message or a VP's reply once stored, as `{id}`); `observer.reset()` when
+   * the timeline starts over (another group).
+   */
+  observe(observer) {
+    this.observers.push(observer);
+  }
+
+  shown(node, message) {
+    for (const observer of this.observers) observer.shown?.(node, message);
   }
 
   // -- scrolling ------------------------------------------------------------
@@ -151,6 +168,7 @@ export class Timeline {
       if (pending) this.markSent(pending, message.id);
       container.append(node); // one sent while the history loaded moves into place
       this.rememberPerson(message.id, node, message);
+      this.shown(node, message);
     } else if (message.role === 'system') {
       container.append(this.noticeNode(message.text, meta.notice || {}, message.ts));
     } else if (meta.injectedBy === 'route_forward') {
@@ -179,6 +197,7 @@ export class Timeline {
       const causes = meta.causedBy || [];
       this.place(bubble, causes[causes.length - 1] || null, container);
       this.threads.rememberReply(message.id, bubble);
+      this.shown(bubble.root, message);
     }
   }
 
@@ -219,6 +238,7 @@ export class Timeline {
       }
       this.list.append(node);
       this.rememberPerson(frame.messageId, node, frame);
+      this.shown(node, { id: frame.messageId });
     });
   }
 
@@ -446,6 +466,7 @@ export class Timeline {
     if (data.type === 'result' && data.message_id) {
       this.threads.rememberReply(data.message_id, bubble);
       this.markLatest();
+      this.shown(bubble.root, { id: data.message_id });
     }
     if (bubble.final) this.onTurnEnd(bubble);
   }
