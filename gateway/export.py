@@ -8,7 +8,9 @@ document is of (its name, its JSON record and who is in it).
 Deleted messages are left out (their text is gone anyway); notices are
 kept, marked as such; a superseded reply is kept and says so, because it
 was said. The JSON export carries every stored field of every message in
-the wire spelling of the history endpoint, so it can be read back.
+the wire spelling of the history endpoint (its ``reactions`` included), so
+it can be read back, and the group's ``pins``; the Markdown export lists a
+message's reactions under it and says which messages are pinned.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from fastapi import Query, Response
 from gateway.views import group_view, message_view
 from store.base import Group, GroupLog, GroupMessage, Store
 from store.chatviews import UsageTotals
+from store.reactions import Pin, Reaction, pin_views, reaction_views
 
 # Messages read per store call while exporting, and the most one export holds.
 EXPORT_PAGE = 500
@@ -33,6 +36,17 @@ EXPORT_MAX_MESSAGES = 200_000
 
 ExportFormat = Annotated[str, Query(pattern="^(markdown|md|json)$")]
 """The ``format`` query parameter of an export route."""
+
+
+@dataclass(frozen=True, slots=True)
+class Marks:
+    """What people put on the messages: each one's reactions, and the group's pins."""
+
+    reactions: dict[str, tuple[Reaction, ...]]
+    pins: tuple[Pin, ...] = ()
+
+
+NO_MARKS = Marks({})
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,10 +90,12 @@ async def download(store: Store, subject: Subject, format: str) -> Response:
     """The export of ``subject`` as a download in ``format`` (an :data:`ExportFormat`)."""
     messages = await all_messages(store, subject.id)
     usage = await store.group_usage(subject.id)
+    reactions = await store.reactions_of(subject.id, [m.id for m in _kept(messages)])
+    marks = Marks(reactions, await store.pins_of(subject.id))
     if format == "json":
-        body, media, ext = as_json(subject, messages, usage), "application/json", "json"
+        body, media, ext = as_json(subject, messages, usage, marks), "application/json", "json"
     else:
-        body, media, ext = as_markdown(subject, messages, usage), "text/markdown", "md"
+        body, media, ext = as_markdown(subject, messages, usage, marks), "text/markdown", "md"
     headers = {"Content-Disposition": f'attachment; filename="{filename(subject, ext)}"'}
     return Response(body, media_type=f"{media}; charset=utf-8", headers=headers)
 
@@ -116,20 +132,29 @@ def _when(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def as_json(subject: Subject, messages: list[GroupMessage], usage: UsageTotals) -> str:
+def as_json(
+    subject: Subject, messages: list[GroupMessage], usage: UsageTotals, marks: Marks = NO_MARKS
+) -> str:
     """The export as one JSON document."""
+    views = [message_view(m) for m in _kept(messages)]
+    for view in views:
+        found = reaction_views(marks.reactions.get(view["id"], ()))
+        view["reactions"] = [r.model_dump(by_alias=True) for r in found]
     document: dict[str, Any] = {
         "format": f"yeaft-{subject.kind}-export",
         "version": 1,
         "exportedAt": time.time(),
         subject.kind: subject.record,
         "usage": usage_view(usage),
-        "messages": [message_view(m) for m in _kept(messages)],
+        "messages": views,
+        "pins": [p.model_dump(by_alias=True) for p in pin_views(marks.pins)],
     }
     return json.dumps(document, ensure_ascii=False, indent=2)
 
 
-def as_markdown(subject: Subject, messages: list[GroupMessage], usage: UsageTotals) -> str:
+def as_markdown(
+    subject: Subject, messages: list[GroupMessage], usage: UsageTotals, marks: Marks = NO_MARKS
+) -> str:
     """The export as a Markdown document: one section per message, text as written."""
     lines = [
         f"# {subject.name}",
@@ -139,8 +164,14 @@ def as_markdown(subject: Subject, messages: list[GroupMessage], usage: UsageTota
         f" {usage.output_tokens} tokens out, ${usage.cost_usd:.4f}",
         "",
     ]
+    pinned = {p.message_id for p in marks.pins}
     for m in _kept(messages):
-        lines += ["---", "", f"### {_heading(m)}", "", m.text or "_(no text)_", ""]
+        heading = _heading(m) + (" · 📌 pinned" if m.id in pinned else "")
+        lines += ["---", "", f"### {heading}", "", m.text or "_(no text)_", ""]
+        reactions = marks.reactions.get(m.id, ())
+        if reactions:
+            said = " · ".join(f"{r.emoji} {', '.join(r.users)}" for r in reactions)
+            lines += [f"Reactions: {said}", ""]
     return "\n".join(lines).rstrip() + "\n"
 
 

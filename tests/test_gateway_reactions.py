@@ -162,6 +162,15 @@ async def test_reactions_and_pins_over_http(start_gateway: StartGateway) -> None
     assert [p["by"] for p in again.json()["pins"]] == ["bob"]
     pins = await gw.http.get(f"/api/groups/{gid}/pins", headers=gw.auth("ann"))
     assert [p["messageId"] for p in pins.json()["pins"]] == [msg]
+    # Both exports carry them.
+    exported = (
+        await gw.http.get(f"/api/groups/{gid}/export?format=json", headers=gw.auth("ann"))
+    ).json()
+    shipped = next(m for m in exported["messages"] if m["id"] == msg)
+    assert shipped["reactions"] == [{"emoji": "🚀", "users": ["bob"]}]
+    assert [(p["messageId"], p["by"]) for p in exported["pins"]] == [(msg, "bob")]
+    md = (await gw.http.get(f"/api/groups/{gid}/export", headers=gw.auth("ann"))).text
+    assert "📌 pinned" in md and "Reactions: 🚀 bob" in md
     unpinned = await gw.http.delete(f"/api/groups/{gid}/pins/{msg}", headers=gw.auth("ann"))
     assert unpinned.json()["pins"] == []
 
