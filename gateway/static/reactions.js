@@ -45,7 +45,9 @@ export class Reactions {
     this.nodes.clear();
     this.pinned.clear();
     this.closePicker();
-    this.loadPins();
+    // Once the page has said what opens: a conversation is marked open just
+    // after the timeline resets, and has no pinned list to read.
+    queueMicrotask(() => this.loadPins());
   }
 
   shown(node, message) {
