@@ -3,7 +3,7 @@
 The contract is split by role (``GroupStore``, ``GroupLog``, ``EventLog``,
 ``TurnLog``, ``TranscriptStore``, ``UserStore``, ..., ``TaskLog`` in
 ``store.tasks``, ``PlacementStore`` in ``store.placement``, ``LoginLog``
-in ``store.logins`` ``SessionLog`` in ``store.sessions`` and ``ReactionLog`` in
+in ``store.logins``, ``SessionLog`` in ``store.sessions`` and ``ReactionLog`` in
 ``store.reactions``); ``Store``
 is all of them plus ``close``. Both backends implement ``Store``, and one
 test suite runs against both through a parametrised fixture.
