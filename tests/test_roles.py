@@ -155,7 +155,7 @@ async def test_every_route_and_frame_refuses_who_does_not_belong(
 
     # Every client frame that names a group, sent by a stranger to it, is refused.
     values = {"text": "hello", "name": "x", "vp_id": "linus", "username": "mia"}
-    values.update(request_id="q_1", answer="yes")
+    values.update(request_id="q_1", answer="yes", message_id="msg_x", emoji="👍", pinned=True)
     client = await WsClient.open(gw, "sam")
     walked = []
     for model in typing.get_args(typing.get_args(ClientFrame)[0]):
