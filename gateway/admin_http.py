@@ -19,11 +19,13 @@ from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
 from gateway.accounts import unlock_user
+from gateway.audit import record
 from gateway.context import GatewayContext
 from gateway.errors import GatewayError, not_found
 from gateway.http import Ctx, User
 from gateway.users import UserError
 from protocol.common import ErrorCode
+from store.audit import AuditAction
 from store.logins import AddressLock
 
 router = APIRouter()
@@ -62,11 +64,9 @@ class LockoutLifted(View):
     was_locked: bool
 
 
-def require_admin(user: str, ctx: GatewayContext) -> None:
+def require_admin(user: str, ctx: GatewayContext, what: str = "manage login lockouts") -> None:
     if user not in ctx.settings.admin_names():
-        raise GatewayError(
-            ErrorCode.FORBIDDEN, "only an administrator (YEAFT_ADMINS) may manage login lockouts"
-        )
+        raise GatewayError(ErrorCode.FORBIDDEN, f"only an administrator (YEAFT_ADMINS) may {what}")
 
 
 def _addresses(locks: tuple[AddressLock, ...] | list[AddressLock]) -> list[LockedAddress]:
@@ -98,8 +98,11 @@ async def list_lockouts(user: User, ctx: Ctx) -> LockoutList:
 async def lift_lockout(username: str, user: User, ctx: Ctx) -> LockoutLifted:
     """Lift an account's login lockout on every gateway (administrators only)."""
     require_admin(user, ctx)
+    store = await ctx.runtime.store()
     try:
-        was_locked = await unlock_user(await ctx.runtime.store(), username)
+        was_locked = await unlock_user(store, username)
     except UserError as exc:
         raise not_found("user") from exc
+    detail = {"wasLocked": was_locked}
+    await record(store, AuditAction.LOCKOUT_LIFTED, actor=user, target=username, detail=detail)
     return LockoutLifted(username=username, was_locked=was_locked)

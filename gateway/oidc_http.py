@@ -35,11 +35,13 @@ import jwt as pyjwt
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
+from gateway.audit import record
 from gateway.auth import issue_token
 from gateway.context import GatewayContext
 from gateway.http import Ctx, set_session_cookie
 from gateway.oidc import Identity, OidcClient, OidcError, PendingSignIn
 from gateway.users import USERNAME_RE
+from store.audit import AuditAction
 from store.base import UserStore
 
 log = logging.getLogger(__name__)
@@ -125,10 +127,14 @@ async def oidc_callback(request: Request, ctx: Ctx) -> Response:
         store = await ctx.runtime.store()
         username = await account_for(store, identity, ctx.settings.oidc_allowed_domains)
     except OidcError as exc:
+        detail = {"method": "oidc", "reason": exc.message}
+        await record(ctx.runtime, AuditAction.SIGN_IN_FAILED, actor=None, detail=detail)
         response = _failed(exc)
         _clear(response, ctx)
         return response
     ctx.metrics.logins.labels(outcome="success").inc()
+    detail = {"method": "oidc", "issuer": identity.issuer}
+    await record(store, AuditAction.SIGN_IN, actor=username, target=username, detail=detail)
     # A page that moves on by itself: the session cookie is SameSite=Strict,
     # which a navigation that began at the provider would not carry.
     response = _page(200, "Signed in.", refresh="/")

@@ -3,7 +3,7 @@
 The contract is split by role (``GroupStore``, ``GroupLog``, ``EventLog``,
 ``TurnLog``, ``TranscriptStore``, ``UserStore``, ..., ``TaskLog`` in
 ``store.tasks``, ``PlacementStore`` in ``store.placement`` and ``LoginLog``
-in ``store.logins``); ``Store``
+in ``store.logins``, ``AuditLog`` in ``store.audit``); ``Store``
 is all of them plus ``close``. Both backends implement ``Store``, and one
 test suite runs against both through a parametrised fixture.
 """
@@ -26,6 +26,7 @@ from protocol import EventFrame
 # The settings model lives in the protocol, the layer every other one sees;
 # it is re-exported here because a group record is a store type.
 from protocol.settings import GroupSettings as GroupSettings
+from store.audit import AuditLog
 from store.budgets import Budgets
 from store.chatviews import GroupSummary, SearchHit, TurnUsage, UsageTotals
 from store.conversation import ConversationInfo, GroupKind
@@ -433,6 +434,7 @@ class Store(
     TaskLog,
     PlacementStore,
     LoginLog,
+    AuditLog,
     Protocol,
 ):
     """Every role at once: what a backend implements and a process opens.

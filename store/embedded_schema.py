@@ -8,7 +8,13 @@ from __future__ import annotations
 
 import sqlite3
 
-from store import embedded_budgets, embedded_chat, embedded_logins, embedded_tasks
+from store import (
+    embedded_audit,
+    embedded_budgets,
+    embedded_chat,
+    embedded_logins,
+    embedded_tasks,
+)
 from store.sqlite import write_txn
 
 SCHEMA = """
@@ -135,3 +141,4 @@ def setup_schema(conn: sqlite3.Connection) -> None:
     embedded_budgets.setup(conn)
     embedded_tasks.setup(conn)
     embedded_logins.setup(conn)
+    embedded_audit.setup(conn)
