@@ -15,6 +15,8 @@ and ``before`` (an entry id: only older entries).
 Administrators only, by the check ``gateway.admin_http`` makes: anyone else
 signed in gets 403 ``forbidden``, no session 401 ``unauthorized``; a
 ``before`` that is no entry id is a 422 ``invalid_request`` on ``before``.
+``GET /api/admin/audit/allowed`` (``{allowed}``) tells anyone signed in
+whether they may, so the web UI offers the log without a refused request.
 What is recorded, and that no secret is, is ``gateway.audit``'s.
 """
 
@@ -59,6 +61,11 @@ class AuditEntryView(View):
     # The client's address; null for the command line.
     address: str | None
     detail: dict[str, Any]
+
+
+class AuditAccess(View):
+    # Whether the person asking may read the log (an administrator).
+    allowed: bool
 
 
 class AuditList(View):
@@ -107,6 +114,16 @@ async def read_audit(
     query = replace(query, limit=limit)
     entries, after = await _read(await ctx.runtime.store(), query)
     return AuditList(entries=[_view(e) for e in entries], next=after)
+
+
+@router.get("/api/admin/audit/allowed")
+async def audit_allowed(user: User, ctx: Ctx) -> AuditAccess:
+    """Whether the person signed in may read the audit log (anyone signed in may ask)."""
+    try:
+        require_admin(user, ctx, _WHAT)
+    except GatewayError:
+        return AuditAccess(allowed=False)
+    return AuditAccess(allowed=True)
 
 
 @router.get(

@@ -9,6 +9,7 @@
 import { api } from './api.js';
 import { AskDialog } from './ask.js';
 import { AttachmentTray } from './attachments.js';
+import { mountAudit } from './audit.js';
 import { ChatHead } from './chathead.js';
 import { Composer } from './composer.js';
 import { Connection, connectionLabel } from './connection.js';
@@ -218,6 +219,7 @@ function leaveApp(message) {
   showLogin(message);
 }
 mountMcp();
+mountAudit();
 mountLogin({ onLogin: enterApp, onLogout: () => leaveApp('') });
 mountDrawer();
 mountHeadBar();
