@@ -171,26 +171,30 @@ async def test_member_and_settings_frames_over_the_websocket(
     gid = made.json()["id"]
     ws = await WsClient.open(gw, "ann", local_addr=(ELSEWHERE, 0))
     try:
-        for frame, action in (
-            ({"type": "invite_member", "username": "bob"}, "invited"),
-            ({"type": "remove_member", "username": "bob"}, "removed"),
-            ({"type": "update_group_settings", "name": "ops"}, "settings"),
+        for n, (frame, answer) in enumerate(
+            (
+                ({"type": "invite_member", "username": "bob"}, "invited"),
+                ({"type": "remove_member", "username": "bob"}, "removed"),
+                ({"type": "update_group_settings", "name": "ops"}, "settings"),
+                ({"type": "yeaft_settings", "settings": {"autoApprove": True}}, None),
+                ({"type": "invite_member", "username": "bob"}, "invited"),
+                ({"type": "transfer_ownership", "username": "bob"}, "owner"),
+                ({"type": "leave_group"}, "left"),
+            )
         ):
-            reply = await ws.request({**frame, "groupId": gid})
-            assert reply.get("action") == action, reply
-        settings = {"type": "yeaft_settings", "groupId": gid, "settings": {"autoApprove": True}}
-        reply = await ws.request(settings)
-        assert reply["type"] == "yeaft_settings" and reply["settings"]["autoApprove"] is True
-        await ws.request({"type": "invite_member", "groupId": gid, "username": "bob"})
-        handed = await ws.request({"type": "transfer_ownership", "groupId": gid, "username": "bob"})
-        assert handed["action"] == "owner"
-        left = await ws.request({"type": "leave_group", "groupId": gid})
-        assert left["action"] == "left"
+            await ws.send({**frame, "groupId": gid, "requestId": f"r{n}"})
+            reply = await ws.seen(lambda f, n=n: f.get("requestId") == f"r{n}")
+            assert reply.get("action") == answer and reply["type"] != "error", reply
     finally:
         await ws.close()
     bob = await WsClient.open(gw, "bob", local_addr=(ELSEWHERE, 0))
     try:
-        await bob.request({"type": "delete_group", "groupId": gid})
+        await bob.send({"type": "delete_group", "groupId": gid})
+        # Frames other than chat are handled one after another: the pong
+        # comes once the deletion (and its recording) is done.
+        await bob.send({"type": "ping"})
+        await bob.seen(lambda f: f["type"] == "pong")
+        assert not [f for f in bob.received if f["type"] == "error"], bob.received
     finally:
         await bob.close()
 
@@ -333,3 +337,34 @@ async def test_sign_ins_with_the_provider_and_their_failures(signed: Signed) -> 
         "method": "oidc",
         "reason": "this sign-in's state does not match the one it began with",
     }
+
+
+async def test_a_conversations_settings_and_deletion_are_recorded_without_its_title(
+    start_gateway: StartGateway, clients: list[httpx.AsyncClient]
+) -> None:
+    gw = await start_gateway()
+    await gw.user("admin")
+    await gw.user("ann")
+    ann = client_from(gw, clients, "ann")
+    made = await ann.post("/api/conversations", json={"vpId": "linus"})
+    assert made.status_code == 201, made.text
+    cid = made.json()["conversationId"]
+    url = f"/api/conversations/{cid}"
+    patch = {"title": "my private plans", "settings": {"autoApprove": True}}
+    assert (await ann.patch(f"{url}/settings", json=patch)).status_code == 200
+    assert (await ann.delete(url)).status_code == 204
+    entries = await audit(gw, target=cid)
+    assert brief(entries) == [
+        ("group_settings_changed", "ann", cid, ELSEWHERE),
+        ("group_deleted", "ann", cid, ELSEWHERE),
+    ]
+    assert entries[0]["detail"] == {
+        "kind": "conversation",
+        "settings": {"autoApprove": True},
+        "renamed": True,
+    }
+    assert entries[1]["detail"] == {"kind": "conversation"}
+    assert (
+        "my private plans"
+        not in (await gw.http.get("/api/admin/audit.jsonl", headers=gw.auth("admin"))).text
+    )
