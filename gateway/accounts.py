@@ -19,16 +19,22 @@ from fastapi import Request
 from gateway.auth import AuthError, AuthFailure
 from gateway.errors import GatewayError
 from gateway.lockout import lift_lockout, wait_words
+from gateway.sessions import check_session
 from gateway.users import UserError, check_password, hash_password
 from protocol import ErrorCode
 from store.base import UserStore
 from store.logins import LoginLog
+from store.sessions import SessionLog
 
 PASSWORD_CHANGED_AT = "passwordChangedAt"
 
 
 class AccountStore(UserStore, LoginLog, Protocol):
     """What looking after an account touches: user records and failed-login counts."""
+
+
+class SessionUsers(UserStore, SessionLog, Protocol):
+    """What checking a token's user touches: user records and sessions."""
 
 
 async def set_password(store: AccountStore, username: str, password: str) -> None:
@@ -55,8 +61,9 @@ async def unlock_user(store: AccountStore, username: str) -> bool:
     return await lift_lockout(store, username)
 
 
-async def session_user(store: UserStore, claims: Mapping[str, Any]) -> str:
-    """The user of a verified token; AuthError when gone or re-passworded since it was issued."""
+async def session_user(store: SessionUsers, claims: Mapping[str, Any]) -> str:
+    """The user of a verified token; AuthError when gone, re-passworded since it was
+    issued, or when its session was ended (``gateway.sessions``)."""
     username = str(claims["sub"])
     user = await store.get_user(username)
     if user is None:
@@ -68,6 +75,7 @@ async def session_user(store: UserStore, claims: Mapping[str, Any]) -> str:
             AuthFailure.PASSWORD_CHANGED,
             "the password was changed after this session began: log in again",
         )
+    await check_session(store, claims)
     return username
 
 

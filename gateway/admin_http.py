@@ -7,24 +7,31 @@
   logins and lift its lockout. The counts are in the store, so this lifts
   it on every gateway at once.
 
-Administrators are the names in ``YEAFT_ADMINS`` (as for the MCP servers);
+- ``GET /api/admin/users``: every account and its instance role;
+- ``PUT /api/admin/users/{username}/role {role}``: make an account an
+  administrator or a member (``gateway.roles``; the last administrator
+  cannot be demoted: 409 ``conflict``).
+
+Administrators are the accounts whose role is ``admin`` (``gateway.roles``);
 anyone else signed in gets 403 ``forbidden``, no session 401, an unknown
 user 404 ``not_found``. The rules of the lockout are ``gateway.lockout``'s.
 """
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
 from gateway.accounts import unlock_user
-from gateway.audit import record
-from gateway.context import GatewayContext
-from gateway.errors import GatewayError, not_found
+from gateway.audit import record as record_audit
+from gateway.errors import not_found
 from gateway.http import Ctx, User
+from gateway.roles import Role, require_admin, role_of, set_role
+from gateway.settings import GatewaySettings
 from gateway.users import UserError
-from protocol.common import ErrorCode
 from store.audit import AuditAction
 from store.logins import AddressLock
 
@@ -64,9 +71,13 @@ class LockoutLifted(View):
     was_locked: bool
 
 
-def require_admin(user: str, ctx: GatewayContext, what: str = "manage login lockouts") -> None:
-    if user not in ctx.settings.admin_names():
-        raise GatewayError(ErrorCode.FORBIDDEN, f"only an administrator (YEAFT_ADMINS) may {what}")
+async def admin(user: User, ctx: Ctx) -> str:
+    """The signed-in user, when an administrator (403 ``forbidden`` otherwise)."""
+    await require_admin(await ctx.runtime.store(), ctx.settings, user, "use the admin routes")
+    return user
+
+
+Admin = Annotated[str, Depends(admin)]
 
 
 def _addresses(locks: tuple[AddressLock, ...] | list[AddressLock]) -> list[LockedAddress]:
@@ -74,9 +85,8 @@ def _addresses(locks: tuple[AddressLock, ...] | list[AddressLock]) -> list[Locke
 
 
 @router.get("/api/admin/lockouts")
-async def list_lockouts(user: User, ctx: Ctx) -> LockoutList:
+async def list_lockouts(user: Admin, ctx: Ctx) -> LockoutList:
     """The login lockouts in force (administrators only)."""
-    require_admin(user, ctx)
     store = await ctx.runtime.store()
     found = await ctx.logins.lockouts(store)
     names = {str(u["username"]).lower(): str(u["username"]) for u in await store.list_users()}
@@ -95,14 +105,66 @@ async def list_lockouts(user: User, ctx: Ctx) -> LockoutList:
 
 
 @router.delete("/api/admin/lockouts/{username}")
-async def lift_lockout(username: str, user: User, ctx: Ctx) -> LockoutLifted:
+async def lift_lockout(username: str, user: Admin, ctx: Ctx) -> LockoutLifted:
     """Lift an account's login lockout on every gateway (administrators only)."""
-    require_admin(user, ctx)
     store = await ctx.runtime.store()
     try:
         was_locked = await unlock_user(store, username)
     except UserError as exc:
         raise not_found("user") from exc
     detail = {"wasLocked": was_locked}
-    await record(store, AuditAction.LOCKOUT_LIFTED, actor=user, target=username, detail=detail)
+    action = AuditAction.LOCKOUT_LIFTED
+    await record_audit(store, action, actor=user, target=username, detail=detail)
     return LockoutLifted(username=username, was_locked=was_locked)
+
+
+class Person(View):
+    username: str
+    display_name: str
+    role: Role
+    # Epoch seconds; None for accounts made before it was recorded.
+    created_at: float | None = None
+    # Signs in with the identity provider (no password of its own).
+    provider: bool = False
+
+
+class PeopleList(View):
+    people: list[Person]
+
+
+class RoleBody(View):
+    model_config = ConfigDict(
+        alias_generator=to_camel, validate_by_name=True, validate_by_alias=True, extra="forbid"
+    )
+    role: Role
+
+
+def _person(record: dict[str, Any], settings: GatewaySettings) -> Person:
+    created = record.get("createdAt")
+    return Person(
+        username=str(record["username"]),
+        display_name=str(record.get("displayName") or record["username"]),
+        role=role_of(record, settings),
+        created_at=float(created) if isinstance(created, int | float) else None,
+        provider="identity" in record,
+    )
+
+
+@router.get("/api/admin/users")
+async def list_people(user: Admin, ctx: Ctx) -> PeopleList:
+    """Every account with its instance role (administrators only)."""
+    records = await (await ctx.runtime.store()).list_users()
+    return PeopleList(people=[_person(r, ctx.settings) for r in records])
+
+
+@router.put("/api/admin/users/{username}/role")
+async def change_role(username: str, body: RoleBody, user: Admin, ctx: Ctx) -> Person:
+    """Make an account an administrator or a member; the instance keeps one administrator."""
+    store = await ctx.runtime.store()
+    before = await store.get_user(username)
+    record = await set_role(store, ctx.settings, username, body.role)
+    detail = {"scope": "instance", "role": body.role.value}
+    if before is not None:
+        detail["previousRole"] = role_of(before, ctx.settings).value
+    await record_audit(store, AuditAction.ROLE_CHANGED, actor=user, target=username, detail=detail)
+    return _person(record, ctx.settings)

@@ -12,7 +12,7 @@ Both take the same filters, each optional and all of them applying at once:
 100 by default; for the export, how many entries at most, all by default)
 and ``before`` (an entry id: only older entries).
 
-Administrators only, by the check ``gateway.admin_http`` makes: anyone else
+Administrators only, by the check every admin route makes (``gateway.roles``): anyone else
 signed in gets 403 ``forbidden``, no session 401 ``unauthorized``; a
 ``before`` that is no entry id is a 422 ``invalid_request`` on ``before``.
 ``GET /api/admin/audit/allowed`` (``{allowed}``) tells anyone signed in
@@ -29,9 +29,10 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query
 from fastapi.responses import StreamingResponse
 
-from gateway.admin_http import View, require_admin
+from gateway.admin_http import View
 from gateway.errors import GatewayError
 from gateway.http import Ctx, User
+from gateway.roles import is_admin, require_admin
 from protocol.common import ErrorCode
 from store.audit import (
     MAX_AUDIT_PAGE,
@@ -74,6 +75,15 @@ class AuditList(View):
     next: str | None
 
 
+async def _reader(user: User, ctx: Ctx) -> str:
+    """The signed-in user, when an administrator (403 ``forbidden`` otherwise)."""
+    await require_admin(await ctx.runtime.store(), ctx.settings, user, _WHAT)
+    return user
+
+
+Reader = Annotated[str, Depends(_reader)]
+
+
 def _view(entry: AuditEntry) -> AuditEntryView:
     return AuditEntryView.model_validate(entry.model_dump())
 
@@ -105,12 +115,11 @@ async def _read(store: AuditLog, query: AuditQuery) -> tuple[list[AuditEntry], s
 @router.get("/api/admin/audit")
 async def read_audit(
     query: Filters,
-    user: User,
+    user: Reader,
     ctx: Ctx,
     limit: Annotated[int, Query(ge=1, le=MAX_AUDIT_PAGE)] = 100,
 ) -> AuditList:
     """A page of the audit log, newest first (administrators only)."""
-    require_admin(user, ctx, _WHAT)
     query = replace(query, limit=limit)
     entries, after = await _read(await ctx.runtime.store(), query)
     return AuditList(entries=[_view(e) for e in entries], next=after)
@@ -119,11 +128,7 @@ async def read_audit(
 @router.get("/api/admin/audit/allowed")
 async def audit_allowed(user: User, ctx: Ctx) -> AuditAccess:
     """Whether the person signed in may read the audit log (anyone signed in may ask)."""
-    try:
-        require_admin(user, ctx, _WHAT)
-    except GatewayError:
-        return AuditAccess(allowed=False)
-    return AuditAccess(allowed=True)
+    return AuditAccess(allowed=await is_admin(await ctx.runtime.store(), ctx.settings, user))
 
 
 @router.get(
@@ -133,12 +138,11 @@ async def audit_allowed(user: User, ctx: Ctx) -> AuditAccess:
 )
 async def export_audit(
     query: Filters,
-    user: User,
+    user: Reader,
     ctx: Ctx,
     limit: Annotated[int | None, Query(ge=1)] = None,
 ) -> StreamingResponse:
     """Every matching entry as JSON lines, newest first, as a file (administrators only)."""
-    require_admin(user, ctx, _WHAT)
     store = await ctx.runtime.store()
     # The first page is read before the answer starts, so a bad cursor (or
     # a store that fails at once) is a proper error rather than a cut file.

@@ -3,8 +3,10 @@
 A token's payload is ``{sub, username, jti, iat, exp}``. ``verify_token``
 raises :class:`AuthError` for a missing, malformed, forged or expired token,
 and nothing else. Logging out clears the cookie; a token stays valid until
-it expires (``YEAFT_JWT_TTL``) or its user's password is changed (tokens
-issued before ``passwordChangedAt`` are refused: ``gateway.accounts``).
+it expires (``YEAFT_JWT_TTL``), its user's password is changed (tokens
+issued before ``passwordChangedAt`` are refused: ``gateway.accounts``), or
+its session is ended (the ``jti`` names a session the store keeps:
+``gateway.sessions``).
 
 A client presents its token in one of three places, tried in this order:
 an ``Authorization: Bearer`` header, a ``token`` query parameter (browsers
@@ -37,6 +39,7 @@ class AuthFailure(StrEnum):
     EXPIRED = "expired"
     UNKNOWN_USER = "unknown_user"
     PASSWORD_CHANGED = "password_changed"
+    SESSION_ENDED = "session_ended"
     BAD_ORIGIN = "bad_origin"
 
 
@@ -49,13 +52,17 @@ class AuthError(Exception):
         self.message = message
 
 
-def issue_token(settings: GatewaySettings, username: str) -> str:
-    """A signed session token for ``username``, valid for ``settings.jwt_ttl``."""
+def issue_token(settings: GatewaySettings, username: str, jti: str | None = None) -> str:
+    """A signed session token for ``username``, valid for ``settings.jwt_ttl``.
+
+    ``jti`` names the session (``gateway.sessions``): a renewed token keeps
+    its session's; a new one gets a fresh id.
+    """
     now = int(time.time())
     payload = {
         "sub": username,
         "username": username,
-        "jti": uuid.uuid4().hex,
+        "jti": jti or uuid.uuid4().hex,
         "iat": now,
         "exp": now + int(settings.jwt_ttl.total_seconds()),
     }

@@ -90,6 +90,8 @@ class Connection:
         self.metrics = metrics
         self.state = ConnectionState.CONNECTING
         self.username = ""
+        # The sign-in session the handshake's token belongs to (gateway.sessions).
+        self.session = ""
         # How this client reaches Yeaft (web, terminal, API), set at the handshake.
         self.channel = Channel.API
         self.subscriptions: dict[str, Subscription] = {}

@@ -193,7 +193,7 @@ class GroupService:
         group = await self._call(MemberChange(group_id, username, op))
         detail = {"username": op.user}
         if op.action == "owner":
-            detail.update(role="owner", previousOwner=username)
+            detail.update(scope="group", role="owner", previousOwner=username)
         await self._audit(username, _MEMBER_ACTIONS[op.action], group_id, detail)
         return group
 

@@ -21,6 +21,7 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
+from gateway import sessions
 from gateway.accounts import client_address, locked_out, session_user
 from gateway.audit import record
 from gateway.auth import (
@@ -36,12 +37,14 @@ from gateway.auth import (
 from gateway.context import GatewayContext
 from gateway.errors import GatewayError, not_found
 from gateway.metrics import CONTENT_TYPE_LATEST
+from gateway.sessions import session_id
 from gateway.users import authenticate
 from gateway.views import group_view
 from personas.loader import persona_detail, persona_summary
 from protocol import ErrorCode, GroupSettingsPatch, Id
 from protocol.common import MAX_ROSTER
 from store.audit import AuditAction, AuditLog
+from store.sessions import SignIn
 
 router = APIRouter()
 
@@ -76,14 +79,19 @@ async def current_user(request: Request, response: Response, ctx: Ctx) -> str:
         if from_cookie and request.method not in _SAFE_METHODS:
             check_origin(settings, request.headers)
         claims = token_claims(settings, token)
-        username = await session_user(await ctx.runtime.store(), claims)
+        store = await ctx.runtime.store()
+        username = await session_user(store, claims)
     except AuthError as exc:
         code = (
             ErrorCode.FORBIDDEN if exc.reason is AuthFailure.BAD_ORIGIN else ErrorCode.UNAUTHORIZED
         )
         raise GatewayError(code, exc.message, detail={"reason": exc.reason.value}) from exc
+    # The routes about the caller's own sessions need to know which is theirs.
+    request.state.claims = claims
     if seconds_left(claims) < settings.jwt_renew_before.total_seconds():
-        fresh = issue_token(settings, username)
+        # A renewed token keeps its session (the same jti), which lives on with it.
+        fresh = issue_token(settings, username, session_id(claims) or None)
+        await sessions.renewed(store, claims, fresh, settings)
         response.headers["X-New-Token"] = fresh
         if from_cookie:
             set_session_cookie(response, ctx, fresh)
@@ -160,14 +168,13 @@ async def login(body: LoginBody, request: Request, response: Response, ctx: Ctx)
         raise GatewayError(ErrorCode.UNAUTHORIZED, "wrong username or password")
     await ctx.logins.succeeded(store, body.username, address)
     ctx.metrics.logins.labels(outcome="success").inc()
+    begun = await sessions.begin(store, ctx.settings, body.username, request, SignIn.PASSWORD)
     detail = {"method": "password"}
     await record(
         store, AuditAction.SIGN_IN, actor=body.username, target=body.username, detail=detail
     )
-    token = issue_token(ctx.settings, body.username)
-    set_session_cookie(response, ctx, token)
-    claims = token_claims(ctx.settings, token)
-    return {"token": token, "username": body.username, "expiresAt": claims["exp"]}
+    set_session_cookie(response, ctx, begun.token)
+    return {"token": begun.token, "username": body.username, "expiresAt": begun.claims["exp"]}
 
 
 async def _failed_login(store: AuditLog, username: str, reason: str, locked: bool = False) -> None:
@@ -180,7 +187,7 @@ async def _failed_login(store: AuditLog, username: str, reason: str, locked: boo
 
 @router.post("/api/logout", status_code=204)
 async def logout(response: Response, ctx: Ctx) -> None:
-    """Clear the session cookie (the token itself stays valid until it expires)."""
+    """Clear the session cookie (the token stays valid until it expires or its session is ended)."""
     response.delete_cookie(
         SESSION_COOKIE,
         path="/",
@@ -188,11 +195,6 @@ async def logout(response: Response, ctx: Ctx) -> None:
         secure=ctx.settings.cookie_secure,
         samesite="strict",
     )
-
-
-@router.get("/api/me")
-async def me(user: User) -> dict[str, Any]:
-    return {"username": user}
 
 
 # -- groups --------------------------------------------------------------------

@@ -20,6 +20,7 @@ from gateway.context import GatewayContext
 from gateway.errors import GatewayError
 from gateway.http import Ctx, User
 from gateway.mcp_admin import McpServerBody, McpServersFile
+from gateway.roles import is_admin, require_admin
 from protocol.common import ErrorCode
 from store.audit import AuditAction
 
@@ -32,14 +33,14 @@ async def list_mcp_servers(user: User, ctx: Ctx, connect: bool = False) -> dict[
     frame = await ctx.mcp.listing(connect=connect)
     return {
         "servers": [s.model_dump(by_alias=True) for s in frame.servers],
-        "canEdit": _may_edit(user, ctx),
+        "canEdit": await _may_edit(user, ctx),
     }
 
 
 @router.post("/api/mcp/servers", status_code=201)
 async def add_mcp_server(body: McpServerBody, user: User, ctx: Ctx) -> dict[str, Any]:
     """Add a server (administrators only); its tools are listed on first use."""
-    config = await _file(user, ctx).add(body)
+    config = await (await _file(user, ctx)).add(body)
     await _apply(ctx, config)
     detail = mcp_detail(body)
     await record(
@@ -53,23 +54,21 @@ async def add_mcp_server(body: McpServerBody, user: User, ctx: Ctx) -> dict[str,
 @router.delete("/api/mcp/servers/{name}", status_code=204)
 async def remove_mcp_server(name: str, user: User, ctx: Ctx) -> None:
     """Remove a server (administrators only); its connections are closed."""
-    config = await _file(user, ctx).remove(name)
+    config = await (await _file(user, ctx)).remove(name)
     await _apply(ctx, config)
     await record(ctx.runtime, AuditAction.MCP_SERVER_REMOVED, actor=user, target=name)
 
 
-def _may_edit(user: str, ctx: GatewayContext) -> bool:
-    return ctx.mcp.file is not None and user in ctx.settings.admin_names()
+async def _may_edit(user: str, ctx: GatewayContext) -> bool:
+    store = await ctx.runtime.store()
+    return ctx.mcp.file is not None and await is_admin(store, ctx.settings, user)
 
 
-def _file(user: str, ctx: GatewayContext) -> McpServersFile:
+async def _file(user: str, ctx: GatewayContext) -> McpServersFile:
     if ctx.mcp.file is None:
         raise GatewayError(ErrorCode.FORBIDDEN, "the MCP servers cannot be changed here")
-    if user not in ctx.settings.admin_names():
-        raise GatewayError(
-            ErrorCode.FORBIDDEN,
-            "only an administrator (YEAFT_ADMINS) may add or remove MCP servers",
-        )
+    store = await ctx.runtime.store()
+    await require_admin(store, ctx.settings, user, "add or remove MCP servers")
     return ctx.mcp.file
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import secrets
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -80,6 +80,8 @@ class Identity:
     email_verified: bool
     name: str | None
     preferred_username: str | None
+    # Every claim of the checked ID token (a role may be read from one).
+    claims: dict[str, Any] = field(default_factory=dict)
 
     @property
     def key(self) -> str:
@@ -242,6 +244,7 @@ class OidcClient:
             email_verified=claims.get("email_verified") is True,
             name=text("name"),
             preferred_username=text("preferred_username"),
+            claims=dict(claims),
         )
 
     async def _key_set(self) -> KeySet:

@@ -16,6 +16,8 @@ by a name or an e-mail someone could choose: the account's name is taken
 from the preferred username or the e-mail, made unique, and later sign-ins
 find the account by the link whatever the provider then calls them. With
 ``YEAFT_OIDC_ALLOWED_DOMAINS`` only verified e-mails of those domains get in.
+The new account's instance role is ``admin`` when the ID token meets
+``YEAFT_OIDC_ADMIN_CLAIM``, ``member`` otherwise (``gateway.roles``).
 
 Failures are pages a person can read (what went wrong, a link back to the
 login), never a traceback: 400 for a sign-in that cannot be finished, 403
@@ -35,14 +37,17 @@ import jwt as pyjwt
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
+from gateway import sessions
 from gateway.audit import record
-from gateway.auth import issue_token
 from gateway.context import GatewayContext
 from gateway.http import Ctx, set_session_cookie
 from gateway.oidc import Identity, OidcClient, OidcError, PendingSignIn
+from gateway.roles import ROLE_FIELD, Role, claim_grants_admin
+from gateway.settings import GatewaySettings
 from gateway.users import USERNAME_RE
 from store.audit import AuditAction
 from store.base import UserStore
+from store.sessions import SignIn
 
 log = logging.getLogger(__name__)
 router = APIRouter()
@@ -125,7 +130,7 @@ async def oidc_callback(request: Request, ctx: Ctx) -> Response:
             raise OidcError("the sign-in provider sent no code")
         identity = await client.finish(_callback_url(request, ctx), pending, code)
         store = await ctx.runtime.store()
-        username = await account_for(store, identity, ctx.settings.oidc_allowed_domains)
+        username = await account_for(store, identity, ctx.settings)
     except OidcError as exc:
         detail = {"method": "oidc", "reason": exc.message}
         await record(ctx.runtime, AuditAction.SIGN_IN_FAILED, actor=None, detail=detail)
@@ -133,12 +138,13 @@ async def oidc_callback(request: Request, ctx: Ctx) -> Response:
         _clear(response, ctx)
         return response
     ctx.metrics.logins.labels(outcome="success").inc()
-    detail = {"method": "oidc", "issuer": identity.issuer}
-    await record(store, AuditAction.SIGN_IN, actor=username, target=username, detail=detail)
     # A page that moves on by itself: the session cookie is SameSite=Strict,
     # which a navigation that began at the provider would not carry.
     response = _page(200, "Signed in.", refresh="/")
-    set_session_cookie(response, ctx, issue_token(ctx.settings, username))
+    begun = await sessions.begin(store, ctx.settings, username, request, SignIn.OIDC)
+    detail = {"method": "oidc", "issuer": identity.issuer}
+    await record(store, AuditAction.SIGN_IN, actor=username, target=username, detail=detail)
+    set_session_cookie(response, ctx, begun.token)
     _clear(response, ctx)
     return response
 
@@ -147,8 +153,9 @@ class NotAllowed(OidcError):
     """The provider signed the person in, but this server does not let them in."""
 
 
-async def account_for(store: UserStore, identity: Identity, domains: list[str]) -> str:
+async def account_for(store: UserStore, identity: Identity, settings: GatewaySettings) -> str:
     """The account ``identity`` signs in to, made on its first sign-in."""
+    domains = settings.oidc_allowed_domains
     if domains:
         email = identity.email or ""
         domain = email.rpartition("@")[2].lower()
@@ -160,7 +167,8 @@ async def account_for(store: UserStore, identity: Identity, domains: list[str]) 
         return linked
     if linked is not None:
         raise NotAllowed("the account this sign-in belongs to was removed")
-    username = await _new_account(store, identity)
+    admin = claim_grants_admin(identity.claims, settings.oidc_admin_claim)
+    username = await _new_account(store, identity, Role.ADMIN if admin else Role.MEMBER)
     if not await store.link_identity(identity.key, username):
         # A sign-in of the same person at the same moment linked first.
         other = await store.identity_user(identity.key)
@@ -170,7 +178,7 @@ async def account_for(store: UserStore, identity: Identity, domains: list[str]) 
     return username
 
 
-async def _new_account(store: UserStore, identity: Identity) -> str:
+async def _new_account(store: UserStore, identity: Identity, role: Role) -> str:
     """Make an account for ``identity`` under a free name like the one it goes by."""
     wanted = identity.preferred_username or (identity.email or "").partition("@")[0] or "user"
     base = _NAME_UNSAFE.sub("-", wanted).strip("-.")[:32] or "user"
@@ -184,6 +192,7 @@ async def _new_account(store: UserStore, identity: Identity) -> str:
             "createdAt": time.time(),
             "displayName": identity.name or name,
             "identity": identity.key,
+            ROLE_FIELD: role.value,
         }
         if await store.create_user(record):
             return name

@@ -19,7 +19,9 @@ process a client is connected to:
   directory log, and every process sends the groups its clients watch a
   ``presence`` frame with the new list. Every renewal also re-reads the lists
   of the watched groups, so a process that died (and announced nothing)
-  drops out within a TTL.
+  drops out within a TTL;
+- ended sessions (``gateway.sessions``): every connection their tokens
+  opened closes with 4401, whichever process serves it.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Literal
 
+from gateway.connection import CloseCode
 from gateway.views import group_update
 from protocol import dumps
 from protocol.conversations import ConversationDeleted
@@ -206,6 +209,8 @@ class People:
             for group_id, members in list(self.members.items()):
                 if event.user in members:
                     await self._refresh(group_id, event.user, bool(event.online))
+        elif event.action == "sessions_ended" and event.user is not None:
+            self._sessions_ended(event.user, frozenset(event.sessions))
         elif event.action == "members" and gid is not None:
             self._members_changed(gid, event)
             if gid in self.members:
@@ -225,6 +230,11 @@ class People:
                         conn.offer(text, envelope=False)
             self.members.pop(gid, None)
             self.shown.pop(gid, None)
+
+    def _sessions_ended(self, username: str, ended: frozenset[str]) -> None:
+        for conn in list(self.connections.get(username, ())):
+            if conn.session in ended:
+                conn.request_close(CloseCode.UNAUTHORIZED, "this session was ended: log in again")
 
     def _members_changed(self, gid: str, event: DirectoryEvent) -> None:
         group = event.group or {"id": gid}

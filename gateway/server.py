@@ -39,6 +39,7 @@ from gateway import (
     files_http,
     http,
     http_members,
+    me_http,
     messages_api,
     oidc_http,
     tasks_http,
@@ -155,6 +156,7 @@ def create_app(
     app.include_router(mcp_router)
     app.include_router(oidc_http.router)
     app.include_router(http_members.router)
+    app.include_router(me_http.router)
     app.include_router(messages_api.router)
     app.include_router(attachments_http.router)
     app.include_router(files_http.router)

@@ -239,6 +239,11 @@ class GatewaySettings(StoreSettings):
     # YEAFT_OIDC_ALLOWED_DOMAINS: JSON list of e-mail domains whose people may
     # sign in (their verified e-mail's domain); empty: anyone the provider signs in.
     oidc_allowed_domains: list[str] = Field(default_factory=list)
+    # YEAFT_OIDC_ADMIN_CLAIM: the ID token claim that makes a person's new
+    # account an administrator: "name=value" (the claim is value, or a list
+    # holding it, e.g. groups=yeaft-admins) or "name" (the claim is true).
+    # It seeds the role of an account made by a first sign-in only.
+    oidc_admin_claim: str | None = None
     # YEAFT_OIDC_ONLY: offer only the provider on the login page (password
     # accounts still work over the API and the terminal client).
     oidc_only: bool = False

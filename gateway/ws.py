@@ -51,6 +51,7 @@ from gateway.conversation_ws import ConversationFrames
 from gateway.errors import GatewayError
 from gateway.inflight import InFlight
 from gateway.limits import AbuseMeter, LagMeter, TokenBucket
+from gateway.sessions import session_id
 from gateway.views import group_update, group_view
 from gateway.ws_members import member_handlers
 from gateway.ws_settings import settings_handlers
@@ -160,6 +161,7 @@ class ClientSession:
         except AuthError as exc:
             code = CloseCode.BAD_ORIGIN if exc.reason is AuthFailure.BAD_ORIGIN else None
             return None, code or CloseCode.UNAUTHORIZED, exc.message
+        self.conn.session = session_id(claims)
         self.user_bucket = self.ctx.user_rates.acquire(username)
         await self.ctx.people.connected(self.conn, username)
         return username, 0, ""

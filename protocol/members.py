@@ -104,11 +104,12 @@ class DirectoryEvent(ServerModel):
 
     ``members``: ``added``/``removed`` users of ``groupId`` (``group`` is its
     new view); ``deleted``: the group is gone (``members`` were its people);
-    ``presence``: ``user`` came online or went offline.
+    ``presence``: ``user`` came online or went offline; ``sessions_ended``:
+    ``user``'s ``sessions`` were ended (their WebSockets close).
     """
 
     type: Literal["directory"] = "directory"
-    action: Literal["members", "deleted", "presence"]
+    action: Literal["members", "deleted", "presence", "sessions_ended"]
     group_id: str | None = None
     group: dict[str, Any] | None = None
     members: list[str] = Field(default_factory=list)
@@ -117,4 +118,5 @@ class DirectoryEvent(ServerModel):
     user: str | None = None
     by: str | None = None
     online: bool | None = None
+    sessions: list[str] = Field(default_factory=list)
     seq: int | None = Field(default=None, ge=0)

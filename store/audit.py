@@ -41,6 +41,7 @@ class AuditAction(StrEnum):
     SIGN_IN_FAILED = "sign_in_failed"
     LOCKOUT_LIFTED = "lockout_lifted"
     PASSWORD_CHANGED = "password_changed"
+    SESSIONS_ENDED = "sessions_ended"
     USER_ADDED = "user_added"
     MCP_SERVER_ADDED = "mcp_server_added"
     MCP_SERVER_REMOVED = "mcp_server_removed"

@@ -2,8 +2,9 @@
 
 The contract is split by role (``GroupStore``, ``GroupLog``, ``EventLog``,
 ``TurnLog``, ``TranscriptStore``, ``UserStore``, ..., ``TaskLog`` in
-``store.tasks``, ``PlacementStore`` in ``store.placement`` and ``LoginLog``
-in ``store.logins``, ``AuditLog`` in ``store.audit``); ``Store``
+``store.tasks``, ``PlacementStore`` in ``store.placement``, ``LoginLog``
+in ``store.logins``, ``SessionLog`` in ``store.sessions`` and ``AuditLog``
+in ``store.audit``); ``Store``
 is all of them plus ``close``. Both backends implement ``Store``, and one
 test suite runs against both through a parametrised fixture.
 """
@@ -34,6 +35,7 @@ from store.events import EventBatch
 from store.logins import LoginLog
 from store.members import MemberChange
 from store.placement import PlacementStore
+from store.sessions import SessionLog
 from store.tasks import TaskLog
 from store.turns import TurnEnd, TurnRecord
 
@@ -434,6 +436,7 @@ class Store(
     TaskLog,
     PlacementStore,
     LoginLog,
+    SessionLog,
     AuditLog,
     Protocol,
 ):

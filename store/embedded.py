@@ -52,6 +52,7 @@ from store.embedded_events import EmbeddedEvents
 from store.embedded_logins import EmbeddedLogins
 from store.embedded_members import EmbeddedMembers
 from store.embedded_schema import event_counter, setup_schema
+from store.embedded_sessions import EmbeddedSessions
 from store.embedded_tasks import GROUP_TABLES as TASK_TABLES
 from store.embedded_tasks import EmbeddedTasks
 from store.embedded_transcripts import GROUP_TABLES as TRANSCRIPT_TABLES
@@ -78,6 +79,7 @@ class EmbeddedStore(
     EmbeddedBudgets,
     EmbeddedTasks,
     EmbeddedLogins,
+    EmbeddedSessions,
     EmbeddedAudit,
     Store,
 ):

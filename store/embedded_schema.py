@@ -13,6 +13,7 @@ from store import (
     embedded_budgets,
     embedded_chat,
     embedded_logins,
+    embedded_sessions,
     embedded_tasks,
 )
 from store.sqlite import write_txn
@@ -141,4 +142,5 @@ def setup_schema(conn: sqlite3.Connection) -> None:
     embedded_budgets.setup(conn)
     embedded_tasks.setup(conn)
     embedded_logins.setup(conn)
+    embedded_sessions.setup(conn)
     embedded_audit.setup(conn)

@@ -70,6 +70,7 @@ from store.redis_events import (
 )
 from store.redis_logins import RedisLogins
 from store.redis_members import RedisMembers
+from store.redis_sessions import RedisSessions
 from store.redis_tasks import TASK_KINDS, RedisTasks
 from store.redis_transcripts import TRANSCRIPT_KINDS, RedisTranscripts
 from store.turns import TurnEnd, TurnRecord, finish_frames
@@ -102,6 +103,7 @@ class RedisStore(
     RedisTasks,
     RedisTranscripts,
     RedisLogins,
+    RedisSessions,
     RedisAudit,
     Store,
 ):

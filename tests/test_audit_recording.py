@@ -155,7 +155,12 @@ async def test_group_and_member_changes_over_http(
     assert details[3] == {"username": "bob"} and details[5] == {"username": "cat"}
     assert details[6] == {"name": "ops", "settings": {"fanoutCap": 2}}
     assert details[7] == {"name": "ops-2"}
-    assert details[8] == {"username": "bob", "role": "owner", "previousOwner": "ann"}
+    assert details[8] == {
+        "scope": "group",
+        "username": "bob",
+        "role": "owner",
+        "previousOwner": "ann",
+    }
     assert details[10] == {"name": "ops-2"}
 
 
@@ -368,3 +373,41 @@ async def test_a_conversations_settings_and_deletion_are_recorded_without_its_ti
         "my private plans"
         not in (await gw.http.get("/api/admin/audit.jsonl", headers=gw.auth("admin"))).text
     )
+
+
+async def test_role_changes_password_changes_and_ended_sessions(
+    start_gateway: StartGateway, clients: list[httpx.AsyncClient]
+) -> None:
+    gw = await start_gateway()
+    for name in ("admin", "ann"):
+        await gw.user(name)
+    admin = client_from(gw, clients, "admin")
+    made = await admin.put("/api/admin/users/ann/role", json={"role": "admin"})
+    assert made.status_code == 200, made.text
+    back = await admin.put("/api/admin/users/ann/role", json={"role": "member"})
+    assert back.status_code == 200, back.text
+    # ann signs in a second time, changes her password (ending the other
+    # session), and ends the rest of her sessions but this one.
+    second = await gw.http.post("/api/login", json={"username": "ann", "password": PASSWORD})
+    assert second.status_code == 200
+    ann = client_from(gw, clients, "ann")
+    new = "a brand new passphrase 42"
+    changed = await ann.post("/api/me/password", json={"current": PASSWORD, "new": new})
+    assert changed.status_code == 200, changed.text
+    ann.headers["Authorization"] = f"Bearer {changed.json()['token']}"
+    assert (await ann.delete("/api/me/sessions")).status_code == 200
+
+    entries = await audit(gw, target="ann")
+    changes = [e for e in entries if e["action"] not in ("sign_in",)]
+    assert brief(changes) == [
+        ("role_changed", "admin", "ann", ELSEWHERE),
+        ("role_changed", "admin", "ann", ELSEWHERE),
+        ("password_changed", "ann", "ann", ELSEWHERE),
+        ("sessions_ended", "ann", "ann", ELSEWHERE),
+    ]
+    assert changes[0]["detail"] == {"scope": "instance", "role": "admin", "previousRole": "member"}
+    assert changes[1]["detail"] == {"scope": "instance", "role": "member", "previousRole": "admin"}
+    assert changes[2]["detail"] == {"endedSessions": 1}
+    assert changes[3]["detail"] == {"ended": 0, "allButCurrent": True}
+    export = await gw.http.get("/api/admin/audit.jsonl", headers=gw.auth("admin"))
+    assert new not in export.text and PASSWORD not in export.text

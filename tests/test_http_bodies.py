@@ -24,7 +24,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from protocol.settings import GroupSettings
-from tests.fixtures.gateway import StartGateway
+from tests.fixtures.gateway import StartGateway, every_route
 
 # Types strict Python validation takes only as themselves, never in their JSON form.
 NOT_FROM_JSON = (
@@ -50,7 +50,7 @@ def _body_models() -> dict[str, type[BaseModel]]:
 
     app = gateway_app()
     bodies: dict[str, type[BaseModel]] = {}
-    for route in _routes(app.routes):
+    for route in every_route(app.routes):
         if not isinstance(route, APIRoute):
             continue
         for param in route.dependant.body_params:
@@ -58,15 +58,6 @@ def _body_models() -> dict[str, type[BaseModel]]:
             if isinstance(kind, type) and issubclass(kind, BaseModel):
                 bodies[f"{sorted(route.methods)[0]} {route.path}"] = kind
     return bodies
-
-
-def _routes(routes: typing.Iterable[Any]) -> typing.Iterator[Any]:
-    """Every route, those of included routers too (FastAPI keeps those as their router)."""
-    for route in routes:
-        if (router := getattr(route, "original_router", None)) is not None:
-            yield from _routes(router.routes)
-        else:
-            yield route
 
 
 def _leaves(kind: Any) -> typing.Iterator[Any]:

@@ -87,6 +87,16 @@ async def test_a_first_sign_in_makes_the_account_and_a_second_finds_it(signed: S
         async with httpx.AsyncClient() as other:
             await other.get(await sign_in(other, await begin(other, gateway), "alice"))
             assert await me(other, gateway) == "alice"
+        # Each sign-in began a session of its own, recorded as an OpenID one.
+        sessions = (await http.get(urljoin(gateway.url, "/api/me/sessions"))).json()["sessions"]
+        assert [s["how"] for s in sessions] == ["oidc", "oidc"]
+        assert [s["current"] for s in sessions] == [False, True]
+        no_password = await http.post(
+            urljoin(gateway.url, "/api/me/password"),
+            json={"current": "any password", "new": "a long enough passphrase"},
+        )
+        assert no_password.status_code == 409
+        assert no_password.json()["error"]["detail"]["reason"] == "no_password"
         assert [u["username"] for u in await (await gateway.runtime.store()).list_users()] == [
             "admin",
             "alice",
@@ -98,6 +108,18 @@ async def test_an_account_is_linked_by_issuer_and_subject_never_by_name(signed: 
     async with signed() as (gateway, _), httpx.AsyncClient() as http:
         await http.get(await sign_in(http, await begin(http, gateway), "mallory"))
         assert await me(http, gateway) == "admin-2"
+
+
+async def test_a_claim_seeds_the_admin_role_of_a_new_account(signed: Signed) -> None:
+    async with signed(oidc_admin_claim="groups=yeaft-admins") as (gateway, _):
+        for login, role in (("alice", "admin"), ("bob", "member")):
+            async with httpx.AsyncClient() as http:
+                await http.get(await sign_in(http, await begin(http, gateway), login))
+                reply = await http.get(urljoin(gateway.url, "/api/me"))
+                assert (reply.json()["username"], reply.json()["role"]) == (login, role)
+        # Stored with the account: the role is the account's, not the token's.
+        user = await (await gateway.runtime.store()).get_user("alice")
+        assert user is not None and user["role"] == "admin"
 
 
 # -- ways it must not work ----------------------------------------------------------

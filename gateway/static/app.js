@@ -6,6 +6,7 @@
 // people's messages and hand-offs, VP output, status changes, questions.
 // This module wires the views together; each concept lives in its own module.
 
+import { mountAccount } from './account.js';
 import { api } from './api.js';
 import { AskDialog } from './ask.js';
 import { AttachmentTray } from './attachments.js';
@@ -219,6 +220,7 @@ function leaveApp(message) {
   showLogin(message);
 }
 mountMcp();
+mountAccount();
 mountAudit();
 mountLogin({ onLogin: enterApp, onLogout: () => leaveApp('') });
 mountDrawer();

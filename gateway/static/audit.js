@@ -17,6 +17,7 @@ export const AUDIT_ACTIONS = [
   'sign_in_failed',
   'lockout_lifted',
   'password_changed',
+  'sessions_ended',
   'user_added',
   'mcp_server_added',
   'mcp_server_removed',

@@ -3,7 +3,7 @@
 // anyone may leave. Changes go over HTTP; what others change arrives live
 // (group_update and presence frames) through `update` and `presence`.
 
-import { api } from './api.js';
+import { api, request } from './api.js';
 import { el } from './dom.js';
 
 export class MembersPanel {
@@ -17,6 +17,7 @@ export class MembersPanel {
     this.onLeft = onLeft;
     this.group = null;
     this.online = new Map(); // groupId -> Set of usernames
+    this.names = {}; // username -> display name, of the open group's members who set one
     this.build();
     button.addEventListener('click', () => this.open());
   }
@@ -106,9 +107,23 @@ export class MembersPanel {
   open() {
     if (!this.group) return;
     this.error.textContent = '';
+    this.names = {};
     this.render();
     this.dialog.showModal();
     if (this.isOwner()) this.inviteInput.focus();
+    this.loadNames(this.group.id);
+  }
+
+  /** Display names (PATCH /api/me) beside usernames; the list works without them. */
+  async loadNames(groupId) {
+    try {
+      const { names } = await request('GET', `/api/groups/${encodeURIComponent(groupId)}/display-names`);
+      if (this.group?.id !== groupId) return;
+      this.names = names || {};
+      if (this.dialog.open) this.render();
+    } catch {
+      // Names are a courtesy: usernames stay.
+    }
   }
 
   render() {
@@ -129,7 +144,10 @@ export class MembersPanel {
             title: here ? 'online' : 'offline',
             'aria-label': here ? 'online' : 'offline',
           }),
-          el('span', { class: 'member-name', text: name === me ? `${name} (you)` : name }),
+          el('span', {
+            class: 'member-name',
+            text: `${this.names[name] ? `${this.names[name]} · ${name}` : name}${name === me ? ' (you)' : ''}`,
+          }),
           el('span', { class: `tag${isOwner ? ' owner' : ''}`, testid: 'member-role', text: isOwner ? 'owner' : 'member' }),
           owner && !isOwner
             ? el('button', {

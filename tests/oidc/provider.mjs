@@ -21,8 +21,8 @@ const { values } = parseArgs({
 });
 
 const PEOPLE = {
-  alice: { email: 'alice@example.com', email_verified: true, name: 'Alice Example', preferred_username: 'alice' },
-  bob: { email: 'bob@other.test', email_verified: true, name: 'Bob Other', preferred_username: 'bob' },
+  alice: { email: 'alice@example.com', email_verified: true, name: 'Alice Example', preferred_username: 'alice', groups: ['staff', 'yeaft-admins'] },
+  bob: { email: 'bob@other.test', email_verified: true, name: 'Bob Other', preferred_username: 'bob', groups: ['staff'] },
   // Goes by a name that is already an account of the server under test.
   mallory: { email: 'mallory@example.com', email_verified: true, name: 'Mallory', preferred_username: 'admin' },
 };
@@ -43,7 +43,7 @@ function configuration() {
     claims: {
       openid: ['sub'],
       email: ['email', 'email_verified'],
-      profile: ['name', 'preferred_username'],
+      profile: ['name', 'preferred_username', 'groups'],
     },
     conformIdTokenClaims: false,
     features: { devInteractions: { enabled: true } },
