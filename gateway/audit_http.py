@@ -15,8 +15,6 @@ and ``before`` (an entry id: only older entries).
 Administrators only, by the check every admin route makes (``gateway.roles``): anyone else
 signed in gets 403 ``forbidden``, no session 401 ``unauthorized``; a
 ``before`` that is no entry id is a 422 ``invalid_request`` on ``before``.
-``GET /api/admin/audit/allowed`` (``{allowed}``) tells anyone signed in
-whether they may, so the web UI offers the log without a refused request.
 What is recorded, and that no secret is, is ``gateway.audit``'s.
 """
 
@@ -32,7 +30,7 @@ from fastapi.responses import StreamingResponse
 from gateway.admin_http import View
 from gateway.errors import GatewayError
 from gateway.http import Ctx, User
-from gateway.roles import is_admin, require_admin
+from gateway.roles import require_admin
 from protocol.common import ErrorCode
 from store.audit import (
     MAX_AUDIT_PAGE,
@@ -62,11 +60,6 @@ class AuditEntryView(View):
     # The client's address; null for the command line.
     address: str | None
     detail: dict[str, Any]
-
-
-class AuditAccess(View):
-    # Whether the person asking may read the log (an administrator).
-    allowed: bool
 
 
 class AuditList(View):
@@ -123,12 +116,6 @@ async def read_audit(
     query = replace(query, limit=limit)
     entries, after = await _read(await ctx.runtime.store(), query)
     return AuditList(entries=[_view(e) for e in entries], next=after)
-
-
-@router.get("/api/admin/audit/allowed")
-async def audit_allowed(user: User, ctx: Ctx) -> AuditAccess:
-    """Whether the person signed in may read the audit log (anyone signed in may ask)."""
-    return AuditAccess(allowed=await is_admin(await ctx.runtime.store(), ctx.settings, user))
 
 
 @router.get(

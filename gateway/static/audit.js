@@ -1,7 +1,7 @@
 // The audit log, for administrators: a dialog opened from the sidebar's "Audit log" button.
 //
 // `mountAudit()` adds the button (hidden) beside "Log out" and, each time
-// someone signs in, asks GET /api/admin/audit/allowed: the button shows only
+// someone signs in, asks GET /api/me for their role: the button shows only
 // for an administrator, so nobody else sees a button that would answer 403. The dialog filters by who, what, target and a time span,
 // shows the entries newest first with an "Older" button that follows the
 // server's `next` cursor, and links the same filters to the JSON-lines export
@@ -140,7 +140,7 @@ function buildDialog() {
 /** May the person signed in now read the audit log? */
 async function allowed() {
   try {
-    return Boolean((await request('GET', '/api/admin/audit/allowed')).allowed);
+    return (await request('GET', '/api/me')).role === 'admin';
   } catch {
     return false;
   }
