@@ -26,11 +26,13 @@ from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
 from gateway.accounts import unlock_user
+from gateway.audit import record as record_audit
 from gateway.errors import not_found
 from gateway.http import Ctx, User
 from gateway.roles import Role, require_admin, role_of, set_role
 from gateway.settings import GatewaySettings
 from gateway.users import UserError
+from store.audit import AuditAction
 from store.logins import AddressLock
 
 router = APIRouter()
@@ -105,10 +107,14 @@ async def list_lockouts(user: Admin, ctx: Ctx) -> LockoutList:
 @router.delete("/api/admin/lockouts/{username}")
 async def lift_lockout(username: str, user: Admin, ctx: Ctx) -> LockoutLifted:
     """Lift an account's login lockout on every gateway (administrators only)."""
+    store = await ctx.runtime.store()
     try:
-        was_locked = await unlock_user(await ctx.runtime.store(), username)
+        was_locked = await unlock_user(store, username)
     except UserError as exc:
         raise not_found("user") from exc
+    detail = {"wasLocked": was_locked}
+    action = AuditAction.LOCKOUT_LIFTED
+    await record_audit(store, action, actor=user, target=username, detail=detail)
     return LockoutLifted(username=username, was_locked=was_locked)
 
 
@@ -154,5 +160,11 @@ async def list_people(user: Admin, ctx: Ctx) -> PeopleList:
 @router.put("/api/admin/users/{username}/role")
 async def change_role(username: str, body: RoleBody, user: Admin, ctx: Ctx) -> Person:
     """Make an account an administrator or a member; the instance keeps one administrator."""
-    record = await set_role(await ctx.runtime.store(), ctx.settings, username, body.role)
+    store = await ctx.runtime.store()
+    before = await store.get_user(username)
+    record = await set_role(store, ctx.settings, username, body.role)
+    detail = {"scope": "instance", "role": body.role.value}
+    if before is not None:
+        detail["previousRole"] = role_of(before, ctx.settings).value
+    await record_audit(store, AuditAction.ROLE_CHANGED, actor=user, target=username, detail=detail)
     return _person(record, ctx.settings)

@@ -5,7 +5,9 @@ the Redis URL without its password), so a token made against the wrong
 ``YEAFT_DATA_DIR`` is noticed at once. Neither creates a store that is not
 there yet: a typo in ``YEAFT_DATA_DIR`` would otherwise give an empty store
 that no server reads. ``yeaft serve`` makes the store on its first start;
-``yeaft user add NAME --create`` makes it beforehand.
+``yeaft user add NAME --create`` makes it beforehand. What ``yeaft user``
+changes is recorded in the audit log (``gateway.audit``), by nobody, from
+no address, ``detail.via`` ``cli``.
 """
 
 from __future__ import annotations
@@ -96,7 +98,9 @@ def read_password(args: argparse.Namespace) -> str:
 
 def cmd_user(args: argparse.Namespace) -> int:
     from gateway.accounts import set_password, unlock_user
+    from gateway.audit import record
     from gateway.users import UserError, add_user
+    from store.audit import AuditAction
 
     if args.action != "list" and not args.name:
         print(f"yeaft: user {args.action} needs a NAME", file=sys.stderr)
@@ -110,14 +114,21 @@ def cmd_user(args: argparse.Namespace) -> int:
                 print(user["username"])
         elif args.action == "add":
             await add_user(store, args.name, read_password(args))
+            await record(store, AuditAction.USER_ADDED, actor=None, target=args.name, cli=True)
             print(f"created user {args.name}")
         elif args.action == "passwd":
             if await store.get_user(args.name) is None:
                 raise UserError(f"no user {args.name!r}")
             await set_password(store, args.name, read_password(args))
+            action = AuditAction.PASSWORD_CHANGED
+            await record(store, action, actor=None, target=args.name, cli=True)
             print(f"changed the password of {args.name}; older sessions must log in again")
         else:
-            was = "" if await unlock_user(store, args.name) else " (it was not locked)"
+            was_locked = await unlock_user(store, args.name)
+            detail = {"wasLocked": was_locked}
+            action = AuditAction.LOCKOUT_LIFTED
+            await record(store, action, actor=None, target=args.name, detail=detail, cli=True)
+            was = "" if was_locked else " (it was not locked)"
             print(f"unlocked {args.name}{was}: failed logins so far no longer count")
         return 0
 

@@ -21,12 +21,14 @@ from actors.commands import GroupCommand
 from actors.vp_commands import AnswerVerdict
 from coordinator.commands import Answer, Cancel, DeleteGroup, EditGroup, Ingest
 from coordinator.membership import GroupEdit
+from gateway.audit import edit_detail, record
 from gateway.errors import GatewayError, coordinator_refusal, not_found
 from personas.loader import PersonaLibrary
 from protocol import Channel, ErrorCode, SessionReady
 from protocol.common import is_id
 from protocol.conversations import ConversationSummary, Folder
 from protocol.settings import ConversationSettingsPatch, conversation_settings
+from store.audit import AuditAction
 from store.base import Group, Store
 from store.conversation import PROVIDER, ConversationInfo, GroupKind
 from store.workspaces import (
@@ -230,9 +232,16 @@ class ConversationService:
         to every tab of the owner exactly as a group's is.
         """
         await self.owned(username, conversation_id)
-        return await self._call(
+        group = await self._call(
             EditGroup(conversation_id, GroupEdit(name=title, settings=settings), username)
         )
+        # The title is left out: it may be words of the conversation itself.
+        detail = {**edit_detail(GroupEdit(settings=settings)), "kind": "conversation"}
+        if title is not None:
+            detail["renamed"] = True
+        action = AuditAction.GROUP_SETTINGS_CHANGED
+        await record(self.runtime, action, actor=username, target=conversation_id, detail=detail)
+        return group
 
     async def create(
         self,
@@ -269,6 +278,9 @@ class ConversationService:
         # directory log (gateway.people): ``conversation_deleted``. The files
         # sent in it go too; its folder (the user's workDir) stays.
         await self._call(DeleteGroup(conversation_id, username))
+        detail = {"kind": "conversation"}
+        action = AuditAction.GROUP_DELETED
+        await record(self.runtime, action, actor=username, target=conversation_id, detail=detail)
         await self.groups.attachments.delete_group(conversation_id)
 
     async def send(

@@ -4,7 +4,8 @@ Every operation starts with the same authorisation rule: the user must be a
 member of the group. A group that does not exist and a group the user is not
 in give the same ``not_found`` answer, so nobody learns which ids exist.
 Reads (membership, history, the event-log head) go straight to the store;
-changes go through the group's coordinator, which owns the group record.
+changes go through the group's coordinator, which owns the group record,
+and each one made is recorded in the audit log (``gateway.audit``).
 """
 
 from __future__ import annotations
@@ -28,12 +29,14 @@ from coordinator.commands import (
     ReviseTask,
 )
 from coordinator.membership import GroupEdit, MemberOp
+from gateway.audit import edit_detail, record
 from gateway.errors import GatewayError, coordinator_refusal, not_found
 from gateway.views import message_view, with_reactions
 from protocol import Channel, ErrorCode, GroupSettingsPatch
 from protocol.common import is_id
 from protocol.tasks import Task
 from store.attachments import AttachmentStore
+from store.audit import AuditAction
 from store.base import Group, Store
 from store.conversation import GroupKind
 from store.workspaces import remove_group_files
@@ -113,19 +116,22 @@ class GroupService:
         ``settings`` was checked against its bounds when the request was parsed.
         """
         try:
-            return await self.runtime.create_group(
+            group = await self.runtime.create_group(
                 name, list(roster), default_vp=default_vp, members=[username], settings=settings
             )
         except Exception as exc:
             raise _refusal(exc) from exc
+        await self._audit(username, AuditAction.GROUP_CREATED, group.id, {"name": group.name})
+        return group
 
     async def rename(self, username: str, group_id: str, name: str) -> Group:
         return await self.edit(username, group_id, GroupEdit(name=name))
 
     async def delete(self, username: str, group_id: str) -> None:
         """Delete a group (its owner only); every watcher, on every process, is told."""
-        await self.member_group(username, group_id)
+        group = await self.member_group(username, group_id)
         await self._call(DeleteGroup(group_id, username))
+        await self._audit(username, AuditAction.GROUP_DELETED, group_id, {"name": group.name})
         self.hub.group_deleted(group_id)
         # Its files go with it: the workspace (under this process's data
         # directory) and the files sent with its messages.
@@ -135,11 +141,15 @@ class GroupService:
 
     async def add_vp(self, username: str, group_id: str, vp_id: str) -> Group:
         await self.member_group(username, group_id)
-        return await self._call(AddVP(group_id, vp_id))
+        group = await self._call(AddVP(group_id, vp_id))
+        await self._audit(username, AuditAction.VP_ADDED, group_id, {"vpId": vp_id})
+        return group
 
     async def remove_vp(self, username: str, group_id: str, vp_id: str) -> Group:
         await self.member_group(username, group_id)
-        return await self._call(RemoveVP(group_id, vp_id))
+        group = await self._call(RemoveVP(group_id, vp_id))
+        await self._audit(username, AuditAction.VP_REMOVED, group_id, {"vpId": vp_id})
+        return group
 
     async def set_default_vp(self, username: str, group_id: str, vp_id: str | None) -> Group:
         edit = GroupEdit(default_vp=vp_id, clear_default_vp=vp_id is None)
@@ -148,7 +158,9 @@ class GroupService:
     async def edit(self, username: str, group_id: str, edit: GroupEdit) -> Group:
         """Change name, default VP and settings (the owner only); announced to the group."""
         await self.member_group(username, group_id)
-        return await self._call(EditGroup(group_id, edit, username))
+        group = await self._call(EditGroup(group_id, edit, username))
+        await self._audit(username, AuditAction.GROUP_SETTINGS_CHANGED, group_id, edit_detail(edit))
+        return group
 
     # -- members (see coordinator.membership for the rules) ----------------------
     async def invite(self, username: str, group_id: str, invitee: str) -> Group:
@@ -181,7 +193,12 @@ class GroupService:
 
     async def _members(self, username: str, group_id: str, op: MemberOp) -> Group:
         await self.member_group(username, group_id)
-        return await self._call(MemberChange(group_id, username, op))
+        group = await self._call(MemberChange(group_id, username, op))
+        detail = {"username": op.user}
+        if op.action == "owner":
+            detail.update(scope="group", role="owner", previousOwner=username)
+        await self._audit(username, _MEMBER_ACTIONS[op.action], group_id, detail)
+        return group
 
     # -- conversation --------------------------------------------------------
     async def ingest(
@@ -238,12 +255,27 @@ class GroupService:
         await self.member_group(username, verdict.group_id)
         return await self._call(verdict)
 
+    async def _audit(
+        self, username: str, action: AuditAction, group_id: str, detail: dict[str, Any]
+    ) -> None:
+        """Record a change to a group, by ``username``, in the audit log (``gateway.audit``)."""
+        await record(self.runtime, action, actor=username, target=group_id, detail=detail)
+
     async def _call(self, command: GroupCommand[T]) -> T:
         """Run one coordinator command; its refusals become GatewayErrors."""
         try:
             return await self.runtime.send(command)
         except Exception as exc:
             raise _refusal(exc) from exc
+
+
+# What each member change is in the audit log (MemberOp.action).
+_MEMBER_ACTIONS = {
+    "invited": AuditAction.MEMBER_ADDED,
+    "removed": AuditAction.MEMBER_REMOVED,
+    "left": AuditAction.MEMBER_LEFT,
+    "owner": AuditAction.ROLE_CHANGED,
+}
 
 
 def _refusal(exc: Exception) -> GatewayError:

@@ -23,6 +23,7 @@ from pydantic.alias_generators import to_camel
 
 from gateway import sessions
 from gateway.accounts import client_address, locked_out, session_user
+from gateway.audit import record
 from gateway.auth import (
     SESSION_COOKIE,
     AuthError,
@@ -42,6 +43,7 @@ from gateway.views import group_view
 from personas.loader import persona_detail, persona_summary
 from protocol import ErrorCode, GroupSettingsPatch, Id
 from protocol.common import MAX_ROSTER
+from store.audit import AuditAction, AuditLog
 from store.sessions import SignIn
 
 router = APIRouter()
@@ -155,18 +157,32 @@ async def login(body: LoginBody, request: Request, response: Response, ctx: Ctx)
     locked = await ctx.logins.retry_after(store, body.username, address)
     if locked is not None:
         ctx.metrics.logins.labels(outcome="throttled").inc()
+        await _failed_login(store, body.username, "locked_out")
         raise locked_out(locked)
     if not await authenticate(store, body.username, body.password):
         ctx.metrics.logins.labels(outcome="failure").inc()
         started = await ctx.logins.failed(store, body.username, address)
+        await _failed_login(store, body.username, "wrong_password", locked=started is not None)
         if started is not None:
             raise locked_out(started)
         raise GatewayError(ErrorCode.UNAUTHORIZED, "wrong username or password")
     await ctx.logins.succeeded(store, body.username, address)
     ctx.metrics.logins.labels(outcome="success").inc()
     begun = await sessions.begin(store, ctx.settings, body.username, request, SignIn.PASSWORD)
+    detail = {"method": "password"}
+    await record(
+        store, AuditAction.SIGN_IN, actor=body.username, target=body.username, detail=detail
+    )
     set_session_cookie(response, ctx, begun.token)
     return {"token": begun.token, "username": body.username, "expiresAt": begun.claims["exp"]}
+
+
+async def _failed_login(store: AuditLog, username: str, reason: str, locked: bool = False) -> None:
+    """A refused password login in the audit log: by nobody, on the name that was tried."""
+    detail: dict[str, Any] = {"method": "password", "reason": reason}
+    if locked:
+        detail["lockedOut"] = True
+    await record(store, AuditAction.SIGN_IN_FAILED, actor=None, target=username, detail=detail)
 
 
 @router.post("/api/logout", status_code=204)

@@ -4,7 +4,8 @@
 (see ``gateway.mcp``). ``POST /api/mcp/servers`` adds one and ``DELETE
 /api/mcp/servers/{name}`` removes one (see ``gateway.mcp_admin``); the change
 is in the servers file and in use by every VP actor before the answer. No
-answer carries a value of a server's ``env`` or ``headers``, only their names.
+answer carries a value of a server's ``env`` or ``headers``, only their names,
+and neither does the audit log's entry of the change (``gateway.audit``).
 """
 
 from __future__ import annotations
@@ -14,12 +15,14 @@ from typing import Any
 from fastapi import APIRouter
 
 from engine.mcp import McpConfig
+from gateway.audit import mcp_detail, record
 from gateway.context import GatewayContext
 from gateway.errors import GatewayError
 from gateway.http import Ctx, User
 from gateway.mcp_admin import McpServerBody, McpServersFile
 from gateway.roles import is_admin, require_admin
 from protocol.common import ErrorCode
+from store.audit import AuditAction
 
 router = APIRouter()
 
@@ -39,6 +42,10 @@ async def add_mcp_server(body: McpServerBody, user: User, ctx: Ctx) -> dict[str,
     """Add a server (administrators only); its tools are listed on first use."""
     config = await (await _file(user, ctx)).add(body)
     await _apply(ctx, config)
+    detail = mcp_detail(body)
+    await record(
+        ctx.runtime, AuditAction.MCP_SERVER_ADDED, actor=user, target=body.name, detail=detail
+    )
     frame = await ctx.mcp.listing()
     (info,) = [s for s in frame.servers if s.name == body.name]
     return info.model_dump(by_alias=True)
@@ -49,6 +56,7 @@ async def remove_mcp_server(name: str, user: User, ctx: Ctx) -> None:
     """Remove a server (administrators only); its connections are closed."""
     config = await (await _file(user, ctx)).remove(name)
     await _apply(ctx, config)
+    await record(ctx.runtime, AuditAction.MCP_SERVER_REMOVED, actor=user, target=name)
 
 
 async def _may_edit(user: str, ctx: GatewayContext) -> bool:

@@ -25,6 +25,9 @@
   the caller is a member of, per UTC day, over the last 30 days, read from
   the groups' daily budget ledgers (``store.budgets``). A group's figures are
   the whole group's, shared with its other members.
+
+A password change and ended sessions are recorded in the audit log
+(``gateway.audit``).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from pydantic import Field
 
 from gateway import sessions
 from gateway.accounts import PASSWORD_CHANGED_AT, client_address, locked_out
+from gateway.audit import record as record_audit
 from gateway.auth import SESSION_COOKIE, issue_token, token_claims
 from gateway.errors import GatewayError, not_found
 from gateway.http import Body, Ctx, User, set_session_cookie
@@ -47,6 +51,7 @@ from gateway.sessions import session_id
 from gateway.settings import GatewaySettings
 from gateway.users import UserError, authenticate, check_password, hash_password
 from protocol import ErrorCode
+from store.audit import AuditAction
 from store.budgets import day_account
 
 router = APIRouter()
@@ -164,6 +169,9 @@ async def change_password(
         await store.touch_session(current, time.time(), float(claims["exp"]))
     if SESSION_COOKIE in request.cookies:
         set_session_cookie(response, ctx, token)
+    detail = {"endedSessions": len(ended)}
+    action = AuditAction.PASSWORD_CHANGED
+    await record_audit(store, action, actor=user, target=user, detail=detail)
     return {"token": token, "expiresAt": claims["exp"], "endedSessions": len(ended)}
 
 
@@ -182,6 +190,8 @@ async def end_session(sid: str, user: User, ctx: Ctx) -> None:
     store = await ctx.runtime.store()
     if not await sessions.end(store, user, [sid]):
         raise not_found("session")
+    detail = {"ended": 1}
+    await record_audit(store, AuditAction.SESSIONS_ENDED, actor=user, target=user, detail=detail)
 
 
 @router.delete("/api/me/sessions")
@@ -189,6 +199,8 @@ async def end_other_sessions(request: Request, user: User, ctx: Ctx) -> dict[str
     """End every session of the caller but the current one."""
     store = await ctx.runtime.store()
     ended = await sessions.end(store, user, None, keep=_current(request))
+    detail = {"ended": len(ended), "allButCurrent": True}
+    await record_audit(store, AuditAction.SESSIONS_ENDED, actor=user, target=user, detail=detail)
     return {"ended": len(ended)}
 
 

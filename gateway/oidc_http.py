@@ -38,12 +38,14 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from gateway import sessions
+from gateway.audit import record
 from gateway.context import GatewayContext
 from gateway.http import Ctx, set_session_cookie
 from gateway.oidc import Identity, OidcClient, OidcError, PendingSignIn
 from gateway.roles import ROLE_FIELD, Role, claim_grants_admin
 from gateway.settings import GatewaySettings
 from gateway.users import USERNAME_RE
+from store.audit import AuditAction
 from store.base import UserStore
 from store.sessions import SignIn
 
@@ -130,6 +132,8 @@ async def oidc_callback(request: Request, ctx: Ctx) -> Response:
         store = await ctx.runtime.store()
         username = await account_for(store, identity, ctx.settings)
     except OidcError as exc:
+        detail = {"method": "oidc", "reason": exc.message}
+        await record(ctx.runtime, AuditAction.SIGN_IN_FAILED, actor=None, detail=detail)
         response = _failed(exc)
         _clear(response, ctx)
         return response
@@ -138,6 +142,8 @@ async def oidc_callback(request: Request, ctx: Ctx) -> Response:
     # which a navigation that began at the provider would not carry.
     response = _page(200, "Signed in.", refresh="/")
     begun = await sessions.begin(store, ctx.settings, username, request, SignIn.OIDC)
+    detail = {"method": "oidc", "issuer": identity.issuer}
+    await record(store, AuditAction.SIGN_IN, actor=username, target=username, detail=detail)
     set_session_cookie(response, ctx, begun.token)
     _clear(response, ctx)
     return response

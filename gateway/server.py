@@ -34,6 +34,7 @@ from actors.process import settle
 from gateway import (
     admin_http,
     attachments_http,
+    audit_http,
     conversations_http,
     files_http,
     http,
@@ -46,6 +47,7 @@ from gateway import (
     ws,
 )
 from gateway.attachments import AttachmentService
+from gateway.audit import AuditOrigin
 from gateway.context import GatewayContext
 from gateway.conversations import ConversationService
 from gateway.errors import GatewayError
@@ -148,6 +150,7 @@ def create_app(
         redoc_url=None,
     )
     app.state.gateway = ctx
+    app.add_middleware(AuditOrigin)
     _install_error_handlers(app)
     app.include_router(http.router)
     app.include_router(conversations_http.router)
@@ -161,6 +164,7 @@ def create_app(
     app.include_router(tasks_http.router)
     app.include_router(admin_http.router)
     app.include_router(reactions.router)
+    app.include_router(audit_http.router)
     app.add_api_websocket_route("/ws", ws.websocket_endpoint)
     # The UI's files are written separately and may not exist yet; the mount
     # is made anyway and answers 404 until they do.

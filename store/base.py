@@ -3,8 +3,8 @@
 The contract is split by role (``GroupStore``, ``GroupLog``, ``EventLog``,
 ``TurnLog``, ``TranscriptStore``, ``UserStore``, ..., ``TaskLog`` in
 ``store.tasks``, ``PlacementStore`` in ``store.placement``, ``LoginLog``
-in ``store.logins``, ``SessionLog`` in ``store.sessions`` and ``ReactionLog`` in
-``store.reactions``); ``Store``
+in ``store.logins``, ``SessionLog`` in ``store.sessions``, ``ReactionLog`` in
+``store.reactions`` and ``AuditLog`` in ``store.audit``); ``Store``
 is all of them plus ``close``. Both backends implement ``Store``, and one
 test suite runs against both through a parametrised fixture.
 """
@@ -27,6 +27,7 @@ from protocol import EventFrame
 # The settings model lives in the protocol, the layer every other one sees;
 # it is re-exported here because a group record is a store type.
 from protocol.settings import GroupSettings as GroupSettings
+from store.audit import AuditLog
 from store.budgets import Budgets
 from store.chatviews import GroupSummary, SearchHit, TurnUsage, UsageTotals
 from store.conversation import ConversationInfo, GroupKind
@@ -438,6 +439,7 @@ class Store(
     LoginLog,
     SessionLog,
     ReactionLog,
+    AuditLog,
     Protocol,
 ):
     """Every role at once: what a backend implements and a process opens.

@@ -44,6 +44,7 @@ from store.base import (
     user_record_key,
 )
 from store.chatviews import TurnUsage
+from store.embedded_audit import EmbeddedAudit
 from store.embedded_budgets import GROUP_TABLES as BUDGET_TABLES
 from store.embedded_budgets import EmbeddedBudgets
 from store.embedded_events import GROUP_TABLES as EVENT_TABLES
@@ -82,6 +83,7 @@ class EmbeddedStore(
     EmbeddedLogins,
     EmbeddedSessions,
     EmbeddedReactions,
+    EmbeddedAudit,
     Store,
 ):
     """A Store on one SQLite file under ``data_dir``; safe across processes."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import sqlite3
 
 from store import (
+    embedded_audit,
     embedded_budgets,
     embedded_chat,
     embedded_logins,
@@ -144,3 +145,4 @@ def setup_schema(conn: sqlite3.Connection) -> None:
     embedded_logins.setup(conn)
     embedded_sessions.setup(conn)
     embedded_reactions.setup(conn)
+    embedded_audit.setup(conn)

@@ -24,8 +24,8 @@ search, read marks and usage totals (``terms``, ``reads``, ``uturns``,
 ``usage``) in ``store.redis_chat``, those of budgets in
 ``store.redis_budgets``, those of tasks, evidence and skills in
 ``store.redis_tasks``, those of transcripts in ``store.redis_transcripts``,
-those of failed logins in ``store.redis_logins`` and those of reactions and
-pins in ``store.redis_reactions``.
+those of failed logins in ``store.redis_logins``, those of reactions and
+pins in ``store.redis_reactions`` and the audit log's in ``store.redis_audit``.
 
 Atomicity comes from Lua scripts (one script runs alone on the server):
 the idempotent message append; the event append (``store.redis_events``);
@@ -56,6 +56,7 @@ from store.base import (
 )
 from store.chatviews import TurnUsage
 from store.events import encode_event
+from store.redis_audit import RedisAudit
 from store.redis_budgets import BUDGET_KINDS, RedisBudgets
 from store.redis_chat import CHAT_KINDS, RedisChatViews, search_postings, usage_values
 from store.redis_errors import redis_errors as _redis_errors
@@ -106,6 +107,7 @@ class RedisStore(
     RedisLogins,
     RedisSessions,
     RedisReactions,
+    RedisAudit,
     Store,
 ):
     """A Store on a Redis server; all keys live under ``prefix``.

@@ -10,6 +10,7 @@ import { mountAccount } from './account.js';
 import { api } from './api.js';
 import { AskDialog } from './ask.js';
 import { AttachmentTray } from './attachments.js';
+import { mountAudit } from './audit.js';
 import { ChatHead } from './chathead.js';
 import { Composer } from './composer.js';
 import { Connection, connectionLabel } from './connection.js';
@@ -222,6 +223,7 @@ function leaveApp(message) {
 }
 mountMcp();
 mountAccount();
+mountAudit();
 mountLogin({ onLogin: enterApp, onLogout: () => leaveApp('') });
 mountDrawer();
 mountHeadBar();
