@@ -31,7 +31,7 @@ from gateway.errors import not_found
 from gateway.http import Ctx, User
 from gateway.roles import Role, require_admin, role_of, set_role
 from gateway.settings import GatewaySettings
-from gateway.users import UserError
+from gateway.users import UserError, taken_names
 from store.audit import AuditAction
 from store.logins import AddressLock
 
@@ -89,7 +89,7 @@ async def list_lockouts(user: Admin, ctx: Ctx) -> LockoutList:
     """The login lockouts in force (administrators only)."""
     store = await ctx.runtime.store()
     found = await ctx.logins.lockouts(store)
-    names = {str(u["username"]).lower(): str(u["username"]) for u in await store.list_users()}
+    names = await taken_names(store)
     return LockoutList(
         accounts=[
             LockedAccount(

@@ -136,16 +136,19 @@ class OidcClient:
             self._metadata = document
         return self._metadata
 
+    def _unreachable(self, exc: httpx.HTTPError) -> OidcError:
+        return OidcError(
+            f"the sign-in provider at {self.issuer} cannot be reached "
+            f"({type(exc).__name__}); try again later",
+            provider_down=True,
+        )
+
     async def _get_json(self, url: str) -> dict[str, Any]:
         try:
             async with httpx.AsyncClient(timeout=self._timeout) as http:
                 reply = await http.get(url)
         except httpx.HTTPError as exc:
-            raise OidcError(
-                f"the sign-in provider at {self.issuer} cannot be reached "
-                f"({type(exc).__name__}); try again later",
-                provider_down=True,
-            ) from None
+            raise self._unreachable(exc) from None
         if reply.status_code != 200:
             raise OidcError(
                 f"the sign-in provider answered {reply.status_code} for {url}",
@@ -189,11 +192,7 @@ class OidcClient:
                     code_verifier=pending.verifier,
                 )
         except httpx.HTTPError as exc:
-            raise OidcError(
-                f"the sign-in provider at {self.issuer} cannot be reached "
-                f"({type(exc).__name__}); try again later",
-                provider_down=True,
-            ) from None
+            raise self._unreachable(exc) from None
         except Exception as exc:  # Authlib's OAuthError: the provider refused the code
             error = getattr(exc, "error", None) or type(exc).__name__
             raise OidcError(f"the sign-in provider refused the sign-in ({error})") from None

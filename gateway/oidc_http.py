@@ -44,7 +44,7 @@ from gateway.http import Ctx, set_session_cookie
 from gateway.oidc import Identity, OidcClient, OidcError, PendingSignIn
 from gateway.roles import ROLE_FIELD, Role, claim_grants_admin
 from gateway.settings import GatewaySettings
-from gateway.users import USERNAME_RE
+from gateway.users import USERNAME_RE, taken_names
 from store.audit import AuditAction
 from store.base import UserStore
 from store.sessions import SignIn
@@ -182,7 +182,7 @@ async def _new_account(store: UserStore, identity: Identity, role: Role) -> str:
     """Make an account for ``identity`` under a free name like the one it goes by."""
     wanted = identity.preferred_username or (identity.email or "").partition("@")[0] or "user"
     base = _NAME_UNSAFE.sub("-", wanted).strip("-.")[:32] or "user"
-    taken = {str(u.get("username", "")).lower() for u in await store.list_users()}
+    taken = await taken_names(store)
     for n in range(1, 1000):
         name = base if n == 1 else f"{base}-{n}"
         if name.lower() in taken or not USERNAME_RE.fullmatch(name):

@@ -153,6 +153,14 @@ def needs_rehash(stored: str) -> bool:
     return parsed is None or parsed[0] != DEFAULT_PARAMS
 
 
+async def taken_names(store: UserStore) -> dict[str, str]:
+    """Every account's name, by its lower-case form: names are unique whatever their case."""
+    return {
+        str(u.get("username", "")).lower(): str(u.get("username", ""))
+        for u in await store.list_users()
+    }
+
+
 async def add_user(store: UserStore, username: str, password: str) -> None:
     """Create a user; raises :class:`UserError` for a taken name or a weak password.
 
@@ -161,10 +169,9 @@ async def add_user(store: UserStore, username: str, password: str) -> None:
     """
     check_username(username)
     check_password(username, password)
-    wanted = username.lower()
-    for user in await store.list_users():
-        if str(user.get("username", "")).lower() == wanted:
-            raise UserError(f"a user named {user['username']!r} already exists")
+    taken = await taken_names(store)
+    if username.lower() in taken:
+        raise UserError(f"a user named {taken[username.lower()]!r} already exists")
     # Hashing takes ~0.1 s of CPU: keep it off the event loop.
     password_hash = await asyncio.to_thread(hash_password, password)
     record = {"username": username, "passwordHash": password_hash, "createdAt": time.time()}

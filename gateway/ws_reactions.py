@@ -11,24 +11,13 @@ subscription included. Refusals are typed ``error`` frames.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from gateway.reactions import pin, react
 from protocol.reactions import MessagePin, MessageReact
 
 if TYPE_CHECKING:
-    from gateway.connection import Connection
-    from gateway.context import GatewayContext
-
-
-class Session(Protocol):
-    """What the handlers need of a ``gateway.ws.ClientSession``."""
-
-    ctx: GatewayContext
-    conn: Connection
-
-    @property
-    def username(self) -> str: ...
+    from gateway.ws_settings import Session
 
 
 def reaction_handlers(session: Session) -> dict[type[Any], Callable[[Any], Awaitable[None]]]:

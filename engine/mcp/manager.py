@@ -91,25 +91,34 @@ class McpToolset:
         """The tools of the servers that are ready now (or were, and are reconnecting);
         the others are opened meanwhile."""
         out: list[Tool] = []
-        for name in self._servers:
-            conn = self._manager.connection(name, self._vp_id)
-            if conn is None:
-                continue
-            # A server listed before keeps its tools while it reconnects: a
-            # call to one waits for the connection (the model chose that server).
-            if self._manager.usable_now(conn) or conn.generation:
+        for conn in self._connections():
+            if self._offers(conn):
                 out.extend(self._manager.tools_of(conn))
         return tuple(out)
 
     @property
     def unavailable(self) -> dict[str, str]:
         """Each server of the turn that offers no tools now, and why."""
-        out = {}
-        for name in self._servers:
-            conn = self._manager.connection(name, self._vp_id)
-            if conn is not None and not self._manager.usable_now(conn) and not conn.generation:
-                out[name] = _why_not(conn)
-        return out
+        return {c.name: _why_not(c) for c in self._connections() if not self._offers(c)}
+
+    def _connections(self) -> list[ServerConnection]:
+        conns = (self._manager.connection(name, self._vp_id) for name in self._servers)
+        return [c for c in conns if c is not None]
+
+    def _offers(self, conn: ServerConnection) -> bool:
+        """Whether ``conn``'s tools are offered now (asking also opens it when it may).
+
+        A server listed before keeps its tools while it reconnects: a call
+        to one waits for the connection (the model chose that server).
+        """
+        return self._manager.usable_now(conn) or bool(conn.generation)
+
+    def _server_of(self, tool: str) -> ServerConnection | None:
+        """The connection of the turn's server that ``tool`` is named after, if any."""
+        server = tool.split(SEPARATOR, 1)[0] if SEPARATOR in tool else None
+        if server is None or server not in self._servers:
+            return None
+        return self._manager.connection(server, self._vp_id)
 
     async def resolve(self, name: str) -> Tool | None:
         """The tool ``name`` once its server, still starting, is up; None if it is not one.
@@ -118,10 +127,7 @@ class McpToolset:
         its server is waiting for a server the turn called, bounded by the
         connect timeout like any call's.
         """
-        server = name.split(SEPARATOR, 1)[0] if SEPARATOR in name else None
-        if server is None or server not in self._servers:
-            return None
-        conn = self._manager.connection(server, self._vp_id)
+        conn = self._server_of(name)
         if conn is None or conn.state is ServerState.CLOSED:
             return None
         try:
@@ -132,10 +138,7 @@ class McpToolset:
 
     def missing(self, name: str) -> str | None:
         """Why ``name`` is not a tool now, when it belongs to a server that offers none."""
-        server = name.split(SEPARATOR, 1)[0] if SEPARATOR in name else None
-        if server is None or server not in self._servers:
-            return None
-        conn = self._manager.connection(server, self._vp_id)
+        conn = self._server_of(name)
         if conn is None or conn.ready or conn.generation:
             return None
         return f"{name} cannot be called: {_why_not(conn)}"

@@ -13,7 +13,7 @@
 // Export menu closes like a menu (menus.js).
 
 import { request as call } from './api.js';
-import { el } from './dom.js';
+import { el, fillInputs } from './dom.js';
 import { detailsMenu } from './menus.js';
 
 const enc = encodeURIComponent;
@@ -233,11 +233,7 @@ export class ChatHead {
     const info = this.info;
     const owner = this.isOwner();
     const values = { title: info.title, ...info.settings };
-    for (const [key, node] of this.inputs) {
-      if (node.type === 'checkbox') node.checked = Boolean(values[key]);
-      else node.value = values[key] ?? '';
-      node.disabled = !owner;
-    }
+    fillInputs(this.inputs, values, owner);
     this.save.hidden = !owner;
     this.note.textContent = owner
       ? `Your conversation with ${info.vpName}: changes apply from your next message.`

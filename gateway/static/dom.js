@@ -31,6 +31,19 @@ export function el(tag, attrs = {}, ...children) {
 }
 
 /** Remove every child of `node`. */
+/**
+ * Show `values` in a form's `inputs` (a Map of key to input; a box is checked
+ * by truthiness, any other input shows the value or nothing), editable only
+ * when `editable`.
+ */
+export function fillInputs(inputs, values, editable) {
+  for (const [key, input] of inputs) {
+    if (input.type === 'checkbox') input.checked = Boolean(values[key]);
+    else input.value = values[key] ?? '';
+    input.disabled = !editable;
+  }
+}
+
 export function clear(node) {
   while (node.firstChild) node.firstChild.remove();
 }

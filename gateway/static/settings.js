@@ -5,7 +5,7 @@
 // is shown beside that field. Changes made elsewhere arrive through `update`.
 
 import { api } from './api.js';
-import { el } from './dom.js';
+import { el, fillInputs } from './dom.js';
 
 // The bounds mirror GroupSettings; the server is the judge.
 const NUMBERS = [
@@ -181,11 +181,7 @@ export class SettingsPanel {
       ...(group.roster || []).map((id) => el('option', { value: id, text: this.persona(id).name })),
     );
     const values = { name: group.name, defaultVpId: group.defaultVpId || '', ...settings };
-    for (const [key, input] of this.inputs) {
-      if (input.type === 'checkbox') input.checked = Boolean(values[key]);
-      else input.value = values[key] ?? '';
-      input.disabled = !owner;
-    }
+    fillInputs(this.inputs, values, owner);
     this.save.hidden = !owner;
     // The MCP list (mcp.js) offers a box per server, checked as the group chooses.
     this.form.dataset.mcpServers = JSON.stringify(settings.mcpServers || ['*']);
