@@ -72,6 +72,45 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# How long one part of the gateway may take to close before shutdown goes on.
+CLOSE_TIMEOUT_S = 5.0
+
+
+async def _closing(what: str, closing: Awaitable[None]) -> None:
+    """Await one part's close, but never let it hold the whole shutdown up."""
+    task = asyncio.ensure_future(closing)
+    done, _ = await asyncio.wait({task}, timeout=CLOSE_TIMEOUT_S)
+    if done:
+        task.result()
+        return
+    others = asyncio.all_tasks() - {task, asyncio.current_task()}
+    where = "\n".join(_awaiting(task.get_coro()))
+    pending = "\n".join(
+        f"  {other.get_name()}:{(_awaiting(other.get_coro()) or [' ?'])[-1]}"
+        for other in sorted(others, key=lambda t: t.get_name())
+    )
+    log.warning(
+        "shutdown: %s did not close within %.0f s; going on. "
+        "It was waiting in:\n%s\nOther tasks wait in:\n%s",
+        what,
+        CLOSE_TIMEOUT_S,
+        where,
+        pending,
+    )
+    task.cancel()
+
+
+def _awaiting(coro: Any) -> list[str]:
+    """Where a suspended coroutine waits: its chain of awaits, outermost first."""
+    chain: list[str] = []
+    while coro is not None and len(chain) < 40:
+        frame = getattr(coro, "cr_frame", None) or getattr(coro, "ag_frame", None)
+        if frame is not None:
+            chain.append(f"  {frame.f_code.co_filename}:{frame.f_lineno} {frame.f_code.co_name}")
+        coro = getattr(coro, "cr_await", None)
+    return chain
+
+
 STATIC_DIR = Path(__file__).resolve().with_name("static")
 RAY_TOKEN_FILENAME = "ray_auth_token"
 # What `yeaft serve` prints, then the URL, once it accepts connections.
@@ -135,10 +174,10 @@ def create_app(
         finally:
             lag_probe.cancel()
             await asyncio.gather(lag_probe, return_exceptions=True)
-            await ctx.people.close()
-            await hub.close()
-            await ctx.mcp.aclose()
-            await ctx.attachments.store.aclose()
+            await _closing("the presence tail", ctx.people.close())
+            await _closing("the group tails", hub.close())
+            await _closing("the MCP catalog", ctx.mcp.aclose())
+            await _closing("the attachment store", ctx.attachments.store.aclose())
         if on_stop is not None:
             await on_stop()
 
