@@ -14,21 +14,32 @@ below both.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar, cast
 
 from actors.turns import ForwardRequest
 from engine.tools.handoff import ForwardResult
+from telemetry import tracing
 
 R = TypeVar("R")
 S = TypeVar("S")
 C = TypeVar("C", bound="Command[Any]")
 
 
+@dataclass(frozen=True, slots=True)
 class Command(Generic[R]):
-    """An operation that answers with ``R``; subclasses are frozen dataclasses."""
+    """An operation that answers with ``R``; subclasses are frozen dataclasses.
 
-    __slots__ = ()
+    ``trace`` is the W3C ``traceparent`` of the span current where the
+    command was made (``telemetry.tracing``), filled in by itself; its
+    handler runs in that trace, in whichever process takes it.
+    """
+
+    trace: str | None = field(default=None, kw_only=True, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.trace is None and tracing.active():
+            object.__setattr__(self, "trace", tracing.traceparent())
 
 
 class GroupCommand(Command[R]):
@@ -69,7 +80,10 @@ class Handlers(Generic[S]):
         handler = self._table.get(type(command))
         if handler is None:
             raise UnknownCommand(f"{self.name} takes no {type(command).__name__}")
-        return cast("R", await handler(state, command))
+        if command.trace is None:
+            return cast("R", await handler(state, command))
+        with tracing.resumed(command.trace):
+            return cast("R", await handler(state, command))
 
     def kinds(self) -> frozenset[type[Command[Any]]]:
         """Every command type with a handler (tests check none is missing)."""

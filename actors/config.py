@@ -20,6 +20,7 @@ from engine.settings import EngineConfig
 from store import StoreConfig
 from store.base import Store
 from store.memory import MemoryBackend
+from telemetry.config import TracingConfig
 
 
 class Placement(StrEnum):
@@ -55,6 +56,8 @@ class RuntimeConfig:
     # The MCP servers VPs may use (read from mcp.json by the driver; env and
     # header values are masked secrets).
     mcp: McpConfig = field(default_factory=McpConfig)
+    # Where spans go (read from the gateway's OTEL_* variables; off by default).
+    tracing: TracingConfig = field(default_factory=TracingConfig)
     personas_dir: str | None = None
     coordinator_shards: int = 2
     max_concurrent_turns: int = 64

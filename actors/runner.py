@@ -47,6 +47,7 @@ from protocol.tasks import ToolUse
 from store.base import Group, GroupMessage, StoreError
 from store.conversation import GroupKind
 from store.workspaces import WorkspaceNameError, files_of, read_project_doc
+from telemetry import tracing
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +104,35 @@ class TurnRunner:
         self.tool_uses: list[ToolUse] = []
 
     async def run(self) -> TurnOutcome:
-        """Take the turn's steps; whatever fails, the turn ends with one ``result``."""
+        """Take the turn's steps; whatever fails, the turn ends with one ``result``.
+
+        Traced as the GenAI conventions' ``invoke_agent`` span (a team
+        node's run says which node it is).
+        """
+        req, delegation = self.req, self.req.delegation
+        attributes = {
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.id": self.s.vp_id,
+            "gen_ai.agent.name": self.s.persona.name,
+            "gen_ai.conversation.id": req.group_id,
+            "yeaft.turn.id": req.turn_id,
+            "yeaft.chain.id": req.origin.chain_id,
+            "yeaft.task.id": delegation.task_id if delegation else None,
+            "yeaft.team.node": delegation.run_id if delegation else None,
+            "yeaft.team.role": str(delegation.role) if delegation else None,
+        }
+        with tracing.span(f"invoke_agent {self.s.vp_id}", attributes) as span:
+            outcome = await self._run()
+            if span.is_recording():
+                usage = self.reported_usage()
+                span.set_attribute("yeaft.stop_reason", str(outcome.reason))
+                span.set_attribute("gen_ai.usage.input_tokens", usage.input_tokens)
+                span.set_attribute("gen_ai.usage.output_tokens", usage.output_tokens)
+                if outcome.reason in (StopReason.ERROR, StopReason.ERROR_MAX_TURNS):
+                    tracing.failed(span, str(outcome.reason))
+            return outcome
+
+    async def _run(self) -> TurnOutcome:
         self.tracker.advance(TurnState.STARTED)
         try:
             return await self.steps()

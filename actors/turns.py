@@ -208,6 +208,9 @@ class TurnRequest:
     # Its place in its (group, VP) lane (``coordinator.lane_stamps``): the VP
     # runs the lane's turns in this order, whatever order Ray delivers them in.
     lane: LaneStamp | None = None
+    # The trace of the message it answers (a W3C ``traceparent``), kept in
+    # its record so that a turn sent again after a restart stays in it.
+    trace: str | None = None
 
     @staticmethod
     def new_turn_id(vp_id: str) -> str:
@@ -227,6 +230,7 @@ class TurnRequest:
             approvals=list(origin.approvals),
             channel=origin.channel,
             task_id=self.delegation.task_id if self.delegation else None,
+            trace=self.trace,
         )
 
 

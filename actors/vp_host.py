@@ -29,6 +29,7 @@ from actors.vp_actor import VPActor, VPShared
 from actors.vp_commands import VPCommand
 from engine.mcp import ConnectionReport, McpConfig
 from engine.providers.registry import ProviderRegistry
+from telemetry import tracing
 
 R = TypeVar("R")
 
@@ -49,6 +50,7 @@ class VPHost:
     def _open(self, config: RuntimeConfig) -> None:
         """Serve ``config``: its shared connections open, no VP made yet."""
         self.config = config
+        tracing.install(config.tracing, "vp-host")
         self._shared = VPShared.open(config)
         # The SDKs of the configured models are imported while the process
         # is idle, not in the first turn of each process.

@@ -20,6 +20,7 @@ from actors.config import RuntimeConfig
 from actors.process import settle
 from coordinator.commands import Reconfigure
 from coordinator.shard import OPS, Shard
+from telemetry import tracing
 
 R = TypeVar("R")
 
@@ -32,6 +33,7 @@ class CoordinatorWorker:
     """
 
     def __init__(self, shard: int, config: RuntimeConfig) -> None:
+        tracing.install(config.tracing, "coordinator")
         self.shard = Shard(shard, config)
         settle()
 
@@ -56,5 +58,6 @@ async def reconfigure(front: CoordinatorWorker, cmd: Reconfigure) -> None:
     name and number stay: they are where Ray finds it.
     """
     await front.shard.close()
+    tracing.install(cmd.config.tracing, "coordinator")
     front.shard = Shard(front.shard.number, cmd.config)
     await front.shard.recover()

@@ -61,6 +61,7 @@ from coordinator.vps import VPClient, find_host, host_names, pooled_hosts, start
 from engine.events import StopReason
 from store.base import Group, Store, StoreError
 from store.turns import TurnEnd, TurnPhase, TurnRecord
+from telemetry import tracing
 
 log = logging.getLogger(__name__)
 
@@ -147,12 +148,29 @@ class Dispatcher:
             self._host_named(name).reach.remote()
 
     def plan(
-        self, group: Group, vp: str, origin: TurnOrigin, turn_id: str | None = None
+        self,
+        group: Group,
+        vp: str,
+        origin: TurnOrigin,
+        turn_id: str | None = None,
+        trace: str | None = None,
     ) -> TurnRequest:
-        """The request of a turn of ``vp`` in ``group`` (a new turn id unless given)."""
+        """The request of a turn of ``vp`` in ``group`` (a new turn id unless given).
+
+        It is in the trace ``trace`` names, else in the current one.
+        """
         turn_id = turn_id or TurnRequest.new_turn_id(vp)
         forward = len(group.roster) > 1
-        return TurnRequest(group.id, vp, turn_id, origin, self._host, forward, time.time())
+        return TurnRequest(
+            group.id,
+            vp,
+            turn_id,
+            origin,
+            self._host,
+            forward,
+            time.time(),
+            trace=trace or tracing.traceparent(),
+        )
 
     async def record(self, group_id: str, reqs: list[TurnRequest]) -> None:
         """Write the turns' durable records, and find their VPs: done before they are sent."""
@@ -188,7 +206,7 @@ class Dispatcher:
         # A recorded turn's VP is known (``record``); any other is sent by the task.
         if send and (client := self._vps.get(req.vp_id)) is not None:
             try:
-                turn.sent = client.send(RunTurn(req))
+                turn.sent = client.send(RunTurn(req, trace=req.trace))
             except Exception:
                 # Sent again by the turn's task, which reports why it cannot be.
                 log.warning("turn %s not sent at once", req.turn_id, exc_info=True)
@@ -251,7 +269,7 @@ class Dispatcher:
             if req.lane is not None:
                 # Sent again (its VP restarted): the lane's floor may have risen since.
                 turn.request = req = replace(req, lane=self.lanes.refresh(req))
-            sent = (await self.vp(req.vp_id)).send(RunTurn(req))
+            sent = (await self.vp(req.vp_id)).send(RunTurn(req, trace=req.trace))
         outcome: TurnOutcome = await sent
         if not turn.tracker.finished:  # a shutdown may have ended it meanwhile
             turn.tracker.advance(TurnState.FINISHED)
@@ -426,7 +444,8 @@ class Dispatcher:
                     record.group_id, record.turn_id, None, TurnEnd.INTERRUPTED
                 )
                 continue
-            req = self.plan(group, record.vp_id, TurnOrigin.of_record(record), record.turn_id)
+            origin = TurnOrigin.of_record(record)
+            req = self.plan(group, record.vp_id, origin, record.turn_id, record.trace)
             alive = record.turn_id in held.get(record.vp_id, ())
             # A task's run is never followed or sent again on its own: its
             # delegation went with the attempt that sent it, which the

@@ -36,6 +36,7 @@ from personas.routing import Selection, Source
 from protocol import Channel, MessageChange, MessageChanged, split_queue_prefix
 from store.base import Group, GroupMessage
 from store.conversation import GroupKind
+from telemetry import tracing
 
 
 @OPS.on(Ingest)
@@ -55,6 +56,11 @@ async def ingest(shard: Shard, cmd: Ingest) -> IngestResult:
     for the VPs whose turns on it were interrupted (by a restart, say) or
     never dispatched: those answer it now.
     """
+    with tracing.span("ingest", {"yeaft.group.id": cmd.group_id}):
+        return await _ingest(shard, cmd)
+
+
+async def _ingest(shard: Shard, cmd: Ingest) -> IngestResult:
     await shard.recover()
     group = await shard.groups.require(cmd.group_id)
     sender, text = cmd.sender, cmd.text
@@ -71,6 +77,14 @@ async def ingest(shard: Shard, cmd: Ingest) -> IngestResult:
         with shard.turns.admission.reserve(group.id, list(group.roster)):
             return await shard.team.ingest(group, sender, text, cmd.client_message_id, attachments)
     sel = shard.select(group, names, Source.PERSON, None)
+    tracing.event(
+        "route",
+        {
+            "yeaft.targets": list(sel.targets),
+            "yeaft.trigger": str(sel.trigger),
+            "yeaft.unknown": list(sel.unknown),
+        },
+    )
     with shard.turns.admission.reserve(group.id, sel.targets):
         return await _accept(
             shard, group, sel, sender, text, cmd.client_message_id, attachments, cmd.channel

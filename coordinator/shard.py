@@ -43,6 +43,7 @@ from personas.routing import Selection, Source, select_targets
 from store.base import Group, GroupMessage, Store
 from store.turns import TurnRecord
 from team.skills import EmbeddingRetriever
+from telemetry import tracing
 
 log = logging.getLogger(__name__)
 
@@ -203,7 +204,18 @@ class Shard:
     def admit(
         self, group: Group, chain: Chain, source: str | None, target: str, depth: int
     ) -> Verdict:
-        return self.guard(group).admit(chain, source=source, target=target, depth=depth)
+        verdict = self.guard(group).admit(chain, source=source, target=target, depth=depth)
+        tracing.event(
+            "loop_guard",
+            {
+                "yeaft.vp.id": target,
+                "yeaft.source": source,
+                "yeaft.depth": depth,
+                "yeaft.admitted": verdict.ok,
+                "yeaft.rule": str(verdict.rule) if verdict.rule else None,
+            },
+        )
+        return verdict
 
     def admit_all(
         self, group: Group, chain: Chain, vps: Sequence[str], origin: TurnOrigin, source: str | None

@@ -35,6 +35,7 @@ and what it streamed before the refusal stays the turn's text.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import math
 import random
@@ -42,6 +43,8 @@ import time
 from collections.abc import Awaitable, Callable
 from contextlib import aclosing, nullcontext
 from dataclasses import dataclass, field
+
+from opentelemetry.trace import SpanKind
 
 from engine.access import ProviderAccess
 from engine.attachments import for_model
@@ -75,6 +78,7 @@ from engine.providers.base import (
 )
 from engine.providers.registry import ProviderRegistry
 from engine.timeouts import StreamTimeouts, watch
+from telemetry import tracing
 
 log = logging.getLogger(__name__)
 
@@ -303,7 +307,9 @@ class ModelCaller:
                 try:
                     if isinstance(cred, ModelError):
                         raise _AttemptFailed(cred, False)
-                    result = await self._attempt(model, spec, emit, on_partial, cred)
+                    result = await self._traced(
+                        model, spec, emit, on_partial, cred, len(attempts) + 1, index
+                    )
                 except _AttemptFailed as failed:
                     if on_discard is not None:
                         on_discard()
@@ -383,6 +389,47 @@ class ModelCaller:
         if err.kind not in RETRYABLE or retry >= self.policy.max_retries:
             return None
         return self.policy.delay(retry + 1, err.retry_after, self._rand())
+
+    async def _traced(
+        self,
+        model: str,
+        spec: CallSpec,
+        emit: Emit | None,
+        on_partial: Callable[[str], None],
+        credential: Credential | None,
+        attempt: int,
+        fallback: int,
+    ) -> CallResult:
+        """One attempt as the GenAI conventions' ``chat`` span (a no-op when not tracing)."""
+        if not tracing.active():
+            return await self._attempt(model, spec, emit, on_partial, credential)
+        vendor, _, name = model.partition(":")
+        attributes: dict[str, object] = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": vendor,
+            "gen_ai.request.model": name,
+            "gen_ai.request.max_tokens": spec.max_tokens,
+            "yeaft.attempt": attempt,
+            "yeaft.fallback": fallback,
+            "yeaft.credential": credential.label if credential is not None else None,
+        }
+        if tracing.capture_content():
+            attributes["gen_ai.system_instructions"] = spec.system
+            attributes["gen_ai.input.messages"] = _content(spec.messages)
+        with tracing.span(f"chat {name}", attributes, SpanKind.CLIENT) as span:
+            try:
+                result = await self._attempt(model, spec, emit, on_partial, credential)
+            except _AttemptFailed as failed:
+                tracing.failed(span, failed.error.kind.value, failed.error.message)
+                raise
+            usage = result.usage
+            span.set_attribute("gen_ai.response.model", name)
+            span.set_attribute("gen_ai.response.finish_reasons", [str(result.stop)])
+            span.set_attribute("gen_ai.usage.input_tokens", usage.input_tokens)
+            span.set_attribute("gen_ai.usage.output_tokens", usage.output_tokens)
+            if tracing.capture_content():
+                span.set_attribute("gen_ai.output.messages", result.text)
+            return result
 
     async def _attempt(
         self,
@@ -471,3 +518,16 @@ class ModelCaller:
     async def _notice(emit: Emit | None, kind: NoticeKind, message: str, detail: dict) -> None:
         if emit is not None:
             await emit(NoticeEvent(kind, message, detail))
+
+
+# The most of a call's messages a span records (when content may be recorded).
+CONTENT_CHARS = 32_000
+
+
+def _content(messages: list) -> str:
+    """The call's messages as JSON for a span, cut to ``CONTENT_CHARS``."""
+    text = json.dumps(
+        [m.model_dump(mode="json") if hasattr(m, "model_dump") else str(m) for m in messages],
+        ensure_ascii=False,
+    )
+    return text if len(text) <= CONTENT_CHARS else text[:CONTENT_CHARS] + "…[cut]"

@@ -73,6 +73,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from engine.settings import EngineSettings
     from gateway.server import run_server
     from store import redact_url
+    from telemetry.config import TracingConfig, TracingConfigError
 
     settings = _settings(args)
     busy = port_in_use(settings.host, settings.port)
@@ -89,6 +90,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         engine = EngineSettings().to_config()
     except (OSError, ValueError) as exc:  # a bad YEAFT_PRICES_FILE, a malformed value
         print(f"yeaft: invalid engine settings: {exc}", file=sys.stderr)
+        return 2
+    try:
+        TracingConfig.from_env(os.environ)
+    except TracingConfigError as exc:
+        print(f"yeaft: invalid tracing settings: {exc}", file=sys.stderr)
         return 2
     created = asyncio.run(_ensure_first_user(settings))
     model = engine.default_model()

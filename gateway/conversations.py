@@ -23,6 +23,7 @@ from coordinator.commands import Answer, Cancel, DeleteGroup, EditGroup, Ingest
 from coordinator.membership import GroupEdit
 from gateway.audit import edit_detail, record
 from gateway.errors import GatewayError, coordinator_refusal, not_found
+from gateway.traces import received
 from personas.loader import PersonaLibrary
 from protocol import Channel, ErrorCode, SessionReady
 from protocol.common import is_id
@@ -297,17 +298,18 @@ class ConversationService:
         The first message of a conversation with no chosen title names it.
         """
         group = await self.owned(username, conversation_id)
-        result = await self._call(
-            Ingest(
-                conversation_id,
-                username,
-                text,
-                None,
-                client_message_id,
-                attachments,
-                channel=channel,
+        with received(username, conversation_id, text, channel):
+            result = await self._call(
+                Ingest(
+                    conversation_id,
+                    username,
+                    text,
+                    None,
+                    client_message_id,
+                    attachments,
+                    channel=channel,
+                )
             )
-        )
         info = group.conversation
         persona = self.personas.get(info.vp_id) if info is not None else None
         untitled = persona is not None and group.name == default_title(persona.name)

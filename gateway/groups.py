@@ -31,6 +31,7 @@ from coordinator.commands import (
 from coordinator.membership import GroupEdit, MemberOp
 from gateway.audit import edit_detail, record
 from gateway.errors import GatewayError, coordinator_refusal, not_found
+from gateway.traces import received
 from gateway.views import message_view, with_reactions
 from protocol import Channel, ErrorCode, GroupSettingsPatch
 from protocol.common import is_id
@@ -219,18 +220,19 @@ class GroupService:
         if not is_id(group_id):
             raise not_found("group")
         try:
-            return await self.runtime.send(
-                Ingest(
-                    group_id,
-                    username,
-                    text,
-                    mentions,
-                    client_message_id,
-                    attachments,
-                    member_of=GroupKind.GROUP,
-                    channel=channel,
+            with received(username, group_id, text, channel):
+                return await self.runtime.send(
+                    Ingest(
+                        group_id,
+                        username,
+                        text,
+                        mentions,
+                        client_message_id,
+                        attachments,
+                        member_of=GroupKind.GROUP,
+                        channel=channel,
+                    )
                 )
-            )
         except Exception as exc:
             error = _refusal(exc)
             # The same answer as for a group that does not exist.

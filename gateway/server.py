@@ -64,6 +64,8 @@ from gateway.settings import GatewaySettings, load_or_create_secret
 from gateway.tail import Hub
 from personas.loader import load_personas
 from protocol import ErrorCode
+from telemetry import tracing
+from telemetry.config import TracingConfig
 
 if TYPE_CHECKING:
     from actors.config import RuntimeConfig
@@ -168,6 +170,7 @@ def create_app(
         # Resolve the secret now, so a weak or unreadable one stops the
         # server at start rather than at the first login.
         settings.jwt_key()
+        tracing.install(runtime.config.tracing, "gateway")
         lag_probe = asyncio.create_task(ctx.lag.run(), name="lag-probe")
         try:
             yield
@@ -178,6 +181,7 @@ def create_app(
             await _closing("the group tails", hub.close())
             await _closing("the MCP catalog", ctx.mcp.aclose())
             await _closing("the attachment store", ctx.attachments.store.aclose())
+            await asyncio.to_thread(tracing.flush)
         if on_stop is not None:
             await on_stop()
 
@@ -356,6 +360,7 @@ def runtime_config(settings: GatewaySettings, engine: EngineConfig) -> RuntimeCo
         lane_gap_s=settings.lane_gap_s,
         heartbeat_s=settings.agent_heartbeat_s,
         mcp=settings.mcp(),
+        tracing=TracingConfig.from_env(os.environ),
     )
 
 
@@ -378,6 +383,7 @@ def run_server(
         engine = EngineSettings().to_config()
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     settings.jwt_key()
+    TracingConfig.from_env(os.environ)  # a bad OTEL_* value stops the start before Ray's
     address = ray_address or os.environ.get("RAY_ADDRESS") or None
     if address and address.startswith("ray://"):
         raise ValueError(

@@ -73,6 +73,8 @@ class TurnRecord(BaseModel):
     # The task this turn is a run of (team mode): such a turn is never run
     # again on its own after a restart, its task's attempt is ended instead.
     task_id: str | None = None
+    # The W3C traceparent of the message's trace (``telemetry.tracing``).
+    trace: str | None = None
     phase: TurnPhase = TurnPhase.REQUESTED
     end: TurnEnd | None = None
     created_at: float = Field(default_factory=time.time)

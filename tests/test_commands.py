@@ -10,7 +10,7 @@ import pytest
 
 import actors.vp_commands as vp_commands
 import coordinator.commands as coordinator_commands
-from actors.commands import Command, Handlers, UnknownCommand
+from actors.commands import Command, GroupCommand, Handlers, UnknownCommand
 from actors.vp_actor import VP_OPS
 from coordinator.coordinator import FRONT
 from coordinator.membership import GroupEdit
@@ -24,6 +24,8 @@ def command_types(module: Any) -> set[type[Command[Any]]]:
         if isinstance(value, type)
         and issubclass(value, Command)
         and dataclasses.is_dataclass(value)
+        # Not the bases: Command itself is a dataclass (its ``trace``).
+        and value not in (Command, GroupCommand, vp_commands.VPCommand)
     }
 
 

@@ -13,7 +13,17 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 # Lowest first: a layer may import itself and anything before it.
-LAYERS = ["protocol", "personas", "store", "engine", "team", "actors", "coordinator", "gateway"]
+LAYERS = [
+    "telemetry",
+    "protocol",
+    "personas",
+    "store",
+    "engine",
+    "team",
+    "actors",
+    "coordinator",
+    "gateway",
+]
 SDK_HOME = {
     "openai": "engine/providers/openai.py",
     "anthropic": "engine/providers/anthropic.py",

@@ -297,6 +297,7 @@ class McpManager:
                     # The handler keeps its own deadline; this one is a backstop.
                     timeout=timeout + 5.0,
                     input_schema=_schema(tool),
+                    server=conn.name,
                 )
             )
         self._tools[key] = (conn.generation, out)

@@ -16,11 +16,13 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 import jsonschema
+from opentelemetry.trace import Span
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from engine.messages import ImagePart, ToolCall
 from engine.providers.base import ToolSpec
 from engine.tools.handoff import Router
+from telemetry import tracing
 
 log = logging.getLogger(__name__)
 
@@ -148,6 +150,8 @@ class Tool:
     # A JSON Schema that replaces the one of ``params`` (an MCP tool's): the
     # call is validated against it and the handler gets the arguments dict.
     input_schema: dict[str, Any] | None = None
+    # The MCP server that serves it (None: a tool of Yeaft's own); traces name it.
+    server: str | None = None
 
     def spec(self) -> ToolSpec:
         schema = self.input_schema if self.input_schema is not None else _schema(self.params)
@@ -248,8 +252,33 @@ class ToolRegistry:
     ) -> ToolOutcome:
         """Run one call. Failures come back as error outcomes, never exceptions.
 
-        Cancellation (an abort) is the one thing that propagates.
+        Cancellation (an abort) is the one thing that propagates. Traced as
+        the GenAI conventions' ``execute_tool`` span.
         """
+        if not tracing.active():
+            return await self._execute(call, ctx, allowed)
+        attributes = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": call.name,
+            "gen_ai.tool.call.id": call.id,
+        }
+        if tracing.capture_content():
+            attributes["gen_ai.tool.call.arguments"] = json.dumps(call.arguments, default=str)
+        with tracing.span(f"execute_tool {call.name}", attributes) as span:
+            outcome = await self._execute(call, ctx, allowed, span)
+            if outcome.is_error:
+                tracing.failed(span, "tool_error", outcome.content[:500])
+            if tracing.capture_content():
+                span.set_attribute("gen_ai.tool.call.result", outcome.content[:32_000])
+            return outcome
+
+    async def _execute(
+        self,
+        call: ToolCall,
+        ctx: ToolContext,
+        allowed: set[str] | frozenset[str] | None,
+        span: Span | None = None,
+    ) -> ToolOutcome:
         tool = next((t for t in self.offered(ctx, allowed) if t.name == call.name), None)
         if tool is None and ctx.more_tools is not None:
             # Named but not offered: a tool whose server is still starting is waited for.
@@ -257,6 +286,9 @@ class ToolRegistry:
         if tool is None:
             why = ctx.more_tools.missing(call.name) if ctx.more_tools is not None else None
             return ToolOutcome(why or f"unknown or unavailable tool: {call.name}", is_error=True)
+        if span is not None and tool.server is not None:
+            span.set_attribute("gen_ai.tool.type", "extension")
+            span.set_attribute("yeaft.mcp.server", tool.server)
         try:
             params = tool.parse(call.arguments)
         except ValueError as exc:
