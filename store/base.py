@@ -4,7 +4,8 @@ The contract is split by role (``GroupStore``, ``GroupLog``, ``EventLog``,
 ``TurnLog``, ``TranscriptStore``, ``UserStore``, ..., ``TaskLog`` in
 ``store.tasks``, ``PlacementStore`` in ``store.placement``, ``LoginLog``
 in ``store.logins``, ``SessionLog`` in ``store.sessions``, ``ReactionLog`` in
-``store.reactions`` and ``AuditLog`` in ``store.audit``); ``Store``
+``store.reactions``, ``AuditLog`` in ``store.audit`` and ``InviteLog`` in
+``store.invites``); ``Store``
 is all of them plus ``close``. Both backends implement ``Store``, and one
 test suite runs against both through a parametrised fixture.
 """
@@ -32,6 +33,7 @@ from store.budgets import Budgets
 from store.chatviews import GroupSummary, SearchHit, TurnUsage, UsageTotals
 from store.conversation import ConversationInfo, GroupKind
 from store.events import EventBatch
+from store.invites import InviteLog
 from store.logins import LoginLog
 from store.members import MemberChange
 from store.placement import PlacementStore
@@ -440,6 +442,7 @@ class Store(
     SessionLog,
     ReactionLog,
     AuditLog,
+    InviteLog,
     Protocol,
 ):
     """Every role at once: what a backend implements and a process opens.

@@ -49,6 +49,7 @@ from store.embedded_budgets import GROUP_TABLES as BUDGET_TABLES
 from store.embedded_budgets import EmbeddedBudgets
 from store.embedded_events import GROUP_TABLES as EVENT_TABLES
 from store.embedded_events import EmbeddedEvents
+from store.embedded_invites import EmbeddedInvites
 from store.embedded_logins import EmbeddedLogins
 from store.embedded_members import EmbeddedMembers
 from store.embedded_reactions import GROUP_TABLES as REACTION_TABLES
@@ -84,6 +85,7 @@ class EmbeddedStore(
     EmbeddedSessions,
     EmbeddedReactions,
     EmbeddedAudit,
+    EmbeddedInvites,
     Store,
 ):
     """A Store on one SQLite file under ``data_dir``; safe across processes."""

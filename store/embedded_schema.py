@@ -12,6 +12,7 @@ from store import (
     embedded_audit,
     embedded_budgets,
     embedded_chat,
+    embedded_invites,
     embedded_logins,
     embedded_reactions,
     embedded_sessions,
@@ -146,3 +147,4 @@ def setup_schema(conn: sqlite3.Connection) -> None:
     embedded_sessions.setup(conn)
     embedded_reactions.setup(conn)
     embedded_audit.setup(conn)
+    embedded_invites.setup(conn)

@@ -25,7 +25,8 @@ search, read marks and usage totals (``terms``, ``reads``, ``uturns``,
 ``store.redis_budgets``, those of tasks, evidence and skills in
 ``store.redis_tasks``, those of transcripts in ``store.redis_transcripts``,
 those of failed logins in ``store.redis_logins``, those of reactions and
-pins in ``store.redis_reactions`` and the audit log's in ``store.redis_audit``.
+pins in ``store.redis_reactions``, the audit log's in ``store.redis_audit`` and
+those of invite links in ``store.redis_invites``.
 
 Atomicity comes from Lua scripts (one script runs alone on the server):
 the idempotent message append; the event append (``store.redis_events``);
@@ -68,6 +69,7 @@ from store.redis_events import (
     header_fields,
     longest_block,
 )
+from store.redis_invites import RedisInvites
 from store.redis_logins import RedisLogins
 from store.redis_members import RedisMembers
 from store.redis_reactions import REACTION_KINDS, RedisReactions
@@ -108,6 +110,7 @@ class RedisStore(
     RedisSessions,
     RedisReactions,
     RedisAudit,
+    RedisInvites,
     Store,
 ):
     """A Store on a Redis server; all keys live under ``prefix``.
