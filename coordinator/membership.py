@@ -71,13 +71,18 @@ class GroupEdit:
 class MemberOp:
     """A member change as the gateway asks for it, with the words its notice uses."""
 
-    action: str  # invited | removed | left | owner
+    action: str  # invited | joined | removed | left | owner
     user: str
     change: MemberChange = field(default_factory=MemberChange)
 
     @classmethod
     def invite(cls, user: str) -> MemberOp:
         return cls("invited", user, MemberChange(add=(user,)))
+
+    @classmethod
+    def join(cls, user: str) -> MemberOp:
+        """``user`` joins by an invite link the gateway checked (``gateway.invites``)."""
+        return cls("joined", user, MemberChange(add=(user,)))
 
     @classmethod
     def remove(cls, user: str) -> MemberOp:
@@ -101,7 +106,15 @@ def require_owner(group: Group, actor: str, what: str) -> None:
 
 
 def check_member_op(group: Group, actor: str, op: MemberOp) -> None:
-    """Who may do what: the owner everything, a member only leave (themselves)."""
+    """Who may do what: the owner everything, a member only leave (themselves).
+
+    Joining is a person's own act, on an invite link the gateway checked
+    and counted: it is the one change a person who is not a member makes.
+    """
+    if op.action == "joined":
+        if op.user != actor:
+            raise GroupError(GroupErrorCode.NOT_OWNER, "only you can join for yourself")
+        return
     if op.action == "left":
         if op.user != actor:
             raise GroupError(GroupErrorCode.NOT_OWNER, "only you can leave for yourself")
@@ -122,6 +135,8 @@ def member_error(exc: MemberError) -> GroupError:
 def member_notice(op: MemberOp, actor: str) -> str:
     if op.action == "invited":
         return f"{actor} added {op.user} to the group"
+    if op.action == "joined":
+        return f"{op.user} joined the group with an invite link"
     if op.action == "removed":
         return f"{actor} removed {op.user} from the group"
     if op.action == "left":
@@ -186,10 +201,11 @@ class Membership:
         """Invite, remove, leave or transfer, checked against who ``actor`` is; announced."""
         async with self.book.locked(group_id):
             group = await self.book.require(group_id)
-            if actor not in group.members:
+            joining = op.action == "joined" and group.kind is GroupKind.GROUP
+            if actor not in group.members and not joining:
                 raise GroupError(GroupErrorCode.NOT_FOUND, f"group {group_id} not found")
             check_member_op(group, actor, op)
-            if op.action == "invited" and op.user in group.members:
+            if op.action in ("invited", "joined") and op.user in group.members:
                 return group  # already in: nothing to announce
             if op.action == "owner" and owner_of(group) == op.user:
                 return group

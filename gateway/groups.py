@@ -188,6 +188,21 @@ class GroupService:
     async def leave(self, username: str, group_id: str) -> Group:
         return await self._members(username, group_id, MemberOp.leave(username))
 
+    async def join(self, username: str, group_id: str, invite_id: str) -> Group:
+        """``username`` joins by an invite link (checked and counted by ``gateway.invites``).
+
+        Answers the group as it is, without a change, when they are in it already.
+        """
+        try:
+            group = await self.runtime.send(
+                MemberChange(group_id, username, MemberOp.join(username))
+            )
+        except Exception as exc:
+            raise _refusal(exc) from exc
+        detail = {"username": username, "invite": invite_id}
+        await self._audit(username, AuditAction.MEMBER_ADDED, group_id, detail)
+        return group
+
     # The HTTP API's older names for the same operations.
     add_member = invite
     remove_member = remove

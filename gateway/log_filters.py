@@ -9,9 +9,13 @@ import re
 
 
 class _RedactTokens(logging.Filter):
-    """Hide ``token=...`` query values in log lines (uvicorn logs WebSocket paths)."""
+    """Hide ``token=...`` query values in log lines (uvicorn logs WebSocket paths).
 
-    _pattern = re.compile(r"(token=)[^&\s\"']+")
+    Invite links' secrets too: ``/invite/<token>`` paths and ``invite=<token>``
+    query values (``gateway.invites``).
+    """
+
+    _pattern = re.compile(r"(token=|invite=|/invite/)[^&\s\"'?]+")
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.args:
@@ -19,7 +23,7 @@ class _RedactTokens(logging.Filter):
                 self._pattern.sub(r"\1[redacted]", a) if isinstance(a, str) else a
                 for a in (record.args if isinstance(record.args, tuple) else (record.args,))
             )
-        if isinstance(record.msg, str) and "token=" in record.msg:
+        if isinstance(record.msg, str) and ("token=" in record.msg or "invite" in record.msg):
             record.msg = self._pattern.sub(r"\1[redacted]", record.msg)
         return True
 

@@ -1,6 +1,8 @@
 """Self-service over HTTP: a person's own account, sessions and usage.
 
-- ``GET /api/me``: ``{username, displayName, hasPassword, session}``
+- ``GET /api/me``: ``{username, displayName, role, hasPassword, ownerInvites,
+  session}`` (``ownerInvites``: group owners may make invite links,
+  ``gateway.invites``)
   (``session`` is the id of the session the request's token belongs to);
 - ``PATCH /api/me`` ``{displayName}``: 1 to 80 characters (surrounding
   space dropped; ``null`` or blank removes it); shown beside the username in
@@ -90,6 +92,8 @@ def _me_view(record: dict[str, Any], current: str, settings: GatewaySettings) ->
         "displayName": name if isinstance(name, str) and name else None,
         "role": role_of(record, settings).value,
         "hasPassword": isinstance(record.get("passwordHash"), str),
+        # Whether a group's owner may make invite links to it (YEAFT_OWNER_INVITES).
+        "ownerInvites": settings.owner_invites,
         "session": current,
     }
 

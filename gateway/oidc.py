@@ -59,6 +59,8 @@ class PendingSignIn:
     nonce: str
     verifier: str
     expires_at: float
+    # The invite link the sign-in began from (its id, checked when it began).
+    invite: str | None = None
 
     @classmethod
     def new(cls, now: float) -> PendingSignIn:

@@ -10,6 +10,12 @@ the person's account and sets the session cookie, as a password login does.
 The cookie is cleared on the way back, so a code or a callback replayed
 later finds no sign-in to finish.
 
+A sign-in may begin from an invite link (``?invite=<token>``): the link is
+checked then, and its id rides in the signed cookie (never its secret).
+When the person comes back, the invite is counted and they join its group
+(``gateway.invites.join``); a link that ran out meanwhile still lets them
+in, with a page that says the invite could not be used.
+
 The first sign-in of a person makes their account (just in time), linked
 by the provider's issuer and subject (``UserStore.link_identity``), never
 by a name or an e-mail someone could choose: the account's name is taken
@@ -31,22 +37,25 @@ import html
 import logging
 import re
 import time
-from typing import Any
+from dataclasses import replace
+from typing import Annotated, Any
 
 import jwt as pyjwt
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from gateway import sessions
+from gateway import invites, sessions
 from gateway.audit import record
 from gateway.context import GatewayContext
+from gateway.errors import GatewayError
 from gateway.http import Ctx, set_session_cookie
+from gateway.invites import InviteProblem, InviteRefused
 from gateway.oidc import Identity, OidcClient, OidcError, PendingSignIn
 from gateway.roles import ROLE_FIELD, Role, claim_grants_admin
 from gateway.settings import GatewaySettings
 from gateway.users import USERNAME_RE, taken_names
 from store.audit import AuditAction
-from store.base import UserStore
+from store.base import Store, UserStore
 from store.sessions import SignIn
 
 log = logging.getLogger(__name__)
@@ -83,12 +92,22 @@ async def providers(ctx: Ctx) -> dict[str, Any]:
 
 
 @router.get("/api/auth/oidc/login")
-async def oidc_login(request: Request, ctx: Ctx) -> Response:
-    """Send the browser to the provider's sign-in."""
+async def oidc_login(
+    request: Request,
+    ctx: Ctx,
+    invite: Annotated[str | None, Query(max_length=200)] = None,
+) -> Response:
+    """Send the browser to the provider's sign-in (``invite``: a link it began from)."""
     client = oidc_client(ctx)
     if client is None:
         return _page(404, "No sign-in provider is configured on this server.")
     pending = PendingSignIn.new(time.time())
+    if invite:
+        try:
+            found = await invites.check(await ctx.runtime.store(), invite, time.time())
+        except InviteRefused as exc:
+            return _page(404 if exc.problem is InviteProblem.INVALID else 410, exc.message)
+        pending = replace(pending, invite=found.id)
     try:
         url = await client.authorization_url(_callback_url(request, ctx), pending)
     except OidcError as exc:
@@ -130,6 +149,7 @@ async def oidc_callback(request: Request, ctx: Ctx) -> Response:
             raise OidcError("the sign-in provider sent no code")
         identity = await client.finish(_callback_url(request, ctx), pending, code)
         store = await ctx.runtime.store()
+        known = await store.identity_user(identity.key) is not None
         username = await account_for(store, identity, ctx.settings)
     except OidcError as exc:
         detail = {"method": "oidc", "reason": exc.message}
@@ -141,12 +161,30 @@ async def oidc_callback(request: Request, ctx: Ctx) -> Response:
     # A page that moves on by itself: the session cookie is SameSite=Strict,
     # which a navigation that began at the provider would not carry.
     response = _page(200, "Signed in.", refresh="/")
+    if pending.invite is not None:
+        response = await _follow_invite(ctx, store, username, pending.invite, new=not known)
     begun = await sessions.begin(store, ctx.settings, username, request, SignIn.OIDC)
     detail = {"method": "oidc", "issuer": identity.issuer}
     await record(store, AuditAction.SIGN_IN, actor=username, target=username, detail=detail)
     set_session_cookie(response, ctx, begun.token)
     _clear(response, ctx)
     return response
+
+
+async def _follow_invite(
+    ctx: GatewayContext, store: Store, username: str, invite_id: str, new: bool
+) -> HTMLResponse:
+    """Count the invite the sign-in began from and join its group; the page to answer."""
+    invite = await store.get_invite(invite_id)
+    try:
+        if invite is None:
+            raise InviteRefused(InviteProblem.INVALID)
+        await invites.join(store, ctx.groups, username, invite, time.time(), new_account=new)
+    except GatewayError as exc:
+        log.info("an invite followed through the provider could not be used: %s", exc.message)
+        return _page(200, f"Signed in, but the invite could not be used: {exc.message}.")
+    where = f"/#g={invite.group_id}" if invite.group_id else "/"
+    return _page(200, "Signed in.", refresh=where)
 
 
 class NotAllowed(OidcError):
@@ -212,6 +250,8 @@ def _seal(ctx: GatewayContext, pending: PendingSignIn) -> str:
         "nonce": pending.nonce,
         "verifier": pending.verifier,
     }
+    if pending.invite is not None:
+        claims["invite"] = pending.invite
     return pyjwt.encode(claims, ctx.settings.jwt_key(), algorithm="HS256")
 
 
@@ -224,7 +264,9 @@ def _unseal(ctx: GatewayContext, sealed: str | None) -> PendingSignIn | None:
         )
     except pyjwt.PyJWTError:
         return None
-    return PendingSignIn(claims["state"], claims["nonce"], claims["verifier"], claims["exp"])
+    return PendingSignIn(
+        claims["state"], claims["nonce"], claims["verifier"], claims["exp"], claims.get("invite")
+    )
 
 
 def _clear(response: Response, ctx: GatewayContext) -> None:

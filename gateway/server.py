@@ -39,6 +39,7 @@ from gateway import (
     files_http,
     http,
     http_members,
+    invites_http,
     me_http,
     messages_api,
     oidc_http,
@@ -208,6 +209,7 @@ def create_app(
     app.include_router(admin_http.router)
     app.include_router(reactions.router)
     app.include_router(audit_http.router)
+    app.include_router(invites_http.router)
     app.add_api_websocket_route("/ws", ws.websocket_endpoint)
     # The UI's files are written separately and may not exist yet; the mount
     # is made anyway and answers 404 until they do.

@@ -227,6 +227,10 @@ class GatewaySettings(StoreSettings):
     # lockouts (/api/admin/lockouts); the first user of a fresh install is
     # "admin".
     admins: str = "admin"
+    # YEAFT_OWNER_INVITES: let a group's owner make invite links to their own
+    # group (POST /api/groups/{id}/invites); administrators always may.
+    # Off: only administrators make invite links.
+    owner_invites: bool = False
     # YEAFT_OIDC_ISSUER / YEAFT_OIDC_CLIENT_ID / YEAFT_OIDC_CLIENT_SECRET:
     # sign in with the team's OpenID Connect provider (authorization code
     # flow with PKCE; the provider's configuration is discovered from the

@@ -26,6 +26,9 @@ PUBLIC = {
     "/api/auth/providers",
     "/api/auth/oidc/login",
     "/api/auth/oidc/callback",
+    # Following an invite link: the link's secret is the credential (test_invites.py).
+    "/api/invites/lookup",
+    "/api/invites/accept",
 }
 
 
@@ -119,6 +122,7 @@ async def test_every_route_and_frame_refuses_who_does_not_belong(
         "task_id": "task_x",
         "file_id": "file_x",
         "path": "README.md",
+        "invite_id": "inv_x",
     }
     routes = [
         r

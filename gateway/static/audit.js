@@ -30,6 +30,9 @@ export const AUDIT_ACTIONS = [
   'member_removed',
   'member_left',
   'role_changed',
+  'invite_created',
+  'invite_revoked',
+  'invite_redeemed',
 ];
 
 const PAGE = 50;
