@@ -373,18 +373,9 @@ def test_links_secrets_are_hidden_in_log_lines() -> None:
         "uvicorn.access", logging.INFO, __file__, 1, '%s - "%s %s HTTP/%s" %d', None, None
     )
     access.args = ("127.0.0.1:5", "GET", f"/invite/{token}", "1.1", 200)
-    oidc = logging.LogRecord(
-        "uvicorn.access",
-        logging.INFO,
-        __file__,
-        1,
-        "GET /api/auth/oidc/login?invite=%s",
-        None,
-        None,
-    )
-    oidc.args = (token,)
-    oidc.msg = f"GET /api/auth/oidc/login?invite={token}&x=1"
-    oidc.args = ()
+    # A line with the path in its message rather than its arguments.
+    line = f"GET /api/auth/oidc/login?invite={token}&x=1"
+    oidc = logging.LogRecord("uvicorn.error", logging.INFO, __file__, 1, line, None, None)
     for record in (access, oidc):
         _RedactTokens().filter(record)
         assert "S3cr3t" not in record.getMessage()

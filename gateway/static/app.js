@@ -24,6 +24,7 @@ import { MembersPanel } from './members.js';
 import { SettingsPanel } from './settings.js';
 import { Inbox } from './inbox.js';
 import { mountLogin, showLogin } from './login.js';
+import { acceptingInvite } from './inviteaccept.js';
 import { MessageOps } from './messageops.js';
 import { HISTORY_PAGE, HistoryPager } from './pager.js';
 import { SearchBox } from './search.js';
@@ -581,4 +582,4 @@ async function boot() {
   }
 }
 
-boot();
+if (!acceptingInvite()) boot();

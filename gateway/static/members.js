@@ -2,9 +2,12 @@
 // owner invites by username, removes members and hands the group over, and
 // anyone may leave. Changes go over HTTP; what others change arrives live
 // (group_update and presence frames) through `update` and `presence`.
+// "Invite link" (invites.js) shows for administrators, and for the owner
+// when the server lets owners make links (GET /api/me says which).
 
 import { api, request } from './api.js';
 import { el } from './dom.js';
+import { mayInvite, openInviteDialog } from './invites.js';
 
 export class MembersPanel {
   /**
@@ -51,12 +54,22 @@ export class MembersPanel {
       onclick: () => this.leave(),
     });
     this.hint = el('p', { class: 'panel-hint', testid: 'members-hint' });
+    this.meInfo = null; // GET /api/me, read when the dialog opens
+    this.linkButton = el('button', {
+      type: 'button',
+      class: 'quiet',
+      testid: 'invite-link-button',
+      text: 'Invite link…',
+      hidden: true,
+      onclick: () => openInviteDialog({ groupId: this.group.id, groupName: this.group.name }),
+    });
     const form = el(
       'form',
       { method: 'dialog', class: 'group-dialog-form' },
       el('h2', { text: 'People' }),
       this.list,
       this.inviteForm,
+      this.linkButton,
       this.hint,
       this.error,
       el(
@@ -112,6 +125,17 @@ export class MembersPanel {
     this.dialog.showModal();
     if (this.isOwner()) this.inviteInput.focus();
     this.loadNames(this.group.id);
+    this.loadMe();
+  }
+
+  /** Who the caller is (role, whether owners make links): decides the "Invite link" button. */
+  async loadMe() {
+    try {
+      this.meInfo = await api.me();
+    } catch {
+      this.meInfo = null;
+    }
+    if (this.dialog.open) this.render();
   }
 
   /** Display names (PATCH /api/me) beside usernames; the list works without them. */
@@ -172,6 +196,7 @@ export class MembersPanel {
       }),
     );
     this.inviteForm.hidden = !owner;
+    this.linkButton.hidden = !mayInvite(this.meInfo, group);
     const others = (group.members || []).length > 1;
     this.leaveButton.disabled = owner && others;
     this.hint.textContent = owner
