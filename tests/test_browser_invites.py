@@ -6,22 +6,26 @@ there ("Invite link…") and copies it. Nina, in a fresh browser with no
 account, follows it: she sets a username, a display name and a password,
 lands in the group signed in and sees it, and Ada sees her among the
 members. The link had one use: a third browser following it gets a page
-that says so.
+that says so. Another newcomer follows a link with "Sign in with ..." and
+comes back from the identity provider's own pages into the group.
 
 Run: ``.venv/bin/pytest tests/test_browser_invites.py`` (see tests/fixtures/browser.py).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from gateway import invites
 from gateway.roles import ROLE_FIELD
 from gateway.users import add_user
 from tests.browser_helpers import PASSWORD, USER, log_in, watch_page_errors
+from tests.fixtures.oidc import Signed
 from tests.fixtures.ray_cluster import MakeRuntime
 
 if TYPE_CHECKING:
@@ -32,6 +36,9 @@ pytestmark = [
     pytest.mark.parametrize("store_factory", ["embedded"], indirect=True),
     pytest.mark.timeout(300),
 ]
+
+# The provider and the app each load their pages on a busy machine.
+SLOW_MS = 30_000
 
 
 async def test_an_admin_makes_a_link_and_a_new_person_follows_it_into_the_group(
@@ -96,7 +103,9 @@ async def test_an_admin_makes_a_link_and_a_new_person_follows_it_into_the_group(
         await nina.get_by_test_id("invite-password").fill("a fine long passphrase")
         await nina.get_by_test_id("invite-password-again").fill("a fine long passphras")
         await nina.get_by_test_id("invite-submit").click()
-        await expect(nina.get_by_test_id("invite-error")).to_have_text("The two passwords differ.")
+        await expect(nina.get_by_test_id("invite-accept-error")).to_have_text(
+            "The two passwords differ."
+        )
         await nina.get_by_test_id("invite-password-again").fill("a fine long passphrase")
         await nina.get_by_test_id("invite-submit").click()
 
@@ -118,3 +127,37 @@ async def test_an_admin_makes_a_link_and_a_new_person_follows_it_into_the_group(
             "used as many times as it may be"
         )
         assert problems == []
+
+
+async def test_a_new_person_follows_a_link_through_the_identity_provider(
+    chromium: Callable[..., AbstractAsyncContextManager[Any]], signed: Signed
+) -> None:
+    from playwright.async_api import expect
+
+    async with signed() as (gateway, provider), chromium() as browser:
+        group = await gateway.runtime.create_group("Team", ["linus"], members=["admin"])
+        store = await gateway.runtime.store()
+        invite, token = await invites.make(
+            store, "admin", ttl_s=3600, max_uses=1, group_id=group.id, now=time.time()
+        )
+        origin = gateway.url.rstrip("/")
+        page = browser.pages[0] if browser.pages else await browser.new_page()
+        await page.goto(invites.link(origin, token))
+        button = page.get_by_test_id("invite-oidc")
+        await expect(button).to_have_text("Sign in with Test ID", timeout=SLOW_MS)
+        await expect(page.get_by_test_id("invite-accept-form")).to_be_visible()
+        await button.click()
+
+        # The provider's own pages: its login, then its consent.
+        await page.wait_for_url(f"{provider.issuer}/**")
+        await page.locator("input[name=login]").fill("alice")
+        await page.locator("input[name=password]").fill("any password")
+        await page.locator("button[type=submit]").click()
+        await page.locator("button[type=submit]", has_text="Continue").click()
+
+        # Back in the app, signed in as the account the sign-in made, in the group.
+        await page.wait_for_url(f"{origin}/#g={group.id}", timeout=SLOW_MS)
+        await expect(page.get_by_test_id("me")).to_have_text("alice", timeout=SLOW_MS)
+        await expect(page.get_by_test_id("group-title")).to_have_text("Team")
+        stored = await store.get_invite(invite.id)
+        assert stored is not None and stored.uses == 1

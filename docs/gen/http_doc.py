@@ -23,7 +23,9 @@ INTRO = """\
 {note}
 
 Requests and answers are JSON unless said otherwise. Every route under
-`/api` but `POST /api/login` needs the session: an `Authorization: Bearer
+`/api` but `POST /api/login`, the sign-in routes under `/api/auth` and
+following an invite link (`POST /api/invites/lookup`, `POST
+/api/invites/accept`) needs the session: an `Authorization: Bearer
 TOKEN` header, or the `yeaft_session` cookie that login sets (a cookie
 request from another site's page is refused). A refusal is
 `{{"error": {{"code", "message", "field"?, "retryAfter"?, "detail"?}}}}` with the status that

@@ -57,7 +57,7 @@ function acceptForm(token, preview, offered) {
   const [nameField, displayName] = field('Display name (optional)', { name: 'displayName', testid: 'invite-display-name', maxlength: '80', required: false });
   const [passField, password] = field('Password', { name: 'password', type: 'password', testid: 'invite-password', autocomplete: 'new-password' });
   const [againField, again] = field('Password again', { name: 'again', type: 'password', testid: 'invite-password-again', autocomplete: 'new-password' });
-  const error = el('p', { class: 'form-error', testid: 'invite-error', role: 'alert' });
+  const error = el('p', { class: 'form-error', testid: 'invite-accept-error', role: 'alert' });
   const submit = el('button', { type: 'submit', class: 'primary wide', testid: 'invite-submit', text: 'Create account and join' });
   const toggle = el('button', { type: 'button', class: 'quiet', testid: 'invite-have-account', text: 'I have an account: log in' });
   let haveAccount = false;
@@ -72,7 +72,7 @@ function acceptForm(token, preview, offered) {
     error.textContent = '';
   };
   toggle.addEventListener('click', () => setMode(!haveAccount));
-  const form = el('form', { testid: 'invite-form', novalidate: true }, userField, nameField, passField, againField, error, submit, el('p', { class: 'login-hint' }, toggle));
+  const form = el('form', { testid: 'invite-accept-form', novalidate: true }, userField, nameField, passField, againField, error, submit, el('p', { class: 'login-hint' }, toggle));
   form.addEventListener('submit', async (event) => {
     event.preventDefault();
     error.textContent = '';
