@@ -37,6 +37,7 @@ from gateway.groups import GroupService
 from gateway.roles import is_admin
 from gateway.settings import GatewaySettings
 from protocol import ErrorCode
+from protocol.common import is_id
 from store.audit import AuditAction
 from store.base import Store, new_id
 from store.conversation import GroupKind
@@ -131,7 +132,7 @@ async def may_make(
                 "only an administrator may make an invite link for a new account",
             )
         return
-    group = await store.get_group(group_id)
+    group = await store.get_group(group_id) if is_id(group_id) else None
     if group is None or group.kind is not GroupKind.GROUP:
         raise not_found("group")
     if admin:

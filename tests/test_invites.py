@@ -95,8 +95,9 @@ async def test_an_administrator_makes_lists_and_revokes_links(
     for body in ({"maxUses": 0}, {"expiresIn": 5}, {"expiresIn": 10**9}, {"extra": 1}):
         bad = await make(gw, "root", **body)
         assert bad.status_code == 422 and bad.json()["error"]["code"] == "invalid_request"
-    unknown_group = await make(gw, "root", groupId="grp_nope")
-    assert unknown_group.status_code == 404
+    for group_id in ("grp_nope", "../x", "x" * 200):
+        unknown_group = await make(gw, "root", groupId=group_id)
+        assert unknown_group.status_code == 404, unknown_group.text
 
     revoked = await gw.http.delete(f"/api/admin/invites/{link['id']}", headers=gw.auth("root"))
     assert revoked.status_code == 200 and revoked.json()["state"] == "revoked"
