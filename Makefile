@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 # The project's own packages (pyproject.toml lists the same).
-PACKAGES := protocol engine store team actors coordinator gateway personas
+PACKAGES := telemetry protocol engine store team actors coordinator gateway personas
 
 .PHONY: install compile run test lint docs bench cluster-demo clean
 
@@ -23,6 +23,17 @@ install: $(STAMP)
 OIDC_DEPS := tests/oidc/node_modules/.package-lock.json
 $(OIDC_DEPS): tests/oidc/package-lock.json
 	npm ci --prefix tests/oidc --no-audit --no-fund --loglevel=error
+
+# The tracing test sends spans to a real trace backend: Arize Phoenix from
+# PyPI, pinned, in a venv of its own so that its many dependencies stay out
+# of the project's.
+PHOENIX_VERSION := 20.26.1
+PHOENIX := .venv-phoenix/.installed-$(PHOENIX_VERSION)
+$(PHOENIX):
+	rm -rf .venv-phoenix
+	$(PYTHON) -m venv .venv-phoenix
+	.venv-phoenix/bin/pip install --quiet "arize-phoenix==$(PHOENIX_VERSION)"
+	touch $(PHOENIX)
 
 # Byte-code for the project's modules, written once: every process of a
 # running instance (the gateway, coordinators, VP hosts, Ray's workers)
@@ -43,7 +54,7 @@ lint: $(STAMP)
 # compute, so even two cores run three at once; an idle worker takes tests
 # queued for a busy one (worksteal). The fifteen slowest tests are
 # listed at the end, so a slow one shows at once.
-test: lint compile $(OIDC_DEPS)
+test: lint compile $(OIDC_DEPS) $(PHOENIX)
 	$(BIN)/pytest -q -n 3 --dist worksteal --durations=15
 
 # docs/configuration.md, protocol.md and http-api.md are generated from the

@@ -33,6 +33,10 @@ Modes (every one takes the same sizes and model timing options):
     ``bench/floor.py`` (a minimal relay: no Ray, actors, store or
     authentication; the ``openai`` SDK to the same model server) instead of
     ``yeaft serve``; implies ``--provider openai``.
+``--compare-tracing [--pairs N]``
+    ``yeaft serve`` without traces, then with every span sent over OTLP to a
+    local sink (``bench/otlp_sink.py``), N times alternately, then each
+    figure as a ratio of traced to untraced (target: at most 1.05).
 ``--compare-floor [--pairs N]``
     the floor, then ``yeaft serve`` with ``--provider openai``, N times
     alternately (default 1), each run printed, then each figure as a ratio
@@ -64,6 +68,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.chat_client import Client, login, new_group
 from bench.model_server import ModelServer
+from bench.otlp_sink import OtlpSink
 from bench.serve import FLOOR, ROOT, Server
 from bench.stats import pct
 
@@ -218,10 +223,16 @@ def launch(
             models.stop()
 
 
-async def measure(args: argparse.Namespace, provider: str, floor: bool) -> Run:
+async def measure(
+    args: argparse.Namespace,
+    provider: str,
+    floor: bool,
+    env: dict[str, str] | None = None,
+    label: str | None = None,
+) -> Run:
     """The three phases against one kind of server (a fresh one for the throughput phase)."""
     requests = 0
-    with launch(args, provider, floor, args.ttft, args.tps, args.tokens) as (server, models):
+    with launch(args, provider, floor, args.ttft, args.tps, args.tokens, env) as (server, models):
         await server.start()
         token, http = await login(server.url, server.password)
         single, cpu_single = await one_group(
@@ -234,7 +245,7 @@ async def measure(args: argparse.Namespace, provider: str, floor: bool) -> Run:
         await http.aclose()
         requests += models.stats()["requests"] if models else 0
     # The throughput turn streams as fast as the model can (no pauses).
-    with launch(args, provider, floor, 0.0, 0.0, args.stream_tokens) as (server, models):
+    with launch(args, provider, floor, 0.0, 0.0, args.stream_tokens, env) as (server, models):
         await server.start()
         token, http = await login(server.url, server.password)
         delivered, elapsed, cpu_fanin = await fan_in(
@@ -242,7 +253,7 @@ async def measure(args: argparse.Namespace, provider: str, floor: bool) -> Run:
         )
         await http.aclose()
         requests += models.stats()["requests"] if models else 0
-    label = "floor" if floor else "yeaft serve"
+    label = label or ("floor" if floor else "yeaft serve")
     if provider == "offline" and not floor:
         model = f"offline:default?ttft={args.ttft}&tps={args.tps}&tokens={args.tokens}"
     else:
@@ -290,8 +301,9 @@ def report(run: Run, args: argparse.Namespace) -> None:
 
 
 def compare(pairs: list[tuple[Run, Run]]) -> None:
-    """Each figure of the floor and of ``yeaft serve``, run by run, and their ratio."""
-    print(f"\n{'':28}{'floor':>22}  {'yeaft serve':>22}  {'ratio':>6}")
+    """Each figure of the base runs and of the others, run by run, and their ratio."""
+    base, other = pairs[0][0].label, pairs[0][1].label
+    print(f"\n{'':28}{base:>22}  {other:>22}  {'ratio':>6}")
     for name in pairs[0][0].figures():
         floors = [f.figures()[name] for f, _ in pairs]
         serves = [s.figures()[name] for _, s in pairs]
@@ -300,10 +312,32 @@ def compare(pairs: list[tuple[Run, Run]]) -> None:
             f"{name:28}{' / '.join(f'{v:,.1f}' for v in floors):>22}  "
             f"{' / '.join(f'{v:,.1f}' for v in serves):>22}  {statistics.median(ratios):6.2f}"
         )
-    print("ratio: yeaft serve / floor, the median over the pairs (N groups: --groups)")
+    print(f"ratio: {other} / {base}, the median over the pairs (N groups: --groups)")
+
+
+async def compare_tracing(args: argparse.Namespace) -> None:
+    """Untraced and traced ``yeaft serve``, alternately, and the ratios of their figures."""
+    sink = OtlpSink()
+    traced_env = {"OTEL_EXPORTER_OTLP_ENDPOINT": sink.url, "OTEL_SERVICE_NAME": "yeaft-bench"}
+    pairs = []
+    try:
+        for i in range(args.pairs):
+            plain = await measure(args, args.provider, False, {}, "untraced")
+            report(plain, args)
+            traced = await measure(args, args.provider, False, traced_env, "traced")
+            report(traced, args)
+            pairs.append((plain, traced))
+            print(f"(pair {i + 1} of {args.pairs} done)\n", flush=True)
+    finally:
+        sink.stop()
+    compare(pairs)
+    print(f"spans exported: {sink.requests} OTLP requests, {sink.bytes / 1e6:.1f} MB")
 
 
 async def main_async(args: argparse.Namespace) -> None:
+    if args.compare_tracing:
+        await compare_tracing(args)
+        return
     if not args.compare_floor:
         report(await measure(args, args.provider, args.floor), args)
         return
@@ -354,7 +388,14 @@ def main() -> None:
         action="store_true",
         help="the floor, then yeaft serve (--provider openai), and their ratios",
     )
-    parser.add_argument("--pairs", type=int, default=1, help="with --compare-floor: runs of each")
+    parser.add_argument(
+        "--compare-tracing",
+        action="store_true",
+        help="yeaft serve untraced, then traced to a local OTLP sink, and their ratios",
+    )
+    parser.add_argument(
+        "--pairs", type=int, default=1, help="with --compare-floor/--compare-tracing: runs of each"
+    )
     asyncio.run(main_async(parser.parse_args()))
 
 

@@ -30,6 +30,7 @@ pytest_plugins = [
     "tests.fixtures.ray_cluster",
     "tests.fixtures.browser",
     "tests.fixtures.oidc",
+    "tests.fixtures.phoenix",
     "tests.fixtures.gateway",
 ]
 
