@@ -16,13 +16,15 @@ from typing import Any
 
 import pytest
 
+from coordinator.commands import TeamIdle
 from engine.providers.base import ModelRequest
 from engine.providers.scripted import Reply, ScriptedModel
 from telemetry.config import TracingConfig
 from tests.fixtures.gateway import StartGateway, WsClient
 from tests.fixtures.phoenix import Phoenix
 from tests.fixtures.ray_cluster import MakeRuntime
-from tests.group_helpers import last_is_tool_result
+from tests.group_helpers import ROSTER, last_is_tool_result
+from tests.test_team_mode import team_model
 
 pytestmark = pytest.mark.parametrize("store_factory", ["embedded"], indirect=True)
 
@@ -141,3 +143,39 @@ async def test_a_message_to_two_vps_is_one_trace_across_every_process(
     assert _flat(tool["attributes"])["gen_ai.tool.name"] == "rethink"
     # No message text without the setting that allows it.
     assert "yeaft.message.text" not in _flat(received["attributes"])
+
+
+async def test_a_team_task_traces_each_node_as_a_child_span(
+    start_gateway: StartGateway, make_runtime: MakeRuntime, phoenix: Phoenix
+) -> None:
+    project = f"yeaft-test-{uuid.uuid4().hex[:8]}"
+    runtime = make_runtime(
+        provider_overrides={"offline": ScriptedModel(team_model)},
+        tracing=TracingConfig(
+            endpoint=phoenix.otlp_endpoint,
+            resource={"openinference.project.name": project},
+            export_delay_s=0.1,
+        ),
+    )
+    gw = await start_gateway(runtime)
+    await gw.user("ann")
+    made = await gw.http.post(
+        "/api/groups", json={"name": "launch", "roster": ROSTER}, headers=gw.auth("ann")
+    )
+    gid = made.json()["id"]
+    ws = await WsClient.open(gw, "ann")
+    ack = await ws.request({"type": "yeaft_session_chat", "groupId": gid, "text": "/task plan"})
+    assert ack["type"] == "ack", ack
+    await gw.runtime.send(TeamIdle(gid))
+    await ws.close()
+    nodes = {"team_node market", "team_node tech", "team_node message", "team_node synthesis"}
+    spans = await _spans_when(phoenix, project, {"team_task", *nodes})
+    ids = {s["context"]["span_id"]: s for s in spans}
+    [task] = [s for s in spans if s["name"] == "team_task"]
+    [received] = [s for s in spans if s["name"] == "receive_message"]
+    assert {s["context"]["trace_id"] for s in spans} == {received["context"]["trace_id"]}
+    for node in (s for s in spans if s["name"] in nodes):
+        assert ids[node["parent_id"]] is task
+        [turn] = [s for s in spans if s["parent_id"] == node["context"]["span_id"]]
+        assert turn["name"].startswith("invoke_agent ")
+        assert _flat(turn["attributes"])["yeaft.team.node"] == node["name"].split()[1]

@@ -67,6 +67,7 @@ from team.skills import (
     ephemeral_guidance,
     resolve_node_skills,
 )
+from telemetry import tracing
 
 log = logging.getLogger(__name__)
 
@@ -223,8 +224,10 @@ class AttemptRun:
 
     async def run(self) -> None:
         """Plan, run, and leave the task for the person's review; never raises."""
+        attributes = {"yeaft.task.id": self.task.id, "yeaft.task.attempt": self.attempt.index}
         try:
-            await self._steps()
+            with tracing.span("team_task", attributes):
+                await self._steps()
         except Exception:
             log.exception("attempt %d of task %s failed", self.attempt.index, self.task.id)
             for run in self.attempt.runs:
@@ -416,7 +419,19 @@ class AttemptRun:
         return DependencyOutput(run.id, run.vp, run.task, run.output, run.status is RunStatus.DONE)
 
     async def _turn(self, run: Run, delegation: Delegation, skills: Sequence[Skill]) -> None:
-        """Run one VP turn for ``run`` and record how it went."""
+        """Run one VP turn for ``run`` and record how it went (a ``team_node`` span)."""
+        attributes = {
+            "yeaft.task.id": self.task.id,
+            "yeaft.team.node": run.id,
+            "yeaft.team.role": str(delegation.role),
+            "gen_ai.agent.id": run.vp,
+        }
+        with tracing.span(f"team_node {run.id}", attributes) as span:
+            await self._node_turn(run, delegation, skills)
+            if run.status is RunStatus.FAILED:
+                tracing.failed(span, "team_node_failed", run.error)
+
+    async def _node_turn(self, run: Run, delegation: Delegation, skills: Sequence[Skill]) -> None:
         run.skills = [
             ActivatedSkill(name=s.name, version=s.version, source=str(s.source)) for s in skills
         ]
