@@ -4,8 +4,8 @@ The contract is split by role (``GroupStore``, ``GroupLog``, ``EventLog``,
 ``TurnLog``, ``TranscriptStore``, ``UserStore``, ..., ``TaskLog`` in
 ``store.tasks``, ``PlacementStore`` in ``store.placement``, ``LoginLog``
 in ``store.logins``, ``SessionLog`` in ``store.sessions``, ``ReactionLog`` in
-``store.reactions``, ``AuditLog`` in ``store.audit`` and ``InviteLog`` in
-``store.invites``); ``Store``
+``store.reactions``, ``AuditLog`` in ``store.audit``, ``InviteLog`` in
+``store.invites`` and ``Quotas`` in ``store.quotas``); ``Store``
 is all of them plus ``close``. Both backends implement ``Store``, and one
 test suite runs against both through a parametrised fixture.
 """
@@ -37,6 +37,7 @@ from store.invites import InviteLog
 from store.logins import LoginLog
 from store.members import MemberChange
 from store.placement import PlacementStore
+from store.quotas import Quotas
 from store.reactions import ReactionLog
 from store.sessions import SessionLog
 from store.tasks import TaskLog
@@ -436,6 +437,7 @@ class Store(
     PresenceStore,
     ChatViews,
     Budgets,
+    Quotas,
     TaskLog,
     PlacementStore,
     LoginLog,

@@ -26,6 +26,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from store.quotas import UsageKey
+
 # Counting unread messages stops here: a client shows "999+".
 UNREAD_CAP = 999
 # Ids read per query word per group from the Redis inverted index.
@@ -130,7 +132,9 @@ class TurnUsage:
 
     ``accounts`` are budget accounts (``store.budgets``) charged its tokens
     and cost in the same step, also once: those of a turn that reserved
-    nothing because its group set no limit on them.
+    nothing because its group set no limit on them. ``row``, when given,
+    is the usage record (``store.quotas``) its tokens and cost are added
+    to, in the same step and also once.
     """
 
     turn_id: str
@@ -138,6 +142,7 @@ class TurnUsage:
     output_tokens: int
     cost_usd: float
     accounts: tuple[str, ...] = ()
+    row: UsageKey | None = None
 
     @property
     def tokens(self) -> int:

@@ -52,6 +52,7 @@ from store.embedded_events import EmbeddedEvents
 from store.embedded_invites import EmbeddedInvites
 from store.embedded_logins import EmbeddedLogins
 from store.embedded_members import EmbeddedMembers
+from store.embedded_quotas import EmbeddedQuotas
 from store.embedded_reactions import GROUP_TABLES as REACTION_TABLES
 from store.embedded_reactions import EmbeddedReactions
 from store.embedded_schema import event_counter, setup_schema
@@ -80,6 +81,7 @@ class EmbeddedStore(
     EmbeddedTranscripts,
     chat_sql.EmbeddedChatViews,
     EmbeddedBudgets,
+    EmbeddedQuotas,
     EmbeddedTasks,
     EmbeddedLogins,
     EmbeddedSessions,

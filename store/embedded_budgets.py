@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TypeVar
 
 from store.budgets import RESERVE_TOKENS, RESERVE_USD, BudgetLimit, BudgetRefusal, BudgetSpend
@@ -39,30 +40,105 @@ def setup(conn: sqlite3.Connection) -> None:
     conn.executescript(f"BEGIN IMMEDIATE;{SCHEMA}COMMIT;")
 
 
-def _spend(conn: sqlite3.Connection, group_id: str, account: str) -> BudgetSpend:
-    row = conn.execute(
-        "SELECT spent_tokens, spent_usd, reserved_tokens, reserved_usd FROM budget_accounts"
-        " WHERE group_id = ? AND account = ?",
-        (group_id, account),
-    ).fetchone()
-    if row is None:
-        return BudgetSpend(account)
-    return BudgetSpend(account, int(row[0]), float(row[1]), int(row[2]), float(row[3]))
+@dataclass(frozen=True, slots=True)
+class Ledger:
+    """The tables of one kind of ledger: a group's budgets, or a person's quota.
+
+    ``owner`` is the column naming whose ledger a row is (a group id, a
+    username). Every step runs inside the caller's transaction.
+    """
+
+    accounts: str
+    reservations: str
+    owner: str
+
+    def spend(self, conn: sqlite3.Connection, owner: str, account: str) -> BudgetSpend:
+        row = conn.execute(
+            "SELECT spent_tokens, spent_usd, reserved_tokens, reserved_usd"
+            f" FROM {self.accounts} WHERE {self.owner} = ? AND account = ?",
+            (owner, account),
+        ).fetchone()
+        if row is None:
+            return BudgetSpend(account)
+        return BudgetSpend(account, int(row[0]), float(row[1]), int(row[2]), float(row[3]))
+
+    def add(
+        self,
+        conn: sqlite3.Connection,
+        owner: str,
+        account: str,
+        st: int,
+        su: float,
+        rt: int,
+        ru: float,
+    ) -> None:
+        conn.execute(
+            f"INSERT INTO {self.accounts} ({self.owner}, account, spent_tokens, spent_usd,"
+            " reserved_tokens, reserved_usd) VALUES (?, ?, ?, ?, ?, ?)"
+            f" ON CONFLICT ({self.owner}, account) DO UPDATE SET"
+            " spent_tokens = spent_tokens + excluded.spent_tokens,"
+            " spent_usd = spent_usd + excluded.spent_usd,"
+            " reserved_tokens = reserved_tokens + excluded.reserved_tokens,"
+            " reserved_usd = reserved_usd + excluded.reserved_usd",
+            (owner, account, st, su, rt, ru),
+        )
+
+    def reserve(
+        self,
+        conn: sqlite3.Connection,
+        owner: str,
+        turn_id: str,
+        limits: Sequence[BudgetLimit],
+        tokens: int,
+        usd: float,
+    ) -> BudgetRefusal | None:
+        held = conn.execute(
+            f"SELECT 1 FROM {self.reservations} WHERE {self.owner} = ? AND turn_id = ?",
+            (owner, turn_id),
+        ).fetchone()
+        if held is not None:
+            return None
+        for limit in limits:
+            s = self.spend(conn, owner, limit.account)
+            if limit.max_tokens and s.spent_tokens + s.reserved_tokens >= limit.max_tokens:
+                return BudgetRefusal(limit.account, "tokens")
+            if limit.max_usd and s.spent_usd + s.reserved_usd >= limit.max_usd:
+                return BudgetRefusal(limit.account, "usd")
+        for limit in limits:
+            self.add(conn, owner, limit.account, 0, 0.0, tokens, usd)
+        conn.execute(
+            f"INSERT INTO {self.reservations} ({self.owner}, turn_id, accounts, tokens, usd)"
+            " VALUES (?, ?, ?, ?, ?)",
+            (owner, turn_id, json.dumps([x.account for x in limits]), tokens, usd),
+        )
+        return None
+
+    def settle(
+        self, conn: sqlite3.Connection, owner: str, turn_id: str, tokens: int, usd: float
+    ) -> bool:
+        row = conn.execute(
+            f"SELECT accounts, tokens, usd FROM {self.reservations}"
+            f" WHERE {self.owner} = ? AND turn_id = ?",
+            (owner, turn_id),
+        ).fetchone()
+        if row is None:
+            return False
+        for account in json.loads(row[0]):
+            self.add(conn, owner, account, tokens, usd, -int(row[1]), -float(row[2]))
+        conn.execute(
+            f"DELETE FROM {self.reservations} WHERE {self.owner} = ? AND turn_id = ?",
+            (owner, turn_id),
+        )
+        return True
+
+
+GROUP_LEDGER = Ledger("budget_accounts", "budget_reservations", "group_id")
 
 
 def add_to_account(
     conn: sqlite3.Connection, group_id: str, account: str, st: int, su: float, rt: int, ru: float
 ) -> None:
-    conn.execute(
-        "INSERT INTO budget_accounts (group_id, account, spent_tokens, spent_usd,"
-        " reserved_tokens, reserved_usd) VALUES (?, ?, ?, ?, ?, ?)"
-        " ON CONFLICT (group_id, account) DO UPDATE SET"
-        " spent_tokens = spent_tokens + excluded.spent_tokens,"
-        " spent_usd = spent_usd + excluded.spent_usd,"
-        " reserved_tokens = reserved_tokens + excluded.reserved_tokens,"
-        " reserved_usd = reserved_usd + excluded.reserved_usd",
-        (group_id, account, st, su, rt, ru),
-    )
+    GROUP_LEDGER.add(conn, group_id, account, st, su, rt, ru)
 
 
 class EmbeddedBudgets:
@@ -81,47 +157,14 @@ class EmbeddedBudgets:
     ) -> BudgetRefusal | None:
         def op(conn: sqlite3.Connection) -> BudgetRefusal | None:
             with write_txn(conn):
-                held = conn.execute(
-                    "SELECT 1 FROM budget_reservations WHERE group_id = ? AND turn_id = ?",
-                    (group_id, turn_id),
-                ).fetchone()
-                if held is not None:
-                    return None
-                for limit in limits:
-                    s = _spend(conn, group_id, limit.account)
-                    if limit.max_tokens and s.spent_tokens + s.reserved_tokens >= limit.max_tokens:
-                        return BudgetRefusal(limit.account, "tokens")
-                    if limit.max_usd and s.spent_usd + s.reserved_usd >= limit.max_usd:
-                        return BudgetRefusal(limit.account, "usd")
-                for limit in limits:
-                    add_to_account(conn, group_id, limit.account, 0, 0.0, tokens, usd)
-                conn.execute(
-                    "INSERT INTO budget_reservations (group_id, turn_id, accounts, tokens, usd)"
-                    " VALUES (?, ?, ?, ?, ?)",
-                    (group_id, turn_id, json.dumps([x.account for x in limits]), tokens, usd),
-                )
-                return None
+                return GROUP_LEDGER.reserve(conn, group_id, turn_id, limits, tokens, usd)
 
         return await self._run(op)
 
     async def settle_budget(self, group_id: str, turn_id: str, tokens: int, usd: float) -> bool:
         def op(conn: sqlite3.Connection) -> bool:
             with write_txn(conn):
-                row = conn.execute(
-                    "SELECT accounts, tokens, usd FROM budget_reservations"
-                    " WHERE group_id = ? AND turn_id = ?",
-                    (group_id, turn_id),
-                ).fetchone()
-                if row is None:
-                    return False
-                for account in json.loads(row[0]):
-                    reserved = -int(row[1]), -float(row[2])
-                    add_to_account(conn, group_id, account, tokens, usd, *reserved)
-                conn.execute(
-                    "DELETE FROM budget_reservations WHERE group_id = ? AND turn_id = ?",
-                    (group_id, turn_id),
-                )
-                return True
+                return GROUP_LEDGER.settle(conn, group_id, turn_id, tokens, usd)
 
         return await self._run(op)
 
@@ -131,13 +174,13 @@ class EmbeddedBudgets:
         def op(conn: sqlite3.Connection) -> None:
             with write_txn(conn):
                 for account in accounts:
-                    add_to_account(conn, group_id, account, tokens, usd, 0, 0.0)
+                    GROUP_LEDGER.add(conn, group_id, account, tokens, usd, 0, 0.0)
 
         await self._run(op)
 
     async def budget_spend(self, group_id: str, accounts: Sequence[str]) -> list[BudgetSpend]:
         def op(conn: sqlite3.Connection) -> list[BudgetSpend]:
             with read_txn(conn):
-                return [_spend(conn, group_id, a) for a in accounts]
+                return [GROUP_LEDGER.spend(conn, group_id, a) for a in accounts]
 
         return await self._run(op)

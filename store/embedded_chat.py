@@ -32,6 +32,7 @@ from store.chatviews import (
     snippet,
 )
 from store.embedded_budgets import add_to_account
+from store.embedded_quotas import add_usage_row
 from store.sqlite import read_txn, write_txn
 
 T = TypeVar("T")
@@ -216,6 +217,9 @@ def insert_usage(conn: sqlite3.Connection, group_id: str, usage: TurnUsage) -> b
         return False
     for account in usage.accounts:
         add_to_account(conn, group_id, account, usage.tokens, usage.cost_usd, 0, 0.0)
+    if usage.row is not None:
+        tin, tout = usage.input_tokens, usage.output_tokens
+        add_usage_row(conn, group_id, usage.row, tin, tout, usage.cost_usd)
     return True
 
 

@@ -14,6 +14,7 @@ from store import (
     embedded_chat,
     embedded_invites,
     embedded_logins,
+    embedded_quotas,
     embedded_reactions,
     embedded_sessions,
     embedded_tasks,
@@ -142,6 +143,7 @@ def setup_schema(conn: sqlite3.Connection) -> None:
     migrate(conn)
     embedded_chat.setup(conn)
     embedded_budgets.setup(conn)
+    embedded_quotas.setup(conn)
     embedded_tasks.setup(conn)
     embedded_logins.setup(conn)
     embedded_sessions.setup(conn)

@@ -25,8 +25,9 @@ search, read marks and usage totals (``terms``, ``reads``, ``uturns``,
 ``store.redis_budgets``, those of tasks, evidence and skills in
 ``store.redis_tasks``, those of transcripts in ``store.redis_transcripts``,
 those of failed logins in ``store.redis_logins``, those of reactions and
-pins in ``store.redis_reactions``, the audit log's in ``store.redis_audit`` and
-those of invite links in ``store.redis_invites``.
+pins in ``store.redis_reactions``, the audit log's in ``store.redis_audit``,
+those of invite links in ``store.redis_invites`` and those of person quotas
+and usage rows in ``store.redis_quotas``.
 
 Atomicity comes from Lua scripts (one script runs alone on the server):
 the idempotent message append; the event append (``store.redis_events``);
@@ -72,6 +73,7 @@ from store.redis_events import (
 from store.redis_invites import RedisInvites
 from store.redis_logins import RedisLogins
 from store.redis_members import RedisMembers
+from store.redis_quotas import RedisQuotas
 from store.redis_reactions import REACTION_KINDS, RedisReactions
 from store.redis_sessions import RedisSessions
 from store.redis_tasks import TASK_KINDS, RedisTasks
@@ -104,6 +106,7 @@ class RedisStore(
     RedisEvents,
     RedisChatViews,
     RedisBudgets,
+    RedisQuotas,
     RedisTasks,
     RedisTranscripts,
     RedisLogins,
@@ -321,6 +324,7 @@ class RedisStore(
         self._check_open()
         kinds = ("tphase", "topen", "eseq", "events", "uturns", "usage", "budget")
         keys = [self._key(group_id, k) for k in kinds]
+        keys.append(await self._usage_rows_key(group_id, usage) if usage else keys[-1])
         args: list[str | int] = [end.value, turn_id, *(usage_values(usage) if usage else [""])]
         for each in finish_frames(frame, after):
             encoded = encode_event(each)

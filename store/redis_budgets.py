@@ -58,6 +58,54 @@ return 1
 """
 
 
+async def reserve_on(
+    r: aioredis.Redis,
+    keys: list[str],
+    turn_id: str,
+    limits: Sequence[BudgetLimit],
+    tokens: int,
+    usd: float,
+) -> BudgetRefusal | None:
+    """Reserve on the ledger ``keys`` (its hash, its reservations): one script."""
+    args: list[Any] = [turn_id, int(tokens), repr(float(usd))]
+    for limit in limits:
+        args += [limit.account, int(limit.max_tokens), repr(float(limit.max_usd))]
+    with redis_errors():
+        refused = await r.eval(_RESERVE, 2, *keys, *args)
+    return BudgetRefusal.parse(str(refused or ""))
+
+
+async def settle_on(
+    r: aioredis.Redis, keys: list[str], turn_id: str, tokens: int, usd: float
+) -> bool:
+    args: list[Any] = [turn_id, int(tokens), repr(float(usd))]
+    with redis_errors():
+        done = await r.eval(_SETTLE, 2, *keys, *args)
+    return bool(int(done))
+
+
+async def charge_on(
+    r: aioredis.Redis, key: str, accounts: Sequence[str], tokens: int, usd: float
+) -> None:
+    with redis_errors():
+        async with r.pipeline(transaction=True) as pipe:
+            for account in accounts:
+                pipe.hincrby(key, f"{account}|st", int(tokens))
+                pipe.hincrbyfloat(key, f"{account}|su", float(usd))
+            await pipe.execute()
+
+
+async def spend_on(r: aioredis.Redis, key: str, accounts: Sequence[str]) -> list[BudgetSpend]:
+    fields = [f"{a}|{k}" for a in accounts for k in ("st", "su", "rt", "ru")]
+    with redis_errors():
+        values = await r.hmget(key, fields) if fields else []
+    out = []
+    for i, account in enumerate(accounts):
+        st, su, rt, ru = (v or "0" for v in values[i * 4 : i * 4 + 4])
+        out.append(BudgetSpend(account, int(st), float(su), int(rt), float(ru)))
+    return out
+
+
 class RedisBudgets:
     """``store.budgets.Budgets`` on Redis (mixed into RedisStore)."""
 
@@ -81,39 +129,18 @@ class RedisBudgets:
         usd: float = RESERVE_USD,
     ) -> BudgetRefusal | None:
         self._check_open()
-        args: list[Any] = [turn_id, int(tokens), repr(float(usd))]
-        for limit in limits:
-            args += [limit.account, int(limit.max_tokens), repr(float(limit.max_usd))]
-        with redis_errors():
-            refused = await self._r.eval(_RESERVE, 2, *self._budget_keys(group_id), *args)
-        return BudgetRefusal.parse(str(refused or ""))
+        return await reserve_on(self._r, self._budget_keys(group_id), turn_id, limits, tokens, usd)
 
     async def settle_budget(self, group_id: str, turn_id: str, tokens: int, usd: float) -> bool:
         self._check_open()
-        args: list[Any] = [turn_id, int(tokens), repr(float(usd))]
-        with redis_errors():
-            done = await self._r.eval(_SETTLE, 2, *self._budget_keys(group_id), *args)
-        return bool(int(done))
+        return await settle_on(self._r, self._budget_keys(group_id), turn_id, tokens, usd)
 
     async def charge_budget(
         self, group_id: str, accounts: Sequence[str], tokens: int, usd: float
     ) -> None:
         self._check_open()
-        key = self._key(group_id, "budget")
-        with redis_errors():
-            async with self._r.pipeline(transaction=True) as pipe:
-                for account in accounts:
-                    pipe.hincrby(key, f"{account}|st", int(tokens))
-                    pipe.hincrbyfloat(key, f"{account}|su", float(usd))
-                await pipe.execute()
+        await charge_on(self._r, self._key(group_id, "budget"), accounts, tokens, usd)
 
     async def budget_spend(self, group_id: str, accounts: Sequence[str]) -> list[BudgetSpend]:
         self._check_open()
-        fields = [f"{a}|{k}" for a in accounts for k in ("st", "su", "rt", "ru")]
-        with redis_errors():
-            values = await self._r.hmget(self._key(group_id, "budget"), fields) if fields else []
-        out = []
-        for i, account in enumerate(accounts):
-            st, su, rt, ru = (v or "0" for v in values[i * 4 : i * 4 + 4])
-            out.append(BudgetSpend(account, int(st), float(su), int(rt), float(ru)))
-        return out
+        return await spend_on(self._r, self._key(group_id, "budget"), accounts)

@@ -20,7 +20,7 @@ optimistic WATCH/MULTI transaction on the message hash.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 import redis.asyncio as aioredis
 from redis.exceptions import WatchError
@@ -70,6 +70,7 @@ def usage_values(usage: TurnUsage) -> list[str | int]:
         repr(float(usage.cost_usd)),
         len(usage.accounts),
         *usage.accounts,
+        usage.row.field() if usage.row is not None else "",
     ]
 
 
@@ -84,6 +85,8 @@ class RedisChatViews:
     """``ChatViews`` on Redis (mixed into RedisStore, which provides the attributes)."""
 
     _r: aioredis.Redis
+    # RedisQuotas' own: the key of the usage rows a turn's usage goes to.
+    _usage_rows_key: Callable[[str, TurnUsage], Awaitable[str]]
 
     def _key(self, group_id: str, kind: str) -> str:
         raise NotImplementedError  # RedisStore's own
@@ -218,6 +221,7 @@ class RedisChatViews:
     async def add_usage(self, group_id: str, usage: TurnUsage) -> bool:
         self._check_open()
         keys = [self._key(group_id, k) for k in ("uturns", "usage", "budget")]
+        keys.append(await self._usage_rows_key(group_id, usage))
         with redis_errors():
             added = await self._r.eval(
                 scripts.ADD_USAGE, len(keys), *keys, usage.turn_id, *usage_values(usage)

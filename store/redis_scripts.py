@@ -124,12 +124,15 @@ return 1
 )
 
 # Counts a turn's usage once: KEYS[k] is uturns, KEYS[k + 1] usage, KEYS[k + 2]
-# budget; ARGV[i] is the turn id, then input tokens, output tokens, cost, the
-# count n of budget accounts to charge with it and the n accounts. Returns
-# 1 if counted now (else 0) and the index of the argument after them.
+# budget, KEYS[k + 3] the usage rows of the row's month (``store.redis_quotas``);
+# ARGV[i] is the turn id, then input tokens, output tokens, cost, the count n
+# of budget accounts to charge with it, the n accounts, and the usage row's
+# field ('' for none). Returns 1 if counted now (else 0) and the index of
+# the argument after them.
 COUNT_USAGE = """
 local function count_usage(k, i)
   local n = tonumber(ARGV[i + 4])
+  local row = ARGV[i + 5 + n]
   local counted = redis.call('SADD', KEYS[k], ARGV[i])
   if counted == 1 then
     redis.call('HINCRBY', KEYS[k + 1], 'turns', 1)
@@ -141,12 +144,17 @@ local function count_usage(k, i)
       redis.call('HINCRBY', KEYS[k + 2], ARGV[a] .. '|st', tokens)
       redis.call('HINCRBYFLOAT', KEYS[k + 2], ARGV[a] .. '|su', ARGV[i + 3])
     end
+    if row ~= '' then
+      redis.call('HINCRBY', KEYS[k + 3], row .. '\\031i', ARGV[i + 1])
+      redis.call('HINCRBY', KEYS[k + 3], row .. '\\031o', ARGV[i + 2])
+      redis.call('HINCRBYFLOAT', KEYS[k + 3], row .. '\\031u', ARGV[i + 3])
+    end
   end
-  return counted, i + 5 + n
+  return counted, i + 6 + n
 end
 """
 
-# KEYS: uturns, usage, budget. ARGV: as count_usage's. 1 if counted now.
+# KEYS: uturns, usage, budget, urows. ARGV: as count_usage's. 1 if counted now.
 ADD_USAGE = (
     COUNT_USAGE
     + """
@@ -154,7 +162,7 @@ return (count_usage(1, 1))
 """
 )
 
-# KEYS: tphase, topen, eseq, events, uturns, usage, budget. ARGV: end, then
+# KEYS: tphase, topen, eseq, events, uturns, usage, budget, urows. ARGV: end, then
 # the turn id with the usage to count (as count_usage's) or the turn id and
 # one '', then each frame to append: the count m of its header values, its
 # JSON without seq, the retention and the m header values. The usage is
