@@ -45,7 +45,9 @@ from personas.routing import Selection, Source, select_targets
 from personas.session import Session
 from protocol.tasks import ToolUse
 from store.base import Group, GroupMessage, StoreError
+from store.budgets import day_account
 from store.conversation import GroupKind
+from store.quotas import NO_PERSON, UsageKey
 from store.workspaces import WorkspaceNameError, files_of, read_project_doc
 from telemetry import tracing
 
@@ -99,7 +101,7 @@ class TurnRunner:
         self.toolkit = TurnToolkit(services, req, self.writer, host)
         # How the turn ended, set just before its result is sent.
         self.ended: TurnOutcome | None = None
-        self.budget = TurnBudget(services.store, req.group_id, req.turn_id)
+        self.budget = TurnBudget(services.store, req.group_id, req.turn_id, req.origin.user_id)
         # The tools the turn called and how each went (a task's evidence).
         self.tool_uses: list[ToolUse] = []
 
@@ -202,8 +204,15 @@ class TurnRunner:
         self.ended = self.outcome(result, reply, mentioned)
         # The usage is read before the result goes out (the bridge forgets its sum then).
         used = self.reported_usage()
+        accounts = self.budget.hand_over()
+        # Settled before the result: whoever sees it reads up-to-date ledgers (the meter).
+        stop = self.writer.stop
+        await self.budget.settle(used, stop.cost_usd if stop else 0.0)
         await self.writer.finish(
-            message_id=reply.id if reply else None, usage=used, accounts=self.budget.hand_over()
+            message_id=reply.id if reply else None,
+            usage=used,
+            accounts=accounts,
+            row=self.usage_key(),
         )
         await self.save(ctx.conv)
         return self.ended
@@ -428,6 +437,16 @@ class TurnRunner:
             ),
         )
         return stored, sel
+
+    def usage_key(self) -> UsageKey:
+        """The usage record the turn's tokens and cost go to (``store.quotas``)."""
+        stop = self.writer.stop
+        return UsageKey(
+            day=day_account().removeprefix("day:"),
+            user=self.req.origin.user_id or NO_PERSON,
+            vp=self.s.vp_id,
+            model=(stop.model if stop and stop.model else None) or self.s.engine.model,
+        )
 
     def reported_usage(self) -> Usage:
         """The tokens the turn's result reports: the stop's own, else the sum of its calls.

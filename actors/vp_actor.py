@@ -357,6 +357,7 @@ class VPActor:
             model=cmd.model,
             group_id=cmd.group_id,
             chain_id=cmd.chain_id,
+            user_id=cmd.user_id,
         )
 
     async def dream(self, group_id: str) -> DreamReport:

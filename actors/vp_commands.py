@@ -132,12 +132,14 @@ class QuestionOf(VPCommand[str | None]):
 
 @dataclass(frozen=True, slots=True)
 class Complete(VPCommand[str]):
-    """One model call without tools for team mode, charged to ``group_id``'s budgets."""
+    """One model call without tools for team mode, charged to ``group_id``'s budgets
+    and to the quota of ``user_id``, the person whose message it serves."""
 
     call: ModelCall
     model: str | None
     group_id: str
     chain_id: str
+    user_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

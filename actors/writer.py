@@ -69,6 +69,7 @@ from protocol.attachments import message_attachments
 from protocol.tasks import Task, TaskChanged
 from store.base import GroupMessage, Store, StoreError
 from store.chatviews import TurnUsage
+from store.quotas import UsageKey
 from store.retry import until_stored
 from store.turns import TurnEnd, TurnRecord
 
@@ -481,13 +482,14 @@ class TurnWriter:
         message_id: str | None = None,
         usage: Usage | None = None,
         accounts: Sequence[str] = (),
+        row: UsageKey | None = None,
     ) -> StopEvent:
         """Send the turn's ``result`` (``stop``, else the engine's) and its last status.
 
         ``message_id`` is the reply the turn stored in the group log, if any;
         the result names it. ``usage``, if given, is what the turn used: it is
         added to the group's totals, and charged to the budget ``accounts``, in
-        the result's write.
+        the result's write, and to the usage record ``row`` (``store.quotas``).
 
         The turn is ``FINISHED`` from the first line on, before any await: a
         second call, whenever it comes, raises
@@ -511,7 +513,7 @@ class TurnWriter:
         if usage is not None:
             cost = final.cost_usd if math.isfinite(final.cost_usd) else 0.0
             self._usage = TurnUsage(
-                self.turn_id, usage.input_tokens, usage.output_tokens, cost, tuple(accounts)
+                self.turn_id, usage.input_tokens, usage.output_tokens, cost, tuple(accounts), row
             )
         try:
             await self.bridge.feed(final)

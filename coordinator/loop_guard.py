@@ -63,6 +63,8 @@ class Chain:
     turns: int = 0
     pairs: Counter[tuple[str, str]] = field(default_factory=Counter)
     stopped: LoopRule | None = None
+    # A spent budget stopped some of its turns, and the group was told (once).
+    quota_noticed: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,7 @@ from actors.commands import Forward
 from actors.turns import QueuePolicy, TurnOrigin
 from actors.vp_commands import AnswerReceipt, VPStats
 from actors.writer import GroupEvents
+from coordinator import quota_gate
 from coordinator.commands import (
     Answer,
     Cancel,
@@ -115,6 +116,8 @@ async def _accept(
     chain = shard.guard(group).start_chain(msg.id)
     origin = TurnOrigin.of_message(msg)
     reqs, refused = shard.admit_all(group, chain, sel.targets, origin, source=None)
+    # Reserved now, for the whole fan-out: a spent quota is one notice, not an error per VP.
+    reqs, spent = await quota_gate.gate(shard.store, group, reqs)
     # A busy VP takes the message as the group (or the message's prefix) says.
     policy = QueuePolicy.of(group.settings, mode)
     reqs = [replace(req, queue=policy) for req in reqs]
@@ -124,6 +127,7 @@ async def _accept(
     events = GroupEvents(shard.store, group.id)
     stored, created = await events.store_message(msg, records)
     if not created:
+        await quota_gate.release(shard.store, group.id, reqs)
         turns = await shard.resend(group, stored)
         return IngestResult(stored.id, duplicate=True, trigger=str(sel.trigger), turns=turns)
     if sel.unknown:
@@ -132,6 +136,8 @@ async def _accept(
         await no_vp(events, stored.id)
     if refused is not None:
         await shard.refused(group, chain, refused)
+    if spent is not None:
+        await quota_gate.quota_notice(events, spent, stored.id)
     turns = {req.vp_id: shard.turns.launch(replace(req, trigger=stored)) for req in reqs}
     return IngestResult(
         stored.id,

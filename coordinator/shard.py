@@ -27,6 +27,7 @@ from actors.config import RuntimeConfig
 from actors.tools import vp_tools
 from actors.turns import QueuePolicy, TurnOrigin, TurnOutcome, TurnRequest
 from actors.writer import GroupEvents
+from coordinator import quota_gate
 from coordinator.chains import rebuild_chain
 from coordinator.dispatch import Dispatcher
 from coordinator.groups import GroupBook, unknown_names
@@ -241,13 +242,19 @@ class Shard:
         """Start a turn of each VP the loop guard admits, in order, until it refuses one.
 
         The turns are recorded in the store in one write before any is sent.
+        The turns are also reserved on the budgets (``coordinator.quota_gate``): a
+        spent budget stops them with one notice per chain.
         Returns the turn id of each VP started.
         """
         reqs, refused = self.admit_all(group, chain, vps, origin, source)
+        reqs, spent = await quota_gate.gate(self.store, group, reqs)
         if queue is not None:
             reqs = [replace(req, queue=queue) for req in reqs]
         if refused is not None:
             await self.refused(group, chain, refused)
+        if spent is not None and not chain.quota_noticed:
+            chain.quota_noticed = True
+            await quota_gate.quota_notice(GroupEvents(self.store, group.id), spent, chain.root)
         if reqs:
             await self.turns.record(group.id, reqs)
         return {req.vp_id: self.turns.launch(req) for req in reqs}

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from gateway.attachments import AttachmentService
     from gateway.mcp import McpCatalog
     from gateway.oidc import OidcClient
+    from gateway.quota_meter import QuotaMeters
 
 
 @dataclass(slots=True)
@@ -43,5 +44,7 @@ class GatewayContext:
     people: People
     # Files with messages: limits, uploads and downloads (gateway.attachments).
     attachments: AttachmentService
+    # Each person's quota meter, pushed to their connections (gateway.quota_meter).
+    meters: QuotaMeters
     # The OpenID Connect provider people sign in with, made on first use (gateway.oidc_http).
     oidc: OidcClient | None = None

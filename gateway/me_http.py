@@ -23,10 +23,11 @@
   the caller's live sessions); ``DELETE /api/me/sessions``: end all but the
   current (``{ended}``). An ended session's token is refused at once on every
   gateway, and its WebSockets close with 4401 (``gateway.sessions``);
-- ``GET /api/me/usage``: tokens and US dollars spent by the VPs of each group
-  the caller is a member of, per UTC day, over the last 30 days, read from
-  the groups' daily budget ledgers (``store.budgets``). A group's figures are
-  the whole group's, shared with its other members.
+- ``GET /api/me/usage``: tokens and US dollars the caller's own messages
+  cost (every turn of the chains they started, hand-offs included), per UTC
+  day and per group, over the last 30 days, read from the usage records
+  (``store.quotas``): the same figures an administrator sees for them in
+  ``GET /api/admin/usage``.
 
 A password change and ended sessions are recorded in the audit log
 (``gateway.audit``).
@@ -210,37 +211,38 @@ async def end_other_sessions(request: Request, user: User, ctx: Ctx) -> dict[str
 
 @router.get("/api/me/usage")
 async def my_usage(user: User, ctx: Ctx) -> dict[str, Any]:
-    """Tokens and USD per day and per group over the last 30 days (UTC days)."""
+    """Tokens and USD the caller's messages cost, per day and per group, over 30 UTC days."""
     store = await ctx.runtime.store()
     now = time.time()
-    days = [day_account(now - i * _DAY_S) for i in range(USAGE_DAYS - 1, -1, -1)]
-    groups = await store.list_groups(member=user)
-    ledgers = await asyncio.gather(*(store.budget_spend(g.id, days) for g in groups))
-    by_day = {d.removeprefix("day:"): [0, 0.0] for d in days}
+    days = [day_account(now - i * _DAY_S).removeprefix("day:") for i in range(USAGE_DAYS)][::-1]
+    rows = await store.usage_rows(days[0], days[-1], user=user)
+    groups = {g.id: g for g in await store.list_groups()}
+    by_day = {d: [0, 0.0] for d in days}
+    per_group: dict[str, list[Any]] = {}
+    for row in rows:
+        tokens = row.input_tokens + row.output_tokens
+        by_day[row.day][0] += tokens
+        by_day[row.day][1] += row.usd
+        entry = per_group.setdefault(row.group_id, [0, 0.0])
+        entry[0] += tokens
+        entry[1] += row.usd
     by_group: list[dict[str, Any]] = []
-    for group, spends in zip(groups, ledgers, strict=True):
-        tokens, usd = 0, 0.0
-        for spend in spends:
-            row = by_day[spend.account.removeprefix("day:")]
-            row[0] += spend.spent_tokens
-            row[1] += spend.spent_usd
-            tokens += spend.spent_tokens
-            usd += spend.spent_usd
-        if tokens or usd:
-            by_group.append(
-                {
-                    "groupId": group.id,
-                    "name": group.name,
-                    "kind": group.kind.value,
-                    "tokens": tokens,
-                    "usd": round(usd, 6),
-                }
-            )
+    for gid, (tokens, usd) in per_group.items():
+        group = groups.get(gid)
+        by_group.append(
+            {
+                "groupId": gid,
+                "name": group.name if group is not None else "(deleted)",
+                "kind": group.kind.value if group is not None else "group",
+                "tokens": tokens,
+                "usd": round(usd, 6),
+            }
+        )
     by_group.sort(key=lambda g: (-g["tokens"], g["name"]))
     return {
         "days": USAGE_DAYS,
-        "from": days[0].removeprefix("day:"),
-        "to": days[-1].removeprefix("day:"),
+        "from": days[0],
+        "to": days[-1],
         "tokens": sum(int(v[0]) for v in by_day.values()),
         "usd": round(sum(float(v[1]) for v in by_day.values()), 6),
         "byDay": [

@@ -45,6 +45,7 @@ from gateway import (
     oidc_http,
     reactions,
     tasks_http,
+    usage_http,
     ws,
 )
 from gateway.attachments import AttachmentService
@@ -61,6 +62,7 @@ from gateway.mcp_admin import McpServersFile
 from gateway.mcp_http import router as mcp_router
 from gateway.metrics import Metrics
 from gateway.people import People
+from gateway.quota_meter import QuotaMeters
 from gateway.settings import GatewaySettings, load_or_create_secret
 from gateway.tail import Hub
 from personas.loader import load_personas
@@ -164,6 +166,7 @@ def create_app(
         people=People(runtime.store, hub, wait_s=settings.tail_wait_s),
         conversations=ConversationService(runtime, groups, personas, settings.data_dir),
         attachments=AttachmentService(attachments, settings.attachment_limits()),
+        meters=QuotaMeters(runtime.store, hub),
     )
 
     @contextlib.asynccontextmanager
@@ -182,6 +185,7 @@ def create_app(
             await _closing("the group tails", hub.close())
             await _closing("the MCP catalog", ctx.mcp.aclose())
             await _closing("the attachment store", ctx.attachments.store.aclose())
+            await _closing("the quota meters", ctx.meters.close())
             await asyncio.to_thread(tracing.flush)
         if on_stop is not None:
             await on_stop()
@@ -210,6 +214,7 @@ def create_app(
     app.include_router(reactions.router)
     app.include_router(audit_http.router)
     app.include_router(invites_http.router)
+    app.include_router(usage_http.router)
     app.add_api_websocket_route("/ws", ws.websocket_endpoint)
     # The UI's files are written separately and may not exist yet; the mount
     # is made anyway and answers 404 until they do.

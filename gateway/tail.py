@@ -253,6 +253,8 @@ class GroupTail:
             for sub in list(self.subscriptions):
                 if sub.wants(event) and not sub.deliver(event.seq, event.text):
                     self.hub.drop(sub)
+            if event.data_type == "result" and self.hub.on_result is not None:
+                self.hub.on_result(self.group_id, event)
 
     def _fan_out_gap(self, first_seq: int) -> None:
         text = gap_frame(self.group_id, first_seq)
@@ -277,6 +279,8 @@ class Hub:
         # A batch is handed to every queue at once, without yielding, so it
         # must fit in a client's queue or a healthy client would overflow.
         self.batch = min(settings.tail_batch, settings.client_queue_size)
+        # Told of every turn's ``result`` once it is handed out (``gateway.quota_meter``).
+        self.on_result: Callable[[str, StoredEvent], None] | None = None
 
     async def subscribe(
         self,

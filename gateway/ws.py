@@ -324,6 +324,7 @@ class ClientSession:
             frame.vp_ids,
             pinned=lambda: self.conn.send(reply),
         )
+        await self.ctx.meters.subscribed(self.conn.send, self.username, group)
 
     async def _unsubscribe(self, frame: Unsubscribe) -> None:
         sub = self.conn.subscriptions.get(frame.group_id)

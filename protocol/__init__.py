@@ -81,6 +81,7 @@ from protocol.mcp import (
 )
 from protocol.message_changes import MessageChange, MessageChanged
 from protocol.queueing import QueueMode, QueueOutcome, split_queue_prefix
+from protocol.quotas import QuotaMeter
 from protocol.reactions import (
     MessagePin,
     MessagePins,
@@ -171,6 +172,7 @@ __all__ = [
     "ProtocolError",
     "QueueMode",
     "QueueOutcome",
+    "QuotaMeter",
     "ReactionView",
     "RemoveVp",
     "RenameGroup",

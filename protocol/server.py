@@ -20,6 +20,7 @@ from protocol.mcp import McpServersListFrame
 from protocol.members import DirectoryEvent, PresenceFrame, RemovedFrame
 from protocol.message_changes import MessageChanged
 from protocol.queueing import QueueOutcome
+from protocol.quotas import QuotaMeter
 from protocol.reactions import MessagePins, MessageReactions
 from protocol.tasks import TaskChanged
 
@@ -313,7 +314,8 @@ ServerFrame = Annotated[
     | PresenceFrame
     | RemovedFrame
     | LlmConfigFrame
-    | YeaftSettingsFrame,
+    | YeaftSettingsFrame
+    | QuotaMeter,
     Field(discriminator="type"),
 ]
 """Every frame the server may send, told apart by ``type``."""

@@ -198,6 +198,20 @@ class GroupSettings(BaseModel):
         le=1_000_000,
         description="At most this many US dollars a day (UTC) for the group's turns; 0: no limit.",
     )
+    budget_tokens_per_month: int = Field(
+        default=0,
+        ge=0,
+        le=1_000_000_000_000,
+        description="At most this many tokens a month (UTC) for the group's turns; 0: no limit.",
+    )
+    budget_usd_per_month: float = Field(
+        default=0.0,
+        ge=0,
+        le=100_000_000,
+        description=(
+            "At most this many US dollars a month (UTC) for the group's turns; 0: no limit."
+        ),
+    )
     budget_tokens_per_message: int = Field(
         default=0,
         ge=0,
@@ -264,6 +278,8 @@ CONVERSATION_SETTINGS = (
     "project_doc",
     "budget_tokens_per_day",
     "budget_usd_per_day",
+    "budget_tokens_per_month",
+    "budget_usd_per_month",
     "budget_tokens_per_message",
     "budget_usd_per_message",
 )

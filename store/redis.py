@@ -104,9 +104,10 @@ _FINISHED = "finished"
 class RedisStore(
     RedisMembers,
     RedisEvents,
+    # Before RedisChatViews, which calls its _usage_rows_key.
+    RedisQuotas,
     RedisChatViews,
     RedisBudgets,
-    RedisQuotas,
     RedisTasks,
     RedisTranscripts,
     RedisLogins,

@@ -20,7 +20,7 @@ optimistic WATCH/MULTI transaction on the message hash.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import redis.asyncio as aioredis
 from redis.exceptions import WatchError
@@ -85,11 +85,12 @@ class RedisChatViews:
     """``ChatViews`` on Redis (mixed into RedisStore, which provides the attributes)."""
 
     _r: aioredis.Redis
-    # RedisQuotas' own: the key of the usage rows a turn's usage goes to.
-    _usage_rows_key: Callable[[str, TurnUsage], Awaitable[str]]
 
     def _key(self, group_id: str, kind: str) -> str:
         raise NotImplementedError  # RedisStore's own
+
+    async def _usage_rows_key(self, group_id: str, usage: TurnUsage) -> str:
+        raise NotImplementedError  # RedisQuotas' own (before this class in RedisStore)
 
     def _check_open(self) -> None:
         raise NotImplementedError  # RedisStore's own

@@ -134,7 +134,8 @@ async def test_turns_on_several_vp_actors_share_the_group_budget(
         done, _ = await asyncio.wait(turns, return_when=asyncio.FIRST_COMPLETED)
         [refused] = [t.result() for t in done]
         assert refused.reason is StopReason.ERROR
-        assert refused.error is not None and "budget for today's turns" in refused.error
+        assert refused.error is not None
+        assert "group's budget for today (2,000 tokens)" in refused.error
         gate.set()
         outcomes = await asyncio.gather(*turns)
         assert sorted(o.reason.value for o in outcomes) == ["end_turn", "end_turn", "error"]

@@ -130,6 +130,9 @@ async def test_every_route_and_frame_refuses_who_does_not_belong(
         if isinstance(r, APIRoute) and r.path.startswith("/api/") and r.path not in PUBLIC
     ]
     assert len(routes) > 40
+    # Usage and quotas (gateway.usage_http) are walked like every other route.
+    walked_paths = {r.path for r in routes}
+    assert {"/api/admin/usage", "/api/admin/users/{username}/quota"} <= walked_paths
     problems: list[str] = []
 
     # No cookie jar: who calls is the Authorization header alone, or nobody.

@@ -55,17 +55,23 @@ def takes_task_path(group: Group, text: str, names: list[str]) -> bool:
 class VPComplete:
     """Team mode's model calls for one message chain, made by one VP actor of the group."""
 
-    def __init__(self, turns: Dispatcher, group: Group, chain_id: str) -> None:
+    def __init__(
+        self, turns: Dispatcher, group: Group, chain_id: str, user_id: str | None = None
+    ) -> None:
         self.turns = turns
         self.group_id = group.id
         self.chain_id = chain_id
+        # The person whose message the calls serve: their quota pays (None: nobody's).
+        self.user_id = user_id
         self.vp_id = group.default_vp or group.roster[0]
         self.model = group.settings.model or None
 
     async def __call__(self, call: ModelCall) -> str:
         vp = await self.turns.vp(self.vp_id)
         try:
-            text = await vp.send(Complete(call, self.model, self.group_id, self.chain_id))
+            text = await vp.send(
+                Complete(call, self.model, self.group_id, self.chain_id, self.user_id)
+            )
         except RayError as exc:
             if _timed_out(exc):
                 # The caller retries a timeout; any other failure falls back.

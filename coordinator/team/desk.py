@@ -91,8 +91,8 @@ class TeamDesk:
         # resends what is not acked yet) is not routed a second time.
         self._routing: set[str] = set()
 
-    def complete_for(self, group: Group, chain_id: str) -> VPComplete:
-        return VPComplete(self.s.turns, group, chain_id)
+    def complete_for(self, group: Group, chain_id: str, user_id: str | None = None) -> VPComplete:
+        return VPComplete(self.s.turns, group, chain_id, user_id)
 
     def _lock(self, group_id: str) -> asyncio.Lock:
         return self._locks.setdefault(group_id, asyncio.Lock())
@@ -174,7 +174,7 @@ class TeamDesk:
             return
         seen = await self._active(group.id)
         decision = await route(
-            self.complete_for(group, message.id),
+            self.complete_for(group, message.id, message.author),
             text,
             active=seen,
             recent=await self._recent(group.id, message.id),
@@ -323,7 +323,7 @@ class TeamDesk:
     def _attempt_run(
         self, group: Group, task: Task, message: GroupMessage, history: str | None
     ) -> AttemptRun:
-        complete = self.complete_for(group, message.id)
+        complete = self.complete_for(group, message.id, message.author)
         origin = TurnOrigin.of_message(message)
         run = AttemptRun(self.s, group, task, complete, origin, history)
         self._runs[task.id] = run

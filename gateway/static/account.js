@@ -1,5 +1,5 @@
 // The "Account" dialog, opened from the sidebar's foot: the person's display
-// name, a password change, what their groups spent (GET /api/me/usage) and
+// name, a password change, what their messages cost (GET /api/me/usage) and
 // their sign-in sessions, each of which they may end (gateway/me_http.py).
 //
 // `mountAccount()` adds the button and the dialog; nothing else in the page
@@ -165,7 +165,7 @@ export class AccountDialog {
       const total = el('p', {
         class: 'panel-hint',
         testid: 'account-usage-total',
-        text: `${usage.tokens} tokens, ${usd(usage.usd)} in the groups you are in (shared with their members).`,
+        text: `${usage.tokens} tokens, ${usd(usage.usd)} spent answering your messages in the last 30 days.`,
       });
       const days = table(
         'account-usage-days',

@@ -33,6 +33,7 @@ export const AUDIT_ACTIONS = [
   'invite_created',
   'invite_revoked',
   'invite_redeemed',
+  'quota_changed',
 ];
 
 const PAGE = 50;
