@@ -10,7 +10,9 @@ so a meter computed once the result is seen is up to date.
 :class:`QuotaMeters` sends a connection its meter when it subscribes to a
 group, and, after each ``result`` of a turn that used tokens or money in a
 group this process tails, sends every subscriber of that group theirs (one
-computation per person, however many tabs). Refreshes of one group are
+computation per person, however many tabs). Only a meter with a limit goes
+out: a person with no limit anywhere never gets the frame, and a client
+hides its meter when it subscribes to a group until one comes. Refreshes of one group are
 coalesced: results arriving while one runs cause one more, not one each.
 """
 
@@ -131,9 +133,12 @@ class QuotaMeters:
     ) -> None:
         """Send a new subscriber its meter; a failing store costs the meter, not the subscribe."""
         try:
-            send(await meter(await self._store(), username, group))
+            found = await meter(await self._store(), username, group)
         except Exception:
             log.warning("quota meter of %s in %s not sent", username, group.id, exc_info=True)
+            return
+        if found.percent is not None:
+            send(found)
 
     def turn_ended(self, group_id: str, event: StoredEvent) -> None:
         """A ``result`` went to the group's subscribers; refresh their meters if it spent."""
@@ -161,7 +166,7 @@ class QuotaMeters:
             return
         users = sorted({sub.sink.username for sub in subs})
         frames = await asyncio.gather(*(meter(store, u, group) for u in users))
-        texts = {u: dumps(f) for u, f in zip(users, frames, strict=True)}
+        texts = {u: dumps(f) for u, f in zip(users, frames, strict=True) if f.percent is not None}
         for sub in self._hub.group_subscriptions(group_id):
             text = texts.get(sub.sink.username)
             if text is not None and not sub.ended:

@@ -8,8 +8,8 @@ something. Of every limit that applies to the person writing in that group
 and in US dollars) it reports the one most used: ``percent`` of ``limit``
 is ``spent`` (``unit`` ``tokens`` or ``usd``), for ``period`` ``day`` or
 ``month`` (UTC), of ``scope`` ``person`` or ``group``. ``text`` says it in
-a few words ("62% of today's budget"). With no limit at all, ``percent``
-is null and the meter hides.
+a few words ("62% of today's budget"). With no limit at all nothing is
+sent (``percent`` null is kept for a client to hide its meter).
 """
 
 from __future__ import annotations
