@@ -33,6 +33,7 @@ import { closeSidebar, mountDrawer, Sidebar } from './sidebar.js';
 import { Liveness, markStale } from './liveness.js';
 import { TaskCards } from './tasks.js';
 import { presenceChip, Timeline } from './timeline.js';
+import { QuotaMeter } from './quotameter.js';
 import { Reactions } from './reactions.js';
 
 const LAST_GROUP_KEY = 'yeaft.lastGroup';
@@ -113,6 +114,7 @@ const search = new SearchBox({
   },
 });
 
+const quotaMeter = new QuotaMeter($('composer'));
 const composer = new Composer({
   form: $('composer'),
   input: $('message-input'),
@@ -460,6 +462,7 @@ async function openAt(groupId, messageId) {
 
 // -- frames from the server ---------------------------------------------------
 function handleFrame(frame) {
+  quotaMeter.frame(frame);
   switch (frame.type) {
     case 'group_message':
       if (frame.groupId !== state.groupId || state.loading) return;

@@ -32,6 +32,8 @@ const QUEUE_NUMBERS = [
 const BUDGET_NUMBERS = [
   { key: 'budgetTokensPerDay', label: 'Tokens a day (0: no limit)', min: 0, max: 10000000000, step: 1 },
   { key: 'budgetUsdPerDay', label: 'US dollars a day (0: no limit)', min: 0, max: 1000000, step: 0.01 },
+  { key: 'budgetTokensPerMonth', label: 'Tokens a month (0: no limit)', min: 0, max: 1000000000000, step: 1 },
+  { key: 'budgetUsdPerMonth', label: 'US dollars a month (0: no limit)', min: 0, max: 100000000, step: 0.01 },
   { key: 'budgetTokensPerMessage', label: 'Tokens per message (0: no limit)', min: 0, max: 10000000000, step: 1 },
   { key: 'budgetUsdPerMessage', label: 'US dollars per message (0: no limit)', min: 0, max: 1000000, step: 0.01 },
 ];
