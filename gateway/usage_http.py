@@ -85,10 +85,18 @@ class QuotaBody(View):
     model_config = ConfigDict(
         alias_generator=to_camel, validate_by_name=True, validate_by_alias=True, extra="forbid"
     )
-    tokens_per_day: int = Field(default=0, ge=0, le=10_000_000_000)
-    usd_per_day: float = Field(default=0.0, ge=0, le=1_000_000)
-    tokens_per_month: int = Field(default=0, ge=0, le=1_000_000_000_000)
-    usd_per_month: float = Field(default=0.0, ge=0, le=100_000_000)
+    tokens_per_day: int = Field(
+        default=0, ge=0, le=10_000_000_000, description="Tokens a UTC day, all groups; 0: none."
+    )
+    usd_per_day: float = Field(
+        default=0.0, ge=0, le=1_000_000, description="US dollars a UTC day, all groups; 0: none."
+    )
+    tokens_per_month: int = Field(
+        default=0, ge=0, le=1_000_000_000_000, description="Tokens a UTC month; 0: none."
+    )
+    usd_per_month: float = Field(
+        default=0.0, ge=0, le=100_000_000, description="US dollars a UTC month; 0: none."
+    )
 
     def quota(self) -> PersonQuota:
         return PersonQuota(

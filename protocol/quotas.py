@@ -26,10 +26,14 @@ class QuotaMeter(ServerModel):
 
     type: Literal["quota_meter"] = "quota_meter"
     group_id: str
-    percent: float | None = Field(default=None, ge=0)
-    scope: Literal["person", "group"] | None = None
-    period: Literal["day", "month"] | None = None
-    unit: Literal["tokens", "usd"] | None = None
-    spent: float = 0.0
-    limit: float = 0.0
-    text: str = ""
+    percent: float | None = Field(
+        default=None, ge=0, description="Share of the limit spent (may pass 100); null: none."
+    )
+    scope: Literal["person", "group"] | None = Field(
+        default=None, description="The person's own quota, or the group's budget."
+    )
+    period: Literal["day", "month"] | None = Field(default=None, description="UTC day or month.")
+    unit: Literal["tokens", "usd"] | None = Field(default=None, description="What is counted.")
+    spent: float = Field(default=0.0, description="Spent by finished turns, in ``unit``.")
+    limit: float = Field(default=0.0, description="The limit, in ``unit``.")
+    text: str = Field(default="", description="In a few words: 62% of today's budget.")

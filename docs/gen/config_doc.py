@@ -41,6 +41,15 @@ commands read them when they start; every actor gets them from the process
 that started the deployment, never from its own environment. Lists and
 objects are JSON (`YEAFT_FALLBACK_MODELS='["openai:gpt-4o-mini"]'`).
 Secrets are shown as `secret`: their values are never printed.
+
+Budgets and quotas are not environment settings: they change while the
+server runs. A group's day, month and per-message limits are group settings
+(`budgetTokensPerDay`, `budgetUsdPerDay`, `budgetTokensPerMonth`,
+`budgetUsdPerMonth`, `budgetTokensPerMessage`, `budgetUsdPerMessage`, set by
+its owner: `PATCH /api/groups/{{id}}/settings`); a person's own daily and
+monthly limits, which count their spending in every group, are set by an
+administrator (`PUT /api/admin/users/{{username}}/quota`). Both are kept in
+the store; see [web-api.md](web-api.md#quotas-and-usage).
 """
 
 
