@@ -36,6 +36,8 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "queue_cap": (1, 100),
     "budget_tokens_per_day": (0, 10_000_000_000),
     "budget_usd_per_day": (0, 1_000_000),
+    "budget_tokens_per_month": (0, 1_000_000_000_000),
+    "budget_usd_per_month": (0, 100_000_000),
     "budget_tokens_per_message": (0, 10_000_000_000),
     "budget_usd_per_message": (0, 1_000_000),
 }
@@ -61,6 +63,8 @@ DEFAULTS: dict[str, Any] = {
     "queue_cap": 20,
     "budget_tokens_per_day": 0,
     "budget_usd_per_day": 0.0,
+    "budget_tokens_per_month": 0,
+    "budget_usd_per_month": 0.0,
     "budget_tokens_per_message": 0,
     "budget_usd_per_message": 0.0,
 }
