@@ -86,10 +86,15 @@ class GetGroup(GroupCommand[Group | None]):
 
 @dataclass(frozen=True, slots=True)
 class DeleteGroup(GroupCommand[bool]):
-    """Delete the group (its turns stopped first); with ``actor``, only if they own it."""
+    """Delete the group (its turns stopped first); with ``actor``, only if they own it.
+
+    ``by_admin``: ``actor`` is an instance administrator (the gateway checked
+    it), who may delete any group.
+    """
 
     group_id: str
     actor: str | None = None
+    by_admin: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,11 +135,16 @@ class SetMembers(GroupCommand[Group]):
 
 @dataclass(frozen=True, slots=True)
 class MemberChange(GroupCommand[Group]):
-    """Invite, remove, leave or hand over, as ``actor`` (``coordinator.membership``)."""
+    """Invite, remove, leave or hand over, as ``actor`` (``coordinator.membership``).
+
+    ``by_admin``: ``actor`` is an instance administrator (the gateway checked
+    it), who may hand any group over to one of its members without being one.
+    """
 
     group_id: str
     actor: str
     op: MemberOp
+    by_admin: bool = False
 
 
 # -- messages and turns --------------------------------------------------------------

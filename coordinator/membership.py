@@ -132,7 +132,9 @@ def member_error(exc: MemberError) -> GroupError:
     return GroupError(_MEMBER_ERRORS[exc.code], exc.message)
 
 
-def member_notice(op: MemberOp, actor: str) -> str:
+def member_notice(op: MemberOp, actor: str, by_admin: bool = False) -> str:
+    if by_admin:
+        actor = f"{actor} (administrator)"
     if op.action == "invited":
         return f"{actor} added {op.user} to the group"
     if op.action == "joined":
@@ -197,14 +199,27 @@ class Membership:
         self.book = book
         self.announce = Announcer(store)
 
-    async def change(self, group_id: str, actor: str, op: MemberOp) -> Group:
-        """Invite, remove, leave or transfer, checked against who ``actor`` is; announced."""
+    async def change(
+        self, group_id: str, actor: str, op: MemberOp, *, by_admin: bool = False
+    ) -> Group:
+        """Invite, remove, leave or transfer, checked against who ``actor`` is; announced.
+
+        ``by_admin``: an instance administrator hands the group over; the
+        owner's rule is waived for that one change, the store's are not (the
+        new owner must be a member).
+        """
         async with self.book.locked(group_id):
             group = await self.book.require(group_id)
             joining = op.action == "joined" and group.kind is GroupKind.GROUP
-            if actor not in group.members and not joining:
-                raise GroupError(GroupErrorCode.NOT_FOUND, f"group {group_id} not found")
-            check_member_op(group, actor, op)
+            if by_admin:
+                if op.action != "owner":
+                    raise GroupError(
+                        GroupErrorCode.NOT_OWNER, "an administrator may only hand a group over"
+                    )
+            else:
+                if actor not in group.members and not joining:
+                    raise GroupError(GroupErrorCode.NOT_FOUND, f"group {group_id} not found")
+                check_member_op(group, actor, op)
             if op.action in ("invited", "joined") and op.user in group.members:
                 return group  # already in: nothing to announce
             if op.action == "owner" and owner_of(group) == op.user:
@@ -215,7 +230,12 @@ class Membership:
                 raise member_error(exc) from exc
         action = "owner" if op.action == "owner" else "members"
         await self.announce.changed(
-            changed, action, actor, member_notice(op, actor), change=op.action, user=op.user
+            changed,
+            action,
+            actor,
+            member_notice(op, actor, by_admin),
+            change=op.action,
+            user=op.user,
         )
         added = [u for u in changed.members if u not in group.members]
         removed = [u for u in group.members if u not in changed.members]

@@ -47,7 +47,7 @@ async def delete_group(shard: Shard, cmd: DeleteGroup) -> bool:
     group_id = cmd.group_id
     group = await shard.groups.get(group_id)
     if group is not None:
-        if cmd.actor is not None:
+        if cmd.actor is not None and not cmd.by_admin:
             require_owner(group, cmd.actor, "delete the group")
         await shard.cancel(group, None)
     await shard.team.forget(group_id)
@@ -83,7 +83,7 @@ async def set_members(shard: Shard, cmd: SetMembers) -> Group:
 
 @OPS.on(MemberChange)
 async def change_members(shard: Shard, cmd: MemberChange) -> Group:
-    return await shard.membership.change(cmd.group_id, cmd.actor, cmd.op)
+    return await shard.membership.change(cmd.group_id, cmd.actor, cmd.op, by_admin=cmd.by_admin)
 
 
 @OPS.on(AllowTool)

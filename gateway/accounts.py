@@ -23,6 +23,7 @@ from gateway.sessions import check_session
 from gateway.users import UserError, check_password, hash_password
 from protocol import ErrorCode
 from store.base import UserStore
+from store.disabled import DisabledAccounts
 from store.logins import LoginLog
 from store.sessions import SessionLog
 
@@ -33,8 +34,8 @@ class AccountStore(UserStore, LoginLog, Protocol):
     """What looking after an account touches: user records and failed-login counts."""
 
 
-class SessionUsers(UserStore, SessionLog, Protocol):
-    """What checking a token's user touches: user records and sessions."""
+class SessionUsers(UserStore, SessionLog, DisabledAccounts, Protocol):
+    """What checking a token's user touches: user records, sessions and disabled marks."""
 
 
 async def set_password(store: AccountStore, username: str, password: str) -> None:
@@ -62,12 +63,13 @@ async def unlock_user(store: AccountStore, username: str) -> bool:
 
 
 async def session_user(store: SessionUsers, claims: Mapping[str, Any]) -> str:
-    """The user of a verified token; AuthError when gone, re-passworded since it was
-    issued, or when its session was ended (``gateway.sessions``)."""
+    """The user of a verified token; AuthError when gone, disabled, re-passworded since
+    it was issued, or when its session was ended (``gateway.sessions``)."""
     username = str(claims["sub"])
     user = await store.get_user(username)
     if user is None:
         raise AuthError(AuthFailure.UNKNOWN_USER, "the user of this session no longer exists")
+    await check_enabled(store, username)
     changed = user.get(PASSWORD_CHANGED_AT)
     # Whole seconds, as ``iat`` is: a login in the second of the change stays valid.
     if isinstance(changed, int | float) and int(claims.get("iat", 0)) < int(changed):
@@ -77,6 +79,15 @@ async def session_user(store: SessionUsers, claims: Mapping[str, Any]) -> str:
         )
     await check_session(store, claims)
     return username
+
+
+async def check_enabled(store: DisabledAccounts, username: str) -> None:
+    """AuthError (``account_disabled``) when an administrator disabled ``username``."""
+    if await store.disabled_mark(username) is not None:
+        raise AuthError(AuthFailure.DISABLED, DISABLED_MESSAGE)
+
+
+DISABLED_MESSAGE = "this account is disabled: ask an administrator"
 
 
 def client_address(request: Request) -> str:

@@ -7,10 +7,21 @@
   logins and lift its lockout. The counts are in the store, so this lifts
   it on every gateway at once.
 
-- ``GET /api/admin/users``: every account and its instance role;
+- ``GET /api/admin/users?q=``: every account (or those whose name or
+  display name holds ``q``), with its instance role, whether it is
+  disabled and until when it is locked out;
 - ``PUT /api/admin/users/{username}/role {role}``: make an account an
   administrator or a member (``gateway.roles``; the last administrator
-  cannot be demoted: 409 ``conflict``).
+  cannot be demoted: 409 ``conflict``). It takes effect on every gateway at
+  once: every administrator's route reads the role from the store;
+- ``PUT /api/admin/users/{username}/disabled {disabled}``: disable an
+  account or let it back in (``gateway.disabling``: its sessions end, its
+  tokens are refused and its WebSockets close on every gateway); nobody
+  disables themselves (409 ``conflict``);
+- ``DELETE /api/admin/users/{username}/sessions``: sign the person out
+  everywhere (``{username, ended}``); their WebSockets close with 4401.
+
+Every change is recorded in the audit log (``gateway.audit``).
 
 Administrators are the accounts whose role is ``admin`` (``gateway.roles``);
 anyone else signed in gets 403 ``forbidden``, no session 401, an unknown
@@ -21,18 +32,21 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, ConfigDict
 from pydantic.alias_generators import to_camel
 
+from gateway import disabling, sessions
 from gateway.accounts import unlock_user
 from gateway.audit import record as record_audit
-from gateway.errors import not_found
+from gateway.errors import GatewayError, not_found
 from gateway.http import Ctx, User
 from gateway.roles import Role, require_admin, role_of, set_role
 from gateway.settings import GatewaySettings
 from gateway.users import UserError, taken_names
+from protocol import ErrorCode
 from store.audit import AuditAction
+from store.disabled import DisabledMark
 from store.logins import AddressLock
 
 router = APIRouter()
@@ -126,6 +140,12 @@ class Person(View):
     created_at: float | None = None
     # Signs in with the identity provider (no password of its own).
     provider: bool = False
+    disabled: bool = False
+    # When and by whom it was disabled (None: not disabled; by: the command line).
+    disabled_at: float | None = None
+    disabled_by: str | None = None
+    # Epoch seconds: the account's login lockout in force (None: not locked).
+    locked_until: float | None = None
 
 
 class PeopleList(View):
@@ -139,7 +159,25 @@ class RoleBody(View):
     role: Role
 
 
-def _person(record: dict[str, Any], settings: GatewaySettings) -> Person:
+class DisabledBody(View):
+    model_config = ConfigDict(
+        alias_generator=to_camel, validate_by_name=True, validate_by_alias=True, extra="forbid"
+    )
+    disabled: bool
+
+
+class SignedOut(View):
+    username: str
+    # How many live sessions were ended.
+    ended: int
+
+
+def _person(
+    record: dict[str, Any],
+    settings: GatewaySettings,
+    mark: DisabledMark | None = None,
+    locked_until: float | None = None,
+) -> Person:
     created = record.get("createdAt")
     return Person(
         username=str(record["username"]),
@@ -147,14 +185,43 @@ def _person(record: dict[str, Any], settings: GatewaySettings) -> Person:
         role=role_of(record, settings),
         created_at=float(created) if isinstance(created, int | float) else None,
         provider="identity" in record,
+        disabled=mark is not None,
+        disabled_at=mark.at if mark else None,
+        disabled_by=mark.by if mark else None,
+        locked_until=locked_until,
     )
 
 
+async def _one(ctx: Ctx, username: str) -> Person:
+    """One account as the list shows it (404 when there is none)."""
+    store = await ctx.runtime.store()
+    record = await store.get_user(username)
+    if record is None:
+        raise not_found("user")
+    locks = {lock.username: lock.until for lock in (await ctx.logins.lockouts(store)).accounts}
+    mark = await store.disabled_mark(username)
+    return _person(record, ctx.settings, mark, locks.get(username.lower()))
+
+
+def _matches(record: dict[str, Any], q: str) -> bool:
+    words = f"{record.get('username', '')} {record.get('displayName') or ''}".casefold()
+    return q.casefold() in words
+
+
 @router.get("/api/admin/users")
-async def list_people(user: Admin, ctx: Ctx) -> PeopleList:
-    """Every account with its instance role (administrators only)."""
-    records = await (await ctx.runtime.store()).list_users()
-    return PeopleList(people=[_person(r, ctx.settings) for r in records])
+async def list_people(
+    user: Admin, ctx: Ctx, q: Annotated[str, Query(max_length=200)] = ""
+) -> PeopleList:
+    """Every account (``q``: those whose name or display name holds it), administrators only."""
+    store = await ctx.runtime.store()
+    records = [r for r in await store.list_users() if _matches(r, q.strip())]
+    marks = {m.username: m for m in await store.disabled_accounts()}
+    locks = {lock.username: lock.until for lock in (await ctx.logins.lockouts(store)).accounts}
+    people = [
+        _person(r, ctx.settings, marks.get(r["username"]), locks.get(str(r["username"]).lower()))
+        for r in records
+    ]
+    return PeopleList(people=people)
 
 
 @router.put("/api/admin/users/{username}/role")
@@ -162,9 +229,44 @@ async def change_role(username: str, body: RoleBody, user: Admin, ctx: Ctx) -> P
     """Make an account an administrator or a member; the instance keeps one administrator."""
     store = await ctx.runtime.store()
     before = await store.get_user(username)
-    record = await set_role(store, ctx.settings, username, body.role)
+    disabled = {m.username for m in await store.disabled_accounts()}
+    await set_role(store, ctx.settings, username, body.role, disabled)
     detail = {"scope": "instance", "role": body.role.value}
     if before is not None:
         detail["previousRole"] = role_of(before, ctx.settings).value
     await record_audit(store, AuditAction.ROLE_CHANGED, actor=user, target=username, detail=detail)
-    return _person(record, ctx.settings)
+    return await _one(ctx, username)
+
+
+@router.put("/api/admin/users/{username}/disabled")
+async def change_disabled(username: str, body: DisabledBody, user: Admin, ctx: Ctx) -> Person:
+    """Disable an account (it is signed out everywhere at once) or let it back in."""
+    store = await ctx.runtime.store()
+    if body.disabled and username == user:
+        raise GatewayError(
+            ErrorCode.CONFLICT,
+            "you cannot disable your own account: ask another administrator",
+            detail={"reason": "self"},
+        )
+    try:
+        if body.disabled:
+            await disabling.disable(store, username, user)
+        else:
+            await disabling.enable(store, username, user)
+    except UserError as exc:
+        raise not_found("user") from exc
+    return await _one(ctx, username)
+
+
+@router.delete("/api/admin/users/{username}/sessions")
+async def sign_out_everywhere(username: str, user: Admin, ctx: Ctx) -> SignedOut:
+    """End every session of ``username``: their tokens are refused, their sockets close."""
+    store = await ctx.runtime.store()
+    if await store.get_user(username) is None:
+        raise not_found("user")
+    ended = await sessions.end(store, username, None)
+    detail = {"ended": len(ended), "byAdmin": True}
+    await record_audit(
+        store, AuditAction.SESSIONS_ENDED, actor=user, target=username, detail=detail
+    )
+    return SignedOut(username=username, ended=len(ended))

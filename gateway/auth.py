@@ -40,6 +40,7 @@ class AuthFailure(StrEnum):
     UNKNOWN_USER = "unknown_user"
     PASSWORD_CHANGED = "password_changed"
     SESSION_ENDED = "session_ended"
+    DISABLED = "account_disabled"
     BAD_ORIGIN = "bad_origin"
 
 

@@ -97,6 +97,7 @@ def read_password(args: argparse.Namespace) -> str:
 
 
 def cmd_user(args: argparse.Namespace) -> int:
+    from gateway import disabling
     from gateway.accounts import set_password, unlock_user
     from gateway.audit import record
     from gateway.users import UserError, add_user
@@ -109,10 +110,7 @@ def cmd_user(args: argparse.Namespace) -> int:
     command = f"user {args.action}" + (f" {args.name}" if args.name else "")
 
     async def run(store: Store) -> int:
-        if args.action == "list":
-            for user in await store.list_users():
-                print(user["username"])
-        elif args.action == "add":
+        if args.action == "add":
             await add_user(store, args.name, read_password(args))
             await record(store, AuditAction.USER_ADDED, actor=None, target=args.name, cli=True)
             print(f"created user {args.name}")
@@ -123,6 +121,20 @@ def cmd_user(args: argparse.Namespace) -> int:
             action = AuditAction.PASSWORD_CHANGED
             await record(store, action, actor=None, target=args.name, cli=True)
             print(f"changed the password of {args.name}; older sessions must log in again")
+        elif args.action == "disable":
+            done = await disabling.disable(store, args.name, None, cli=True)
+            was = "" if done.changed else " (it was disabled already)"
+            print(
+                f"disabled {args.name}{was}: {done.ended_sessions} session(s) ended; "
+                "running gateways close their connections"
+            )
+        elif args.action == "enable":
+            changed = await disabling.enable(store, args.name, None, cli=True)
+            was = "" if changed else " (it was not disabled)"
+            print(f"enabled {args.name}{was}: they may log in again")
+        elif args.action == "list":
+            for user in await store.list_users():
+                print(user["username"])
         else:
             was_locked = await unlock_user(store, args.name)
             detail = {"wasLocked": was_locked}
@@ -171,10 +183,13 @@ def cmd_token(args: argparse.Namespace) -> int:
 def register(sub: Any) -> None:
     user = sub.add_parser(
         "user",
-        help="manage users: add, list, passwd (new password), unlock (lift a login lockout)",
+        help=(
+            "manage users: add, list, passwd (new password), unlock (lift a login lockout), "
+            "disable (sign out and refuse), enable"
+        ),
     )
-    user.add_argument("action", choices=["add", "list", "passwd", "unlock"])
-    user.add_argument("name", nargs="?", help="user name (add, passwd, unlock)")
+    user.add_argument("action", choices=["add", "list", "passwd", "unlock", "disable", "enable"])
+    user.add_argument("name", nargs="?", help="user name (add, passwd, unlock, disable, enable)")
     user.add_argument(
         "--password-stdin", action="store_true", help="read the password from standard input"
     )

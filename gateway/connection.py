@@ -197,7 +197,11 @@ class Connection:
             self.metrics.closes.labels(code=str(code)).inc()
             return
         self.username = username
-        self.transition(ConnectionState.OPEN)
+        if self.state is ConnectionState.CONNECTING:
+            self.transition(ConnectionState.OPEN)
+        # Otherwise a close was asked for while it authenticated (its session
+        # ended, its account was disabled): the closer below ends it at once,
+        # through the same clean-up as any other close.
         self.metrics.connections.inc()
         tasks = [
             asyncio.create_task(self._read_loop(on_frame), name="ws-read"),

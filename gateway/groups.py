@@ -40,6 +40,7 @@ from store.attachments import AttachmentStore
 from store.audit import AuditAction
 from store.base import Group, Store
 from store.conversation import GroupKind
+from store.membership import owner_of
 from store.workspaces import remove_group_files
 
 if TYPE_CHECKING:
@@ -133,6 +134,31 @@ class GroupService:
         group = await self.member_group(username, group_id)
         await self._call(DeleteGroup(group_id, username))
         await self._audit(username, AuditAction.GROUP_DELETED, group_id, {"name": group.name})
+        await self._deleted(group_id)
+
+    async def admin_delete(self, admin: str, group: Group) -> None:
+        """An administrator deletes any group: its running turns are stopped first
+        (the coordinator's delete cancels them, as the owner's does), then it goes."""
+        await self._call(DeleteGroup(group.id, admin, by_admin=True))
+        detail = {"name": group.name, "owner": owner_of(group), "byAdmin": True}
+        await self._audit(admin, AuditAction.GROUP_DELETED, group.id, detail)
+        await self._deleted(group.id)
+
+    async def admin_transfer(self, admin: str, group: Group, new_owner: str) -> Group:
+        """An administrator hands any group over to one of its members."""
+        op = MemberOp.transfer(new_owner)
+        changed = await self._call(MemberChange(group.id, admin, op, by_admin=True))
+        detail = {
+            "username": new_owner,
+            "scope": "group",
+            "role": "owner",
+            "previousOwner": owner_of(group),
+            "byAdmin": True,
+        }
+        await self._audit(admin, AuditAction.ROLE_CHANGED, group.id, detail)
+        return changed
+
+    async def _deleted(self, group_id: str) -> None:
         self.hub.group_deleted(group_id)
         # Its files go with it: the workspace (under this process's data
         # directory) and the files sent with its messages.

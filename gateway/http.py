@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from gateway import sessions
-from gateway.accounts import client_address, locked_out, session_user
+from gateway.accounts import DISABLED_MESSAGE, client_address, locked_out, session_user
 from gateway.audit import record
 from gateway.auth import (
     SESSION_COOKIE,
@@ -166,6 +166,12 @@ async def login(body: LoginBody, request: Request, response: Response, ctx: Ctx)
         if started is not None:
             raise locked_out(started)
         raise GatewayError(ErrorCode.UNAUTHORIZED, "wrong username or password")
+    if await store.disabled_mark(body.username) is not None:
+        # Told only to whoever knows the password: a guess learns nothing of it.
+        ctx.metrics.logins.labels(outcome="failure").inc()
+        await _failed_login(store, body.username, AuthFailure.DISABLED.value)
+        detail = {"reason": AuthFailure.DISABLED.value}
+        raise GatewayError(ErrorCode.FORBIDDEN, DISABLED_MESSAGE, detail=detail)
     await ctx.logins.succeeded(store, body.username, address)
     ctx.metrics.logins.labels(outcome="success").inc()
     begun = await sessions.begin(store, ctx.settings, body.username, request, SignIn.PASSWORD)

@@ -29,8 +29,8 @@
   (``store.quotas``): the same figures an administrator sees for them in
   ``GET /api/admin/usage``.
 
-A password change and ended sessions are recorded in the audit log
-(``gateway.audit``).
+A password change, a display-name change and ended sessions are recorded
+in the audit log (``gateway.audit``).
 """
 
 from __future__ import annotations
@@ -117,10 +117,18 @@ async def update_me(body: ProfileBody, request: Request, user: User, ctx: Ctx) -
             detail={"limit": MAX_DISPLAY_NAME},
         )
     record = await _record(ctx, user)
+    before = record.get("displayName") or None
     record = {k: v for k, v in record.items() if k != "displayName"}
     if name:
         record["displayName"] = name
-    await (await ctx.runtime.store()).put_user(record)
+    store = await ctx.runtime.store()
+    await store.put_user(record)
+    if (name or None) != before:
+        # A display name is what others see beside a username: who changed it
+        # to what is worth keeping (it is no secret).
+        detail = {"displayName": name or None, "previous": before}
+        action = AuditAction.DISPLAY_NAME_CHANGED
+        await record_audit(store, action, actor=user, target=user, detail=detail)
     return _me_view(record, _current(request), ctx.settings)
 
 

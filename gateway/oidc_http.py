@@ -27,7 +27,8 @@ The new account's instance role is ``admin`` when the ID token meets
 
 Failures are pages a person can read (what went wrong, a link back to the
 login), never a traceback: 400 for a sign-in that cannot be finished, 403
-for a person who may not sign in here, 502 when the provider cannot be
+for a person who may not sign in here (a domain not allowed, a disabled
+account), 502 when the provider cannot be
 reached.
 """
 
@@ -38,7 +39,7 @@ import logging
 import re
 import time
 from dataclasses import replace
-from typing import Annotated, Any
+from typing import Annotated, Any, Protocol
 
 import jwt as pyjwt
 from fastapi import APIRouter, Query, Request
@@ -56,6 +57,7 @@ from gateway.settings import GatewaySettings
 from gateway.users import USERNAME_RE, taken_names
 from store.audit import AuditAction
 from store.base import Store, UserStore
+from store.disabled import DisabledAccounts
 from store.sessions import SignIn
 
 log = logging.getLogger(__name__)
@@ -191,7 +193,11 @@ class NotAllowed(OidcError):
     """The provider signed the person in, but this server does not let them in."""
 
 
-async def account_for(store: UserStore, identity: Identity, settings: GatewaySettings) -> str:
+class OidcAccounts(UserStore, DisabledAccounts, Protocol):
+    """What finding a sign-in's account touches: user records and disabled marks."""
+
+
+async def account_for(store: OidcAccounts, identity: Identity, settings: GatewaySettings) -> str:
     """The account ``identity`` signs in to, made on its first sign-in."""
     domains = settings.oidc_allowed_domains
     if domains:
@@ -202,6 +208,8 @@ async def account_for(store: UserStore, identity: Identity, settings: GatewaySet
             raise NotAllowed(f"people of {shown} may not sign in to this server")
     linked = await store.identity_user(identity.key)
     if linked is not None and await store.get_user(linked) is not None:
+        if await store.disabled_mark(linked) is not None:
+            raise NotAllowed("this account is disabled: ask an administrator")
         return linked
     if linked is not None:
         raise NotAllowed("the account this sign-in belongs to was removed")

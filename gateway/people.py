@@ -21,7 +21,8 @@ process a client is connected to:
   of the watched groups, so a process that died (and announced nothing)
   drops out within a TTL;
 - ended sessions (``gateway.sessions``): every connection their tokens
-  opened closes with 4401, whichever process serves it.
+  opened closes with 4401, whichever process serves it; a disabled account
+  (``gateway.disabling``): every connection of that person closes with 4401.
 """
 
 from __future__ import annotations
@@ -211,6 +212,8 @@ class People:
                     await self._refresh(group_id, event.user, bool(event.online))
         elif event.action == "sessions_ended" and event.user is not None:
             self._sessions_ended(event.user, frozenset(event.sessions))
+        elif event.action == "account_disabled" and event.user is not None:
+            self.close_user(event.user, "this account was disabled by an administrator")
         elif event.action == "members" and gid is not None:
             self._members_changed(gid, event)
             if gid in self.members:
@@ -235,6 +238,11 @@ class People:
         for conn in list(self.connections.get(username, ())):
             if conn.session in ended:
                 conn.request_close(CloseCode.UNAUTHORIZED, "this session was ended: log in again")
+
+    def close_user(self, username: str, reason: str) -> None:
+        """Close every connection of ``username`` on this process (4401)."""
+        for conn in list(self.connections.get(username, ())):
+            conn.request_close(CloseCode.UNAUTHORIZED, reason)
 
     def _members_changed(self, gid: str, event: DirectoryEvent) -> None:
         group = event.group or {"id": gid}

@@ -15,7 +15,7 @@ demoted).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from enum import StrEnum
 from typing import Any
 
@@ -54,14 +54,26 @@ async def require_admin(
 
 
 async def set_role(
-    store: UserStore, settings: GatewaySettings, username: str, role: Role
+    store: UserStore,
+    settings: GatewaySettings,
+    username: str,
+    role: Role,
+    disabled: Collection[str] = (),
 ) -> dict[str, Any]:
-    """Give ``username`` ``role``; the new record. Keeps at least one administrator."""
+    """Give ``username`` ``role``; the new record. Keeps at least one administrator.
+
+    ``disabled`` accounts do not count as the administrator that remains.
+    """
     user = await store.get_user(username)
     if user is None:
         raise GatewayError(ErrorCode.NOT_FOUND, f"no user {username!r}")
     if role is Role.MEMBER and role_of(user, settings) is Role.ADMIN:
-        admins = [u for u in await store.list_users() if role_of(u, settings) is Role.ADMIN]
+        admins = [
+            u
+            for u in await store.list_users()
+            if role_of(u, settings) is Role.ADMIN
+            and (u.get("username") == username or u.get("username") not in disabled)
+        ]
         if len(admins) <= 1:
             raise GatewayError(
                 ErrorCode.CONFLICT,

@@ -32,6 +32,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from actors.process import settle
 from gateway import (
+    admin_groups_http,
     admin_http,
     attachments_http,
     audit_http,
@@ -211,6 +212,7 @@ def create_app(
     app.include_router(files_http.router)
     app.include_router(tasks_http.router)
     app.include_router(admin_http.router)
+    app.include_router(admin_groups_http.router)
     app.include_router(reactions.router)
     app.include_router(audit_http.router)
     app.include_router(invites_http.router)

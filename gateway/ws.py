@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 from starlette.websockets import WebSocket
 
 from coordinator.commands import Warm
-from gateway.accounts import session_user
+from gateway.accounts import check_enabled, session_user
 from gateway.auth import AuthError, AuthFailure, check_origin, find_token, token_claims
 from gateway.connection import CloseCode, Connection
 from gateway.conversation_ws import ConversationFrames
@@ -166,6 +166,13 @@ class ClientSession:
         self.conn.session = session_id(claims)
         self.user_bucket = self.ctx.user_rates.acquire(username)
         await self.ctx.people.connected(self.conn, username)
+        # A disable between the check above and this connection's registration
+        # would have found nothing to close: look again now that it is registered
+        # (a disable after this look reaches it through the directory log).
+        try:
+            await check_enabled(await self.ctx.runtime.store(), username)
+        except AuthError as exc:
+            self.conn.request_close(CloseCode.UNAUTHORIZED, exc.message)
         return username, 0, ""
 
     def on_close(self) -> None:

@@ -105,11 +105,13 @@ class DirectoryEvent(ServerModel):
     ``members``: ``added``/``removed`` users of ``groupId`` (``group`` is its
     new view); ``deleted``: the group is gone (``members`` were its people);
     ``presence``: ``user`` came online or went offline; ``sessions_ended``:
-    ``user``'s ``sessions`` were ended (their WebSockets close).
+    ``user``'s ``sessions`` were ended (their WebSockets close);
+    ``account_disabled``: an administrator disabled ``user`` (every WebSocket
+    of theirs closes, whatever token opened it).
     """
 
     type: Literal["directory"] = "directory"
-    action: Literal["members", "deleted", "presence", "sessions_ended"]
+    action: Literal["members", "deleted", "presence", "sessions_ended", "account_disabled"]
     group_id: str | None = None
     group: dict[str, Any] | None = None
     members: list[str] = Field(default_factory=list)

@@ -1,9 +1,10 @@
 """The audit log: who did what, when and from where, append-only in the store.
 
 Every sign-in (and failed one), lockout lift, MCP server change, group
-settings change, member and role change, quota change, group deletion and
-invite link made, revoked or followed is one :class:`AuditEntry`. The log
-has two verbs, ``append_audit`` and
+settings change, member and role change, quota change, group deletion,
+invite link made, revoked or followed, account disable and enable, and
+display-name change is one :class:`AuditEntry`. The log has two verbs,
+``append_audit`` and
 ``read_audit``: there is no update and no delete, on purpose. The embedded
 backend refuses an UPDATE or DELETE of its table with triggers
 (``store.embedded_audit``); the Redis backend keeps a stream it never trims
@@ -59,6 +60,9 @@ class AuditAction(StrEnum):
     INVITE_REVOKED = "invite_revoked"
     INVITE_REDEEMED = "invite_redeemed"
     QUOTA_CHANGED = "quota_changed"
+    ACCOUNT_DISABLED = "account_disabled"
+    ACCOUNT_ENABLED = "account_enabled"
+    DISPLAY_NAME_CHANGED = "display_name_changed"
 
 
 class AuditEntry(BaseModel):

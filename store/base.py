@@ -5,7 +5,8 @@ The contract is split by role (``GroupStore``, ``GroupLog``, ``EventLog``,
 ``store.tasks``, ``PlacementStore`` in ``store.placement``, ``LoginLog``
 in ``store.logins``, ``SessionLog`` in ``store.sessions``, ``ReactionLog`` in
 ``store.reactions``, ``AuditLog`` in ``store.audit``, ``InviteLog`` in
-``store.invites`` and ``Quotas`` in ``store.quotas``); ``Store``
+``store.invites``, ``Quotas`` in ``store.quotas`` and ``DisabledAccounts``
+in ``store.disabled``); ``Store``
 is all of them plus ``close``. Both backends implement ``Store``, and one
 test suite runs against both through a parametrised fixture.
 """
@@ -32,6 +33,7 @@ from store.audit import AuditLog
 from store.budgets import Budgets
 from store.chatviews import GroupSummary, SearchHit, TurnUsage, UsageTotals
 from store.conversation import ConversationInfo, GroupKind
+from store.disabled import DisabledAccounts
 from store.events import EventBatch
 from store.invites import InviteLog
 from store.logins import LoginLog
@@ -445,6 +447,7 @@ class Store(
     ReactionLog,
     AuditLog,
     InviteLog,
+    DisabledAccounts,
     Protocol,
 ):
     """Every role at once: what a backend implements and a process opens.

@@ -47,6 +47,7 @@ from store.chatviews import TurnUsage
 from store.embedded_audit import EmbeddedAudit
 from store.embedded_budgets import GROUP_TABLES as BUDGET_TABLES
 from store.embedded_budgets import EmbeddedBudgets
+from store.embedded_disabled import EmbeddedDisabled
 from store.embedded_events import GROUP_TABLES as EVENT_TABLES
 from store.embedded_events import EmbeddedEvents
 from store.embedded_invites import EmbeddedInvites
@@ -88,6 +89,7 @@ class EmbeddedStore(
     EmbeddedReactions,
     EmbeddedAudit,
     EmbeddedInvites,
+    EmbeddedDisabled,
     Store,
 ):
     """A Store on one SQLite file under ``data_dir``; safe across processes."""

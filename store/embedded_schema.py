@@ -13,6 +13,7 @@ from store import (
     embedded_budgets,
     embedded_chat,
     embedded_invites,
+    embedded_disabled,
     embedded_logins,
     embedded_quotas,
     embedded_reactions,
@@ -150,3 +151,4 @@ def setup_schema(conn: sqlite3.Connection) -> None:
     embedded_reactions.setup(conn)
     embedded_audit.setup(conn)
     embedded_invites.setup(conn)
+    embedded_disabled.setup(conn)

@@ -26,8 +26,9 @@ search, read marks and usage totals (``terms``, ``reads``, ``uturns``,
 ``store.redis_tasks``, those of transcripts in ``store.redis_transcripts``,
 those of failed logins in ``store.redis_logins``, those of reactions and
 pins in ``store.redis_reactions``, the audit log's in ``store.redis_audit``,
-those of invite links in ``store.redis_invites`` and those of person quotas
-and usage rows in ``store.redis_quotas``.
+those of invite links in ``store.redis_invites``, those of person quotas
+and usage rows in ``store.redis_quotas`` and the disabled accounts' in
+``store.redis_disabled``.
 
 Atomicity comes from Lua scripts (one script runs alone on the server):
 the idempotent message append; the event append (``store.redis_events``);
@@ -61,6 +62,7 @@ from store.events import encode_event
 from store.redis_audit import RedisAudit
 from store.redis_budgets import BUDGET_KINDS, RedisBudgets
 from store.redis_chat import CHAT_KINDS, RedisChatViews, search_postings, usage_values
+from store.redis_disabled import RedisDisabled
 from store.redis_errors import redis_errors as _redis_errors
 from store.redis_events import (
     BLOCKING_SOCKET_TIMEOUT_S,
@@ -115,6 +117,7 @@ class RedisStore(
     RedisReactions,
     RedisAudit,
     RedisInvites,
+    RedisDisabled,
     Store,
 ):
     """A Store on a Redis server; all keys live under ``prefix``.

@@ -34,6 +34,9 @@ export const AUDIT_ACTIONS = [
   'invite_revoked',
   'invite_redeemed',
   'quota_changed',
+  'account_disabled',
+  'account_enabled',
+  'display_name_changed',
 ];
 
 const PAGE = 50;
