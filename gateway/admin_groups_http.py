@@ -6,7 +6,8 @@
   message, else of its making), most recently active first; ``q`` keeps
   those whose name, id, owner or a member's name holds it;
 - ``PUT /api/admin/groups/{group_id}/owner {username}``: hand the group over
-  to one of its members (409 ``conflict`` for someone who is not one),
+  to one of its members (404 ``not_found``, ``detail.reason`` ``not_member``,
+  for someone who is not one),
   whoever owns it now; the group is told, as when an owner hands it over;
 - ``DELETE /api/admin/groups/{group_id}``: delete the group. Its running
   turns are stopped first (the coordinator's delete runs the same cancel as

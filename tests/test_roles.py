@@ -32,6 +32,21 @@ PUBLIC = {
 }
 
 
+# What the admin panel calls (gateway/static/admin_*.js).
+ADMIN_PANEL_ROUTES = {
+    ("GET", "/api/admin/users"),
+    ("PUT", "/api/admin/users/{username}/role"),
+    ("PUT", "/api/admin/users/{username}/disabled"),
+    ("DELETE", "/api/admin/users/{username}/sessions"),
+    ("GET", "/api/admin/lockouts"),
+    ("DELETE", "/api/admin/lockouts/{username}"),
+    ("GET", "/api/admin/groups"),
+    ("PUT", "/api/admin/groups/{group_id}/owner"),
+    ("DELETE", "/api/admin/groups/{group_id}"),
+    ("GET", "/api/admin/audit"),
+}
+
+
 async def role(gw: Gateway, user: str) -> str:
     reply = await gw.http.get("/api/me", headers=gw.auth(user))
     return str(reply.json()["role"])
@@ -133,6 +148,9 @@ async def test_every_route_and_frame_refuses_who_does_not_belong(
     # Usage and quotas (gateway.usage_http) are walked like every other route.
     walked_paths = {r.path for r in routes}
     assert {"/api/admin/usage", "/api/admin/users/{username}/quota"} <= walked_paths
+    # The admin panel's routes are walked like every other (and stay admin-only).
+    walked = {(m, r.path) for r in routes for m in r.methods}
+    assert ADMIN_PANEL_ROUTES <= walked, ADMIN_PANEL_ROUTES - walked
     problems: list[str] = []
 
     # No cookie jar: who calls is the Authorization header alone, or nobody.
