@@ -1,9 +1,9 @@
-"""The audit log's dialog in the web UI (real headless Chromium): administrators only.
+"""The audit log in the web UI's admin panel (real headless Chromium): administrators only.
 
-An administrator sees an "Audit log" button in the sidebar, opens the log,
-finds the sign-ins and a failed one, filters by action, pages to older
-entries and gets an export link carrying the same filters; a member sees no
-button at all.
+An administrator sees an "Admin" button in the sidebar, opens the panel's
+Audit tab, finds the sign-ins and a failed one, filters by action, pages to
+older entries and gets an export link carrying the same filters; a member
+sees no button at all.
 
 Run: ``.venv/bin/pytest tests/test_browser_audit.py`` (see tests/fixtures/browser.py).
 """
@@ -68,11 +68,13 @@ async def test_an_administrator_reads_filters_pages_and_exports_the_log(
         await log_in(member, gateway.url)
         await log_in(admin, gateway.url, "admin")
 
-        await expect(admin.get_by_test_id("audit-button")).to_be_visible()
-        await expect(member.get_by_test_id("audit-button")).to_be_hidden()
+        await expect(admin.get_by_test_id("admin-button")).to_be_visible()
+        await expect(member.get_by_test_id("admin-button")).to_be_hidden()
 
-        await admin.get_by_test_id("audit-button").click()
-        dialog = admin.get_by_test_id("audit-dialog")
+        await admin.get_by_test_id("admin-button").click()
+        panel = admin.get_by_test_id("admin-panel")
+        await panel.get_by_test_id("admin-tab-audit").click()
+        dialog = panel.get_by_test_id("admin-pane-audit")
         await expect(dialog).to_be_visible()
         rows = dialog.get_by_test_id("audit-entry")
         await expect(rows).to_have_count(50)
@@ -97,6 +99,6 @@ async def test_an_administrator_reads_filters_pages_and_exports_the_log(
         await expect(export).to_have_attribute(
             "href", "/api/admin/audit.jsonl?action=sign_in_failed"
         )
-        await dialog.get_by_test_id("audit-close").click()
-        await expect(dialog).to_be_hidden()
+        await panel.get_by_test_id("admin-close").click()
+        await expect(panel).to_be_hidden()
         assert problems == []

@@ -25,8 +25,7 @@ from tests.fixtures.ray_cluster import MakeRuntime
 from tests.mcp_helpers import silent_http
 
 if TYPE_CHECKING:
-    from coordinator.runtime import Runtime
-    from tests.fixtures.browser import LiveGateway
+    pass
 
 SERVER = str(Path(__file__).resolve().parent / "fixtures" / "mcp_server.py")
 SECRET = "listing-secret-0123456789"
@@ -182,23 +181,29 @@ async def _gone(pid: int, within: float) -> bool:
             await asyncio.sleep(0.05)
 
 
-async def test_the_tools_dialog_shows_the_servers_and_their_tools(
+async def test_the_admin_panel_shows_the_servers_and_their_tools(
     chromium: Callable[..., AbstractAsyncContextManager[Any]],
-    gateway_server: Callable[[Runtime], AbstractAsyncContextManager[LiveGateway]],
     make_runtime: MakeRuntime,
+    tmp_path: Path,
 ) -> None:
     from playwright.async_api import expect
 
     from tests.browser_helpers import PASSWORD, USER, create_group, log_in, watch_page_errors
+    from tests.fixtures.browser import serve_gateway
 
     runtime = make_runtime(mcp=_config())
     await add_user(await runtime.store(), USER, PASSWORD)
-    async with gateway_server(runtime) as gateway, chromium() as browser:
+    async with (
+        serve_gateway(runtime, tmp_path / "gateway", admins=USER) as gateway,
+        chromium() as browser,
+    ):
         page = browser.pages[0] if browser.pages else await browser.new_page()
         problems = watch_page_errors(page)
         await log_in(page, gateway.url)
-        await page.get_by_test_id("tools-button").click()
-        dialog = page.get_by_test_id("tools-dialog")
+        await page.get_by_test_id("admin-button").click()
+        panel = page.get_by_test_id("admin-panel")
+        await panel.get_by_test_id("admin-tab-mcp").click()
+        dialog = panel.get_by_test_id("admin-pane-mcp")
         await expect(dialog).to_be_visible()
         servers = dialog.get_by_test_id("mcp-server")
         await expect(servers).to_have_count(3)
@@ -214,7 +219,7 @@ async def test_the_tools_dialog_shows_the_servers_and_their_tools(
         await expect(servers.nth(1).get_by_test_id("mcp-error")).to_have_text(
             "command not found: /nonexistent/mcp-server-binary"
         )
-        await dialog.locator("button[value=close]").click()
+        await panel.get_by_test_id("admin-close").click()
 
         # The group settings panel shows the same list in its #settings-extra.
         await create_group(page, "Tools", ["linus"])

@@ -284,6 +284,6 @@ export function mountAccount() {
       account.sessionStatus.textContent = err.message;
     }),
   });
-  document.getElementById('tools-button').before(button);
+  document.getElementById('logout').before(button);
   return account;
 }

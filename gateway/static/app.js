@@ -7,10 +7,10 @@
 // This module wires the views together; each concept lives in its own module.
 
 import { mountAccount } from './account.js';
+import { mountAdminPanel } from './adminpanel.js';
 import { api } from './api.js';
 import { AskDialog } from './ask.js';
 import { AttachmentTray } from './attachments.js';
-import { mountAudit } from './audit.js';
 import { ChatHead } from './chathead.js';
 import { Composer } from './composer.js';
 import { Connection, connectionLabel } from './connection.js';
@@ -226,7 +226,7 @@ function leaveApp(message) {
 }
 mountMcp();
 mountAccount();
-mountAudit();
+mountAdminPanel();
 mountLogin({ onLogin: enterApp, onLogout: () => leaveApp('') });
 mountDrawer();
 mountHeadBar();

@@ -1,10 +1,8 @@
-// The audit log, for administrators: a dialog opened from the sidebar's "Audit log" button.
+// The audit log, for administrators: the "Audit" tab of the admin panel (adminpanel.js).
 //
-// `mountAudit()` adds the button (hidden) beside "Log out" and, each time
-// someone signs in, asks GET /api/me for their role: the button shows only
-// for an administrator, so nobody else sees a button that would answer 403. The dialog filters by who, what, target and a time span,
-// shows the entries newest first with an "Older" button that follows the
-// server's `next` cursor, and links the same filters to the JSON-lines export
+// `renderAudit(container)` fills the tab: filters by who, what, target and a
+// time span, the entries newest first with an "Older" button that follows the
+// server's `next` cursor, and the same filters linked to the JSON-lines export
 // (GET /api/admin/audit.jsonl, a download that rides on the session cookie).
 // Every value is the server's text, shown as text (dom.js never sets HTML).
 
@@ -70,7 +68,8 @@ function row(entry) {
   );
 }
 
-function buildDialog() {
+/** Fill `container` with the audit log's filters and entries, and load the newest page. */
+export function renderAudit(container) {
   const input = (name, placeholder) =>
     el('input', { name, placeholder, testid: `audit-${name}`, autocomplete: 'off' });
   const when = (name, label) =>
@@ -102,19 +101,15 @@ function buildDialog() {
   const empty = el('p', { class: 'panel-hint', testid: 'audit-empty', text: 'Nothing recorded matches.', hidden: true });
   const older = el('button', { type: 'button', testid: 'audit-older', text: 'Older', hidden: true });
   const exportLink = el('a', { href: '/api/admin/audit.jsonl', download: 'yeaft-audit.jsonl', testid: 'audit-export', text: 'Export JSON lines' });
-  const dialog = el(
-    'dialog',
-    { class: 'group-dialog audit-dialog', id: 'audit-dialog', testid: 'audit-dialog', 'aria-label': 'Audit log' },
-    el('h2', { text: 'Audit log' }),
-    form,
-    error,
-    el('div', { class: 'audit-scroll' }, table),
-    empty,
+  container.replaceChildren(
     el(
-      'footer',
-      { class: 'dialog-foot' },
-      el('span', { class: 'audit-foot-left' }, older, ' ', exportLink),
-      el('button', { type: 'button', class: 'primary', testid: 'audit-close', text: 'Done', onclick: () => dialog.close() }),
+      'section',
+      { class: 'audit-section', testid: 'audit-section', 'aria-label': 'Audit log' },
+      form,
+      error,
+      el('div', { class: 'audit-scroll' }, table),
+      empty,
+      el('footer', { class: 'audit-foot' }, older, ' ', exportLink),
     ),
   );
   let next = null;
@@ -141,41 +136,5 @@ function buildDialog() {
     load(false);
   });
   older.addEventListener('click', () => load(true));
-  return { dialog, open: () => { dialog.showModal(); load(false); } };
-}
-
-/** May the person signed in now read the audit log? */
-async function allowed() {
-  try {
-    return (await request('GET', '/api/me')).role === 'admin';
-  } catch {
-    return false;
-  }
-}
-
-/** Add the "Audit log" button and dialog; the button shows for administrators only. */
-export function mountAudit(root = document) {
-  const logout = root.getElementById('logout');
-  const me = root.getElementById('me') || root.querySelector('[data-testid="me"]');
-  if (!logout || !me) return;
-  const { dialog, open } = buildDialog();
-  root.body.append(dialog);
-  const button = el('button', {
-    type: 'button',
-    class: 'quiet',
-    id: 'audit-button',
-    testid: 'audit-button',
-    'aria-haspopup': 'dialog',
-    text: 'Audit log',
-    hidden: true,
-    onclick: open,
-  });
-  logout.before(button);
-  // Who is signed in shows in `me`: ask again whenever it changes.
-  const check = async () => {
-    button.hidden = true;
-    if (me.textContent.trim()) button.hidden = !(await allowed());
-  };
-  new MutationObserver(check).observe(me, { childList: true, characterData: true, subtree: true });
-  check();
+  return load(false);
 }

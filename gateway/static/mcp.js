@@ -1,9 +1,8 @@
 // The MCP servers VPs can use: their state and tools, from GET /api/mcp/servers.
 //
-// `renderMcpServers(container)` fills any element with the list. `mountMcp()`
-// wires it where the page has room for it: the settings panel's
-// `#settings-extra` (rendered each time its dialog opens) and the "Tools"
-// dialog opened from the sidebar. Nothing here holds a secret: the listing
+// `renderMcpServers(container)` fills any element with the list: the admin
+// panel's "MCP servers" tab (adminpanel.js), and, wired by `mountMcp()`, the
+// settings panel's `#settings-extra` (rendered each time its dialog opens). Nothing here holds a secret: the listing
 // carries only the names of a server's env variables or headers.
 //
 // Administrators (`canEdit` in the listing) also get a form to add a server
@@ -251,7 +250,7 @@ function updateState(container, server) {
   }
 }
 
-/** Wire the list into the page: the settings panel, if any, and the Tools dialog. */
+/** Wire the list into the settings panel (when the page has one). */
 export function mountMcp(root = document) {
   // The settings panel may build its element after this runs: wire it when it appears.
   const wireExtra = () => {
@@ -273,14 +272,5 @@ export function mountMcp(root = document) {
   if (!wireExtra()) {
     const watch = new MutationObserver(() => wireExtra() && watch.disconnect());
     watch.observe(root.body || root, { childList: true, subtree: true });
-  }
-  const button = root.getElementById('tools-button');
-  const dialog = root.getElementById('tools-dialog');
-  const list = root.getElementById('tools-list');
-  if (button && dialog && list) {
-    button.addEventListener('click', () => {
-      dialog.showModal();
-      renderMcpServers(list);
-    });
   }
 }
