@@ -9,10 +9,11 @@
   to one of its members (404 ``not_found``, ``detail.reason`` ``not_member``,
   for someone who is not one),
   whoever owns it now; the group is told, as when an owner hands it over;
-- ``DELETE /api/admin/groups/{group_id}``: delete the group. Its running
-  turns are stopped first (the coordinator's delete runs the same cancel as
-  ``POST /api/groups/{id}/cancel``), then its record, logs and files go and
-  its members' clients are told, on every gateway.
+- ``DELETE /api/admin/groups/{group_id}``: delete the group
+  (``{id, name, stoppedTurns}``). Its running and queued turns are stopped
+  first, by the same cancel as ``POST /api/groups/{id}/cancel``, then its
+  record, logs and files go and its members' clients are told, on every
+  gateway.
 
 Administrators only (``gateway.admin_http.admin``); each change is recorded in
 the audit log with ``detail.byAdmin``.
@@ -66,6 +67,8 @@ class OwnerBody(View):
 class GroupDeleted(View):
     id: str
     name: str
+    # How many running or queued turns were stopped before it went.
+    stopped_turns: int
 
 
 async def _last_activity(store: Store, group: Group) -> float:
@@ -124,5 +127,5 @@ async def transfer_owner(group_id: str, body: OwnerBody, user: Admin, ctx: Ctx) 
 async def delete_group(group_id: str, user: Admin, ctx: Ctx) -> GroupDeleted:
     """Delete any group: its running turns are stopped first, then it goes."""
     group = await _group(ctx, group_id)
-    await ctx.groups.admin_delete(user, group)
-    return GroupDeleted(id=group.id, name=group.name)
+    stopped = await ctx.groups.admin_delete(user, group)
+    return GroupDeleted(id=group.id, name=group.name, stopped_turns=stopped)

@@ -136,13 +136,24 @@ class GroupService:
         await self._audit(username, AuditAction.GROUP_DELETED, group_id, {"name": group.name})
         await self._deleted(group_id)
 
-    async def admin_delete(self, admin: str, group: Group) -> None:
-        """An administrator deletes any group: its running turns are stopped first
-        (the coordinator's delete cancels them, as the owner's does), then it goes."""
+    async def admin_delete(self, admin: str, group: Group) -> int:
+        """An administrator deletes any group; how many running or queued turns it stopped.
+
+        The turns are stopped first, through the same cancel as ``POST
+        /api/groups/{id}/cancel`` (the coordinator's delete cancels again,
+        for a turn that began in between), then the group goes.
+        """
+        stopped = await self._call(Cancel(group.id, None))
         await self._call(DeleteGroup(group.id, admin, by_admin=True))
-        detail = {"name": group.name, "owner": owner_of(group), "byAdmin": True}
+        detail = {
+            "name": group.name,
+            "owner": owner_of(group),
+            "stoppedTurns": stopped.aborted,
+            "byAdmin": True,
+        }
         await self._audit(admin, AuditAction.GROUP_DELETED, group.id, detail)
         await self._deleted(group.id)
+        return stopped.aborted
 
     async def admin_transfer(self, admin: str, group: Group, new_owner: str) -> Group:
         """An administrator hands any group over to one of its members."""
