@@ -4,14 +4,16 @@ An administrator opens the panel, finds a person by searching, and disables
 them: the person's open page (another browser, with its WebSocket live) is
 signed out at once and back at the login, where the right password is now
 refused with a clear word. The Groups tab lists the group that person made,
-with its owner and size, and deletes it on a second click. The Usage tab
-says so when its module is not there. A member sees no "Admin" button.
+with its owner and size, and deletes it on a second click; the Usage tab
+shows its view and "Invite someone…" makes a link. A member sees no
+"Admin" button.
 
 Run: ``.venv/bin/pytest tests/test_browser_admin.py`` (see tests/fixtures/browser.py).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
@@ -25,8 +27,6 @@ from tests.fixtures.browser import serve_gateway
 from tests.fixtures.ray_cluster import MakeRuntime
 
 pytestmark = [pytest.mark.timeout(300)]
-
-USAGE_JS = Path(__file__).resolve().parents[1] / "gateway" / "static" / "adminusage.js"
 
 
 @pytest.mark.parametrize("store_factory", ["embedded"], indirect=True)
@@ -100,11 +100,21 @@ async def test_an_administrator_disables_a_person_whose_open_page_is_signed_out(
         await expect(panel.get_by_test_id("admin-groups-empty")).to_be_visible()
         assert await store.list_groups() == []
 
+        # Usage: the view's range, totals and tables (its figures: test_browser_quotas.py).
         await panel.get_by_test_id("admin-tab-usage").click()
         usage = panel.get_by_test_id("admin-pane-usage")
-        if not USAGE_JS.exists():
-            await expect(usage).to_have_text("Usage is not available.")
+        await expect(usage.get_by_test_id("usage-from")).to_be_visible()
+        await expect(usage.get_by_test_id("usage-totals")).to_be_visible()
+
+        # People: "Invite someone…" opens the invite dialog over the panel and makes a link.
+        await panel.get_by_test_id("admin-tab-people").click()
+        await panel.get_by_test_id("admin-invite").click()
+        await admin.get_by_test_id("invite-make").click()
+        await expect(admin.get_by_test_id("invite-link")).to_have_value(
+            re.compile(r"^http://127\.0\.0\.1:\d+/invite/inv_\w+\.\S+$")
+        )
+        assert len(await store.list_invites()) == 1
+        await admin.get_by_test_id("invite-close").click()
         await panel.get_by_test_id("admin-close").click()
         await expect(panel).to_be_hidden()
-        # The failed import of a missing adminusage.js is the only complaint allowed.
-        assert [p for p in problems if "404" not in p] == []
+        assert problems == []

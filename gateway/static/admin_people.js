@@ -8,12 +8,13 @@
 // offered on one's own row, and the server refuses it too). The search box
 // asks the server (`?q=`) as one types.
 //
-// Invites: `wireInviteButton(builder)` is the hook for the invite module.
-// `builder(slot, { refresh })` is called each time the tab is drawn, with the
-// empty slot beside the search box and a function that reloads the list.
+// "Invite someone…" beside the search box opens the invite dialog
+// (invites.js) with no group: a link for a new account, or for a group
+// chosen in the dialog.
 
 import { request } from './api.js';
 import { el, formatTime } from './dom.js';
+import { openInviteDialog } from './invites.js';
 
 const enc = encodeURIComponent;
 const SEARCH_DELAY_MS = 200;
@@ -26,13 +27,6 @@ const peopleApi = {
   unlock: (name) => request('DELETE', `/api/admin/lockouts/${enc(name)}`),
   me: () => request('GET', '/api/me'),
 };
-
-let inviteBuilder = null;
-
-/** The hook where an "Invite" button is wired: `builder(slot, { refresh })`. */
-export function wireInviteButton(builder) {
-  inviteBuilder = builder;
-}
 
 function state(person) {
   if (person.disabled) {
@@ -96,7 +90,13 @@ export async function renderPeople(container) {
     autocomplete: 'off',
     maxlength: '200',
   });
-  const inviteSlot = el('span', { class: 'admin-invite-slot', testid: 'admin-invite-slot' });
+  const invite = el('button', {
+    type: 'button',
+    class: 'admin-invite',
+    testid: 'admin-invite',
+    text: 'Invite someone…',
+    onclick: () => openInviteDialog(),
+  });
   const status = el('p', { class: 'form-error', role: 'alert', testid: 'admin-people-status' });
   const rows = el('tbody', { testid: 'admin-people-rows' });
   const empty = el('p', { class: 'panel-hint', testid: 'admin-people-empty', text: 'Nobody matches.', hidden: true });
@@ -107,7 +107,7 @@ export async function renderPeople(container) {
     rows,
   );
   container.replaceChildren(
-    el('div', { class: 'admin-toolbar' }, search, inviteSlot),
+    el('div', { class: 'admin-toolbar' }, search, invite),
     status,
     el('div', { class: 'admin-scroll' }, table),
     empty,
@@ -136,7 +136,6 @@ export async function renderPeople(container) {
     clearTimeout(timer);
     timer = setTimeout(() => refresh().catch((err) => { status.textContent = err.message; }), SEARCH_DELAY_MS);
   });
-  if (inviteBuilder) inviteBuilder(inviteSlot, { refresh });
   me = (await peopleApi.me()).username;
   await refresh();
 }

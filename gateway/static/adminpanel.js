@@ -7,12 +7,10 @@
 // it is shown, and drawn afresh when shown again:
 //
 //   People       admin_people.js   list, search, disable, re-enable, roles,
-//                                  lockouts, sign out everywhere (and the
-//                                  hook an "Invite" button will use)
+//                                  lockouts, sign out everywhere, invite
 //   Groups       admin_groups.js   list, search, hand over, delete
-//   Usage        adminusage.js     loaded on demand; its `mountUsage(container)`
-//                                  draws the tab ("Usage is not available"
-//                                  when the module cannot be loaded)
+//   Usage        adminusage.js     tokens and US dollars by person, group, VP,
+//                                  model and day, with a chart (loaded on demand)
 //   MCP servers  mcp.js            the servers, their tools, add and remove
 //   Audit        audit.js          the audit log, its filters and export
 
@@ -23,27 +21,11 @@ import { renderGroups } from './admin_groups.js';
 import { renderMcpServers } from './mcp.js';
 import { renderPeople } from './admin_people.js';
 
-/** Draw the Usage tab with adminusage.js, which may not be there (another part ships it). */
-async function renderUsage(container) {
-  let module;
-  try {
-    module = await import('./adminusage.js');
-  } catch {
-    module = null;
-  }
-  if (!module || typeof module.mountUsage !== 'function') {
-    container.replaceChildren(
-      el('p', { class: 'panel-hint', testid: 'admin-usage-missing', text: 'Usage is not available.' }),
-    );
-    return;
-  }
-  await module.mountUsage(container);
-}
-
 export const ADMIN_TABS = [
   { id: 'people', label: 'People', render: renderPeople },
   { id: 'groups', label: 'Groups', render: renderGroups },
-  { id: 'usage', label: 'Usage', render: renderUsage },
+  // Loaded when first shown: only administrators need its chart library.
+  { id: 'usage', label: 'Usage', render: async (c) => (await import('./adminusage.js')).mountUsage(c) },
   { id: 'mcp', label: 'MCP servers', render: (c) => renderMcpServers(c) },
   { id: 'audit', label: 'Audit', render: renderAudit },
 ];
