@@ -26,7 +26,11 @@ from tests.fixtures.ray_cluster import MakeRuntime
 from tests.group_helpers import ROSTER, last_is_tool_result
 from tests.test_team_mode import team_model
 
-pytestmark = pytest.mark.parametrize("store_factory", ["embedded"], indirect=True)
+# Slow: the session's first trace test starts Phoenix (10-20 s).
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.parametrize("store_factory", ["embedded"], indirect=True),
+]
 
 
 def steve_thinks_linus_answers(request: ModelRequest) -> Reply:
