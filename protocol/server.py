@@ -16,6 +16,7 @@ from protocol.common import ErrorCode, ServerModel, WireEnum
 from protocol.config import LlmConfigFrame, YeaftSettingsFrame
 from protocol.conversations import ConversationDeleted, FoldersList, HistorySessions
 from protocol.data import DataPayload
+from protocol.inbox import ActivityEvent, InboxSummary
 from protocol.mcp import McpServersListFrame
 from protocol.members import DirectoryEvent, PresenceFrame, RemovedFrame
 from protocol.message_changes import MessageChanged
@@ -170,6 +171,8 @@ class GroupMessageFrame(ServerModel):
     text: str
     ts: float
     mentions: list[str] = Field(default_factory=list)
+    # The members of the group the message mentions (``@bob``): people, not VPs.
+    people: list[str] = Field(default_factory=list)
     client_message_id: str | None = None
     caused_by: list[str] | None = None
     chain_id: str | None = None
@@ -249,9 +252,9 @@ subscriber. A frame with a ``vp_id`` field is a VP's (a client may filter it
 by VP); the others are the group's.
 """
 
-EventFrame = GroupEventFrame | DirectoryEvent
-"""What the store's logs hold: a group's events, and ``directory`` frames (only
-in the store's directory log)."""
+EventFrame = GroupEventFrame | DirectoryEvent | ActivityEvent
+"""What the store's logs hold: a group's events, ``directory`` frames (only
+in the store's directory log) and ``activity`` frames (only in its activity log)."""
 
 
 class ErrorFrame(ServerModel):
@@ -313,6 +316,7 @@ ServerFrame = Annotated[
     | McpServersListFrame
     | PresenceFrame
     | RemovedFrame
+    | InboxSummary
     | LlmConfigFrame
     | YeaftSettingsFrame
     | QuotaMeter,

@@ -33,7 +33,7 @@ def as_deleted(message: GroupMessage, by: str, ts: float) -> GroupMessage:
     if message.meta.get("deleted"):
         return message
     meta = {**message.meta, "deleted": True, "deletedBy": by, "deletedAt": ts}
-    return message.model_copy(update={"text": "", "mentions": [], "meta": meta})
+    return message.model_copy(update={"text": "", "mentions": [], "people": [], "meta": meta})
 
 
 def as_superseded(message: GroupMessage, turn_id: str, by: str, ts: float) -> GroupMessage:

@@ -4,9 +4,9 @@ The contract is split by role (``GroupStore``, ``GroupLog``, ``EventLog``,
 ``TurnLog``, ``TranscriptStore``, ``UserStore``, ..., ``TaskLog`` in
 ``store.tasks``, ``PlacementStore`` in ``store.placement``, ``LoginLog``
 in ``store.logins``, ``SessionLog`` in ``store.sessions``, ``ReactionLog`` in
-``store.reactions``, ``AuditLog`` in ``store.audit``, ``InviteLog`` in
-``store.invites``, ``Quotas`` in ``store.quotas`` and ``DisabledAccounts``
-in ``store.disabled``); ``Store``
+``store.reactions``, ``MentionLog`` in ``store.mentions``, ``AuditLog`` in
+``store.audit``, ``InviteLog`` in ``store.invites``, ``Quotas`` in
+``store.quotas`` and ``DisabledAccounts`` in ``store.disabled``); ``Store``
 is all of them plus ``close``. Both backends implement ``Store``, and one
 test suite runs against both through a parametrised fixture.
 """
@@ -38,6 +38,7 @@ from store.events import EventBatch
 from store.invites import InviteLog
 from store.logins import LoginLog
 from store.members import MemberChange
+from store.mentions import MentionLog
 from store.placement import PlacementStore
 from store.quotas import Quotas
 from store.reactions import ReactionLog
@@ -76,6 +77,9 @@ class GroupMessage(BaseModel):
     role: str  # "user" | "assistant" | "system"
     text: str
     mentions: list[str] = Field(default_factory=list)
+    # The group's members the message mentions (``@bob``): people, not VPs
+    # (``store.mentions``).
+    people: list[str] = Field(default_factory=list)
     # causedBy chain, clientMessageId, route_forward fields, ...
     meta: dict[str, Any] = Field(default_factory=dict)
 
@@ -445,6 +449,7 @@ class Store(
     LoginLog,
     SessionLog,
     ReactionLog,
+    MentionLog,
     AuditLog,
     InviteLog,
     DisabledAccounts,

@@ -14,7 +14,8 @@ The types and rules both backends share, so they agree on every edge case:
 - **Unread.** Each user has a read mark per group: the log position of the
   newest message they have seen (``mark_read``, which never moves back).
   Unread is the number of messages after it that someone else wrote and
-  that are not deleted or notices, counted up to :data:`UNREAD_CAP`.
+  that are not deleted or notices, counted up to :data:`UNREAD_CAP`; the
+  mention count is the number of those that mention the reader.
 - **Usage.** Each finished turn adds its tokens and cost to its group once
   (``add_usage`` is idempotent on the turn id), whether or not it stored a
   reply.
@@ -109,11 +110,13 @@ class LastMessage:
 
 @dataclass(frozen=True, slots=True)
 class GroupSummary:
-    """A group's line in the group list: its last message and the reader's unread count."""
+    """A group's line in the group list: its last message, the reader's unread count
+    and how many of those unread messages mention the reader (``store.mentions``)."""
 
     group_id: str
     unread: int
     last: LastMessage | None = None
+    mentions: int = 0
 
 
 @dataclass(frozen=True, slots=True)

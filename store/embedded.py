@@ -54,6 +54,8 @@ from store.embedded_invites import EmbeddedInvites
 from store.embedded_logins import EmbeddedLogins
 from store.embedded_members import EmbeddedMembers
 from store.embedded_quotas import EmbeddedQuotas
+from store.embedded_mentions import GROUP_TABLES as MENTION_TABLES
+from store.embedded_mentions import EmbeddedMentions, activity_of, index_mentions
 from store.embedded_reactions import GROUP_TABLES as REACTION_TABLES
 from store.embedded_reactions import EmbeddedReactions
 from store.embedded_schema import event_counter, setup_schema
@@ -66,6 +68,7 @@ from store.embedded_wake import EventWaker
 from store.events import (
     encode_event,
 )
+from store.mentions import ACTIVITY_LOG
 from store.sqlite import SQLiteThread, read_txn, write_txn
 from store.turns import TurnEnd, TurnRecord, finish_frames
 
@@ -87,6 +90,7 @@ class EmbeddedStore(
     EmbeddedLogins,
     EmbeddedSessions,
     EmbeddedReactions,
+    EmbeddedMentions,
     EmbeddedAudit,
     EmbeddedInvites,
     EmbeddedDisabled,
@@ -185,6 +189,7 @@ class EmbeddedStore(
                     *BUDGET_TABLES,
                     *TASK_TABLES,
                     *REACTION_TABLES,
+                    *MENTION_TABLES,
                 )
                 for table in tables:
                     conn.execute(f"DELETE FROM {table} WHERE group_id = ?", (group_id,))
@@ -240,17 +245,20 @@ class EmbeddedStore(
                     "INSERT INTO messages (group_id, id, client_id, data) VALUES (?, ?, ?, ?)",
                     (group_id, message.id, client_id, data),
                 )
-                chat_sql.index_message(conn, int(cur.lastrowid or 0), group_id, message)
+                pos = int(cur.lastrowid or 0)
+                chat_sql.index_message(conn, pos, group_id, message)
+                index_mentions(conn, pos, group_id, message)
                 turn_sql.insert(conn, group_id, turns)
                 if encoded is not None:
                     self._append_event_sync(conn, group_id, encoded)
+                # Every gateway learns of it through the one activity log (store.mentions).
+                self._append_event_sync(conn, ACTIVITY_LOG, activity_of(group_id, message))
             return None
 
         existing = await self._run(op)
         if existing is not None:
             return GroupMessage.model_validate_json(existing), False
-        if encoded is not None:
-            self._waker.wake(group_id)
+        self._waker.wake_all((group_id, ACTIVITY_LOG) if encoded is not None else (ACTIVITY_LOG,))
         return message, True
 
     async def read_messages(

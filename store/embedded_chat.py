@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from store._shared import as_deleted, as_superseded, last_shown
 from store.base import GroupMessage
@@ -33,6 +33,9 @@ from store.chatviews import (
 )
 from store.embedded_budgets import add_to_account
 from store.embedded_quotas import add_usage_row
+from store.embedded_mentions import index_mentions
+from store.events import EncodedEvent, encode_event
+from store.mentions import ACTIVITY_LOG, counts_as_mention, read_activity
 from store.sqlite import read_txn, write_txn
 
 T = TypeVar("T")
@@ -96,8 +99,16 @@ def _match(terms: list[str]) -> str:
 class EmbeddedChatViews:
     """``ChatViews`` on the embedded store's SQLite file (mixed into EmbeddedStore)."""
 
+    # store.embedded_wake.EventWaker: not imported, as it imports the schema and so this.
+    _waker: Any
+
     async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         raise NotImplementedError  # EmbeddedStore's own
+
+    def _append_event_sync(
+        self, conn: sqlite3.Connection, group_id: str, encoded: EncodedEvent
+    ) -> int:
+        raise NotImplementedError  # EmbeddedEvents' own
 
     async def search_messages(
         self, group_ids: Sequence[str], query: str, *, limit: int = 50
@@ -142,6 +153,7 @@ class EmbeddedChatViews:
                 conn.execute("UPDATE messages SET data = ? WHERE pos = ?", (body, pos))
                 conn.execute("DELETE FROM message_fts WHERE rowid = ?", (pos,))
                 index_message(conn, pos, group_id, changed)
+                index_mentions(conn, pos, group_id, changed)
                 return body
 
         body = await self._run(op)
@@ -158,22 +170,31 @@ class EmbeddedChatViews:
         return await self._patch(group_id, message_id, lambda m: as_superseded(m, turn_id, by, ts))
 
     async def mark_read(self, group_id: str, username: str, message_id: str) -> bool:
-        def op(conn: sqlite3.Connection) -> bool:
+        def op(conn: sqlite3.Connection) -> tuple[bool, bool]:
             with write_txn(conn):
                 row = conn.execute(
                     "SELECT pos FROM messages WHERE group_id = ? AND id = ?",
                     (group_id, message_id),
                 ).fetchone()
                 if row is None:
-                    return False
-                conn.execute(
+                    return False, False
+                cur = conn.execute(
                     "INSERT INTO read_marks (group_id, username, pos) VALUES (?, ?, ?)"
-                    " ON CONFLICT (group_id, username) DO UPDATE SET pos = max(pos, excluded.pos)",
+                    " ON CONFLICT (group_id, username) DO UPDATE SET pos = excluded.pos"
+                    " WHERE excluded.pos > read_marks.pos",
                     (group_id, username, row[0]),
                 )
-                return True
+                moved = cur.rowcount > 0
+                if moved:
+                    # The person's other tabs and devices follow (store.mentions).
+                    event = encode_event(read_activity(group_id, username, message_id))
+                    self._append_event_sync(conn, ACTIVITY_LOG, event)
+                return True, moved
 
-        return await self._run(op)
+        known, moved = await self._run(op)
+        if moved:
+            self._waker.wake(ACTIVITY_LOG)
+        return known
 
     async def summaries(self, group_ids: Sequence[str], username: str) -> list[GroupSummary]:
         def op(conn: sqlite3.Connection) -> list[GroupSummary]:
@@ -232,15 +253,17 @@ def _summary(conn: sqlite3.Connection, group_id: str, username: str) -> GroupSum
         "SELECT data FROM messages WHERE group_id = ? AND pos > ? ORDER BY pos DESC LIMIT ?",
         (group_id, mark, UNREAD_SCAN),
     ).fetchall()
-    unread = 0
+    unread = mentions = 0
     for (data,) in after:
         m = json.loads(data)
-        if counts_as_unread(m.get("author", ""), m.get("role", ""), m.get("meta") or {}, username):
+        author, role, meta = m.get("author", ""), m.get("role", ""), m.get("meta") or {}
+        if counts_as_unread(author, role, meta, username):
             unread += 1
+            mentions += counts_as_mention(author, role, meta, m.get("people") or (), username)
     recent = conn.execute(
         "SELECT data FROM messages WHERE group_id = ? ORDER BY pos DESC LIMIT ?",
         (group_id, LAST_MESSAGE_WINDOW),
     ).fetchall()
     last = last_shown([GroupMessage.model_validate_json(d) for (d,) in reversed(recent)])
     shown = LastMessage(last.id, last.author, last.role, last.text, last.ts) if last else None
-    return GroupSummary(group_id, min(unread, UNREAD_CAP), shown)
+    return GroupSummary(group_id, min(unread, UNREAD_CAP), shown, min(mentions, UNREAD_CAP))

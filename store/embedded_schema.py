@@ -16,6 +16,7 @@ from store import (
     embedded_invites,
     embedded_logins,
     embedded_quotas,
+    embedded_mentions,
     embedded_reactions,
     embedded_sessions,
     embedded_tasks,
@@ -149,6 +150,7 @@ def setup_schema(conn: sqlite3.Connection) -> None:
     embedded_logins.setup(conn)
     embedded_sessions.setup(conn)
     embedded_reactions.setup(conn)
+    embedded_mentions.setup(conn)
     embedded_audit.setup(conn)
     embedded_invites.setup(conn)
     embedded_disabled.setup(conn)

@@ -25,9 +25,10 @@ search, read marks and usage totals (``terms``, ``reads``, ``uturns``,
 ``store.redis_budgets``, those of tasks, evidence and skills in
 ``store.redis_tasks``, those of transcripts in ``store.redis_transcripts``,
 those of failed logins in ``store.redis_logins``, those of reactions and
-pins in ``store.redis_reactions``, the audit log's in ``store.redis_audit``,
-those of invite links in ``store.redis_invites``, those of person quotas
-and usage rows in ``store.redis_quotas`` and the disabled accounts' in
+pins in ``store.redis_reactions``, those of people's mentions in
+``store.redis_mentions``, the audit log's in ``store.redis_audit``, those of
+invite links in ``store.redis_invites``, those of person quotas and usage
+rows in ``store.redis_quotas`` and the disabled accounts' in
 ``store.redis_disabled``.
 
 Atomicity comes from Lua scripts (one script runs alone on the server):
@@ -76,6 +77,7 @@ from store.redis_invites import RedisInvites
 from store.redis_logins import RedisLogins
 from store.redis_members import RedisMembers
 from store.redis_quotas import RedisQuotas
+from store.redis_mentions import MENTION_KINDS, RedisMentions, mention_postings
 from store.redis_reactions import REACTION_KINDS, RedisReactions
 from store.redis_sessions import RedisSessions
 from store.redis_tasks import TASK_KINDS, RedisTasks
@@ -98,6 +100,7 @@ _GROUP_KINDS = (
     *BUDGET_KINDS,
     *TASK_KINDS,
     *REACTION_KINDS,
+    *MENTION_KINDS,
 )
 _TURN_KINDS = ("turns", "tphase", "topen", "ttrig")
 _FINISHED = "finished"
@@ -115,6 +118,7 @@ class RedisStore(
     RedisLogins,
     RedisSessions,
     RedisReactions,
+    RedisMentions,
     RedisAudit,
     RedisInvites,
     RedisDisabled,
@@ -249,18 +253,20 @@ class RedisStore(
         self._check_open()
         keys = [self._key(group_id, k) for k in ("msgs", "order", "mpos", "cmid")]
         keys += [*self._turn_keys(group_id), *self._event_keys(group_id)]
-        keys.append(self._key(group_id, "terms"))
+        keys += [self._key(group_id, "terms"), self._key(group_id, "pments")]
         turn_args = _turn_args(turns)
         postings = list(search_postings(message))
+        mentioned = mention_postings(message)
         args: list[str | int] = [message.id, message.model_dump_json()]
         args += [client_message_id(message) or "", len(turn_args), *turn_args]
-        args += [len(postings), *postings]
+        args += [len(postings), *postings, len(mentioned), *mentioned]
         if announce is not None:
             encoded = encode_event(announce)
             args += self._event_args(encoded)
         with _redis_errors():
             stored, data = await self._append_message(keys=keys, args=args)
         if int(stored):
+            await self._stored_activity(group_id, message)
             return message, True
         return GroupMessage.model_validate_json(data), False
 

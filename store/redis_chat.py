@@ -20,11 +20,13 @@ optimistic WATCH/MULTI transaction on the message hash.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 
 import redis.asyncio as aioredis
 from redis.exceptions import WatchError
 
+from protocol import EventFrame
 from store import redis_scripts as scripts
 from store._shared import as_deleted, as_superseded, last_shown
 from store.base import GroupMessage, StoreError
@@ -45,19 +47,27 @@ from store.chatviews import (
     snippet,
     terms_of,
 )
+from store.mentions import ACTIVITY_LOG, counts_as_mention, read_activity
 from store.redis_errors import redis_errors
+from store.redis_mentions import mention_postings
+
+log = logging.getLogger(__name__)
 
 CHAT_KINDS = ("terms", "reads", "uturns", "usage")
 
 _SEP = "\x00"
 _PATCH_ATTEMPTS = 20
 
-# Raise the read mark to the message's position, never lower it.
+# Raise the read mark to the message's position, never lower it: 0 for an
+# unknown message, 2 when the mark moved, else 1.
 _MARK_READ = """
 local pos = redis.call('ZSCORE', KEYS[1], ARGV[1])
 if not pos then return 0 end
 local current = tonumber(redis.call('HGET', KEYS[2], ARGV[2]) or '0')
-if tonumber(pos) > current then redis.call('HSET', KEYS[2], ARGV[2], pos) end
+if tonumber(pos) > current then
+  redis.call('HSET', KEYS[2], ARGV[2], pos)
+  return 2
+end
 return 1
 """
 
@@ -94,6 +104,20 @@ class RedisChatViews:
 
     def _check_open(self) -> None:
         raise NotImplementedError  # RedisStore's own
+
+    async def append_event(self, group_id: str, frame: EventFrame) -> int:
+        raise NotImplementedError  # RedisEvents' own
+
+    async def _read_activity(self, group_id: str, username: str, message_id: str) -> None:
+        """Tell every gateway a read mark moved (``store.mentions``).
+
+        Appended after the mark's own step (the activity log is in another
+        cluster slot); a failure costs a push, not the mark: logged, not raised.
+        """
+        try:
+            await self.append_event(ACTIVITY_LOG, read_activity(group_id, username, message_id))
+        except StoreError:
+            log.warning("activity of a read mark in %s not appended", group_id, exc_info=True)
 
     # -- search ----------------------------------------------------------------
     async def search_messages(
@@ -150,6 +174,7 @@ class RedisChatViews:
     ) -> GroupMessage | None:
         self._check_open()
         msgs, terms = self._key(group_id, "msgs"), self._key(group_id, "terms")
+        mentioned = self._key(group_id, "pments")
         with redis_errors():
             async with self._r.pipeline(transaction=True) as pipe:
                 for _ in range(_PATCH_ATTEMPTS):
@@ -169,6 +194,12 @@ class RedisChatViews:
                         new = search_postings(after)
                         if new:
                             pipe.zadd(terms, new)
+                        gone = mention_postings(before)
+                        if gone:
+                            pipe.zrem(mentioned, *gone)
+                        kept = mention_postings(after)
+                        if kept:
+                            pipe.zadd(mentioned, dict.fromkeys(kept, 0.0))
                         await pipe.execute()
                         return after
                     except WatchError:
@@ -190,8 +221,10 @@ class RedisChatViews:
         self._check_open()
         keys = [self._key(group_id, "order"), self._key(group_id, "reads")]
         with redis_errors():
-            done = await self._r.eval(_MARK_READ, 2, *keys, message_id, username)
-        return bool(int(done))
+            done = int(await self._r.eval(_MARK_READ, 2, *keys, message_id, username))
+        if done == 2:
+            await self._read_activity(group_id, username, message_id)
+        return bool(done)
 
     async def summaries(self, group_ids: Sequence[str], username: str) -> list[GroupSummary]:
         self._check_open()
@@ -208,15 +241,16 @@ class RedisChatViews:
             recent = [str(i) for i in await self._r.zrevrange(order, 0, LAST_MESSAGE_WINDOW - 1)]
             unread_blobs = await self._r.hmget(msgs, after) if after else []
             recent_blobs = await self._r.hmget(msgs, recent) if recent else []
-        unread = 0
+        unread = mentions = 0
         for blob in unread_blobs:
             if blob:
                 m = GroupMessage.model_validate_json(blob)
                 unread += counts_as_unread(m.author, m.role, m.meta, username)
+                mentions += counts_as_mention(m.author, m.role, m.meta, m.people, username)
         newest = [GroupMessage.model_validate_json(b) for b in reversed(recent_blobs) if b]
         last = last_shown(newest)
         shown = LastMessage(last.id, last.author, last.role, last.text, last.ts) if last else None
-        return GroupSummary(group_id, min(unread, UNREAD_CAP), shown)
+        return GroupSummary(group_id, min(unread, UNREAD_CAP), shown, min(mentions, UNREAD_CAP))
 
     # -- usage ------------------------------------------------------------------
     async def add_usage(self, group_id: str, usage: TurnUsage) -> bool:

@@ -53,10 +53,11 @@ local function append_entry(k, i, last)
 end
 """
 
-# KEYS: msgs, order, mpos, cmid, the turn keys, eseq, events, terms. ARGV:
-# message id, message JSON, clientMessageId or '', the count n of turn
+# KEYS: msgs, order, mpos, cmid, the turn keys, eseq, events, terms, pments.
+# ARGV: message id, message JSON, clientMessageId or '', the count n of turn
 # arguments, the n arguments of the turns to record with it, the count p of
-# the message's search postings, the p postings, then the frame that
+# the message's search postings, the p postings, the count q of its mention
+# postings (store.redis_mentions), the q postings, then the frame that
 # announces the message (JSON without seq, retention, header fields) or
 # nothing. Returns {1, json} when stored, {0, stored json} for a repeat
 # (which records, indexes and announces nothing).
@@ -87,7 +88,11 @@ local p = tonumber(ARGV[5 + n])
 for j = 6 + n, 5 + n + p do
   redis.call('ZADD', KEYS[11], 0, ARGV[j])
 end
-if #ARGV > 5 + n + p then append_entry(9, 6 + n + p, #ARGV) end
+local q = tonumber(ARGV[6 + n + p])
+for j = 7 + n + p, 6 + n + p + q do
+  redis.call('ZADD', KEYS[12], 0, ARGV[j])
+end
+if #ARGV > 6 + n + p + q then append_entry(9, 7 + n + p + q, #ARGV) end
 return {1, ARGV[2]}
 """
 )
