@@ -28,6 +28,7 @@ from coordinator.commands import (
 )
 from coordinator.errors import GroupError, GroupErrorCode
 from coordinator.groups import unknown_names
+from coordinator.people import people_mentioned
 from coordinator.regenerate import RegenerateResult, origin_of, regenerable_reply
 from coordinator.results import CancelResult, ForwardResult, IngestResult
 from coordinator.shard import OPS, Shard, no_vp
@@ -77,18 +78,19 @@ async def _ingest(shard: Shard, cmd: Ingest) -> IngestResult:
         # A team may give every VP of the group a turn.
         with shard.turns.admission.reserve(group.id, list(group.roster)):
             return await shard.team.ingest(group, sender, text, cmd.client_message_id, attachments)
-    sel = shard.select(group, names, Source.PERSON, None)
+    sel, people = people_mentioned(shard.select(group, names, Source.PERSON, None), group.members)
     tracing.event(
         "route",
         {
             "yeaft.targets": list(sel.targets),
             "yeaft.trigger": str(sel.trigger),
             "yeaft.unknown": list(sel.unknown),
+            "yeaft.people": list(people),
         },
     )
     with shard.turns.admission.reserve(group.id, sel.targets):
         return await _accept(
-            shard, group, sel, sender, text, cmd.client_message_id, attachments, cmd.channel
+            shard, group, sel, sender, text, cmd.client_message_id, attachments, cmd.channel, people
         )
 
 
@@ -101,8 +103,13 @@ async def _accept(
     client_message_id: str | None,
     attachments: list[dict[str, Any]] | None,
     channel: Channel,
+    people: list[str],
 ) -> IngestResult:
-    """Store an admitted message with its turns, then dispatch them."""
+    """Store an admitted message with its turns, then dispatch them.
+
+    ``people`` are the members it mentions (``coordinator.people``): stored
+    with it, and a message that names only people is for them, not for a VP.
+    """
     mode, text = split_queue_prefix(text)
     meta: dict[str, object] = {"trigger": str(sel.trigger)}
     if mode is not None:
@@ -112,7 +119,9 @@ async def _accept(
     if attachments:
         meta["attachments"] = list(attachments)
     meta["channel"] = str(channel)
-    msg = GroupMessage(author=sender, role="user", text=text, mentions=sel.targets, meta=meta)
+    msg = GroupMessage(
+        author=sender, role="user", text=text, mentions=sel.targets, people=people, meta=meta
+    )
     chain = shard.guard(group).start_chain(msg.id)
     origin = TurnOrigin.of_message(msg)
     reqs, refused = shard.admit_all(group, chain, sel.targets, origin, source=None)
@@ -132,7 +141,7 @@ async def _accept(
         return IngestResult(stored.id, duplicate=True, trigger=str(sel.trigger), turns=turns)
     if sel.unknown:
         await unknown_names(events, group, sel.unknown, stored.id)
-    elif not sel.targets:
+    elif not sel.targets and not people:
         await no_vp(events, stored.id)
     if refused is not None:
         await shard.refused(group, chain, refused)
@@ -145,6 +154,7 @@ async def _accept(
         unknown=tuple(sel.unknown),
         truncated=sel.truncated,
         turns=turns,
+        people=tuple(people),
     )
 
 

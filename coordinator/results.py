@@ -15,7 +15,8 @@ class IngestResult:
 
     ``duplicate`` is True when the ``clientMessageId`` was seen before: the
     stored message is returned and nothing is dispatched again. ``turns``
-    maps each dispatched VP to its turn id, in dispatch order.
+    maps each dispatched VP to its turn id, in dispatch order. ``people``
+    are the members it mentions (``coordinator.people``).
     """
 
     message_id: str
@@ -24,6 +25,7 @@ class IngestResult:
     unknown: tuple[str, ...] = ()
     truncated: bool = False
     turns: dict[str, str] = field(default_factory=dict)
+    people: tuple[str, ...] = ()
 
     @property
     def dispatched(self) -> list[str]:

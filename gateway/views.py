@@ -45,6 +45,7 @@ def message_view(message: GroupMessage, group_id: str | None = None) -> dict[str
         "role": message.role,
         "text": message.text,
         "mentions": list(message.mentions),
+        "people": list(message.people),
         "meta": dict(message.meta),
     }
     files = attachment_dicts(group_id, message.meta.get("attachments")) if group_id else None

@@ -68,7 +68,7 @@ from store.embedded_wake import EventWaker
 from store.events import (
     encode_event,
 )
-from store.mentions import ACTIVITY_LOG
+from store.mentions import ACTIVITY_LOG, counts_as_activity
 from store.sqlite import SQLiteThread, read_txn, write_txn
 from store.turns import TurnEnd, TurnRecord, finish_frames
 
@@ -251,14 +251,19 @@ class EmbeddedStore(
                 turn_sql.insert(conn, group_id, turns)
                 if encoded is not None:
                     self._append_event_sync(conn, group_id, encoded)
-                # Every gateway learns of it through the one activity log (store.mentions).
-                self._append_event_sync(conn, ACTIVITY_LOG, activity_of(group_id, message))
+                if counts_as_activity(message.role):
+                    # Every gateway learns of it through the one activity log (store.mentions).
+                    self._append_event_sync(conn, ACTIVITY_LOG, activity_of(group_id, message))
             return None
 
         existing = await self._run(op)
         if existing is not None:
             return GroupMessage.model_validate_json(existing), False
-        self._waker.wake_all((group_id, ACTIVITY_LOG) if encoded is not None else (ACTIVITY_LOG,))
+        moved = [group_id] if encoded is not None else []
+        if counts_as_activity(message.role):
+            moved.append(ACTIVITY_LOG)
+        if moved:
+            self._waker.wake_all(moved)
         return message, True
 
     async def read_messages(

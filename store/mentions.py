@@ -10,9 +10,10 @@
   them: it follows the read mark.
 - **Activity.** The store appends an ``activity`` event
   (``protocol.inbox.ActivityEvent``) to one log, :data:`ACTIVITY_LOG`, for
-  every message it stores and every read mark that moves. Each gateway
-  process tails that one log (one blocking read however many groups and
-  people it serves) and pushes the new summaries to the people concerned.
+  every message it stores (notices aside) and every read mark that moves.
+  Each gateway process tails that one log (one blocking read however many
+  groups and people it serves) and pushes the new summaries to the people
+  concerned.
   On SQLite the event is written in the message's (or the mark's)
   transaction; on Redis it is appended right after, as its own command,
   because the log's key lives in another cluster slot than the group's: a
@@ -50,6 +51,15 @@ class Mention:
     author: str
     excerpt: str
     ts: float
+
+
+def counts_as_activity(role: str) -> bool:
+    """Whether storing a message of ``role`` goes in the activity log.
+
+    A notice changes nobody's summary (it is neither unread nor a group's
+    last message), so it is not announced.
+    """
+    return role != "system"
 
 
 def counts_as_mention(

@@ -60,6 +60,7 @@ from store.base import (
 )
 from store.chatviews import TurnUsage
 from store.events import encode_event
+from store.mentions import counts_as_activity
 from store.redis_audit import RedisAudit
 from store.redis_budgets import BUDGET_KINDS, RedisBudgets
 from store.redis_chat import CHAT_KINDS, RedisChatViews, search_postings, usage_values
@@ -266,7 +267,8 @@ class RedisStore(
         with _redis_errors():
             stored, data = await self._append_message(keys=keys, args=args)
         if int(stored):
-            await self._stored_activity(group_id, message)
+            if counts_as_activity(message.role):
+                await self._stored_activity(group_id, message)
             return message, True
         return GroupMessage.model_validate_json(data), False
 
