@@ -264,6 +264,15 @@ class ChatClient:
                 return
             self.last_seq = seq
         kind = frame.get("type")
+        if kind == "inbox_summary":
+            # The group list's counts: only a mention elsewhere is worth a line here.
+            mention = frame.get("mention")
+            if not mention or frame.get("groupId") == self.group_id:
+                return
+            who, excerpt = mention.get("author", "?"), mention.get("excerpt", "")
+            self.screen.line(f"  @{who} mentioned you in {frame.get('groupId')}: {excerpt}")
+            self.screen.show_prompt()
+            return
         if kind == "ack":
             self.outbox.pop(str(frame.get("clientMessageId")), None)
             return

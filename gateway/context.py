@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from gateway.conversations import ConversationService
 from gateway.groups import GroupService
+from gateway.inbox_push import InboxPush
 from gateway.limits import LagProbe, UserBuckets
 from gateway.lockout import LoginLockout
 from gateway.metrics import Metrics
@@ -42,6 +43,8 @@ class GatewayContext:
     mcp: McpCatalog
     # Connections by user, presence, and the directory log (gateway.people).
     people: People
+    # Unread and mention counts pushed from the store's activity log (gateway.inbox_push).
+    inbox: InboxPush
     # Files with messages: limits, uploads and downloads (gateway.attachments).
     attachments: AttachmentService
     # Each person's quota meter, pushed to their connections (gateway.quota_meter).

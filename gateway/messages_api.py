@@ -11,7 +11,9 @@ coordinator (``coordinator.regenerate``).
 
 Unread counts are kept on the server: a read mark per user per group (the
 log position of the newest message read), moved by ``POST .../read``, so
-they agree across devices.
+they agree across devices. Mention counts follow the same mark; the
+mentions themselves are listed by ``GET /api/mentions``. Changes of both
+are pushed over the WebSocket too (``gateway.inbox_push``).
 """
 
 from __future__ import annotations
@@ -27,10 +29,12 @@ from coordinator.commands import Regenerate
 from gateway.errors import GatewayError, from_group_error, not_found
 from gateway.export import ExportFormat, download, group_subject, usage_view
 from gateway.http import Body, Ctx, User
+from gateway.inbox_push import summary_view
 from protocol import MAX_TEXT_LENGTH, ErrorCode, MessageChange, MessageChanged
 from store.base import Group, Store
 from store.budgets import day_account
-from store.chatviews import MAX_SEARCH_HITS, GroupSummary, SearchHit
+from store.chatviews import MAX_SEARCH_HITS, SearchHit
+from store.mentions import MAX_MENTIONS_LISTED
 from store.retry import until_stored
 
 log = logging.getLogger(__name__)
@@ -54,23 +58,6 @@ def _hit_view(hit: SearchHit, names: dict[str, str]) -> dict[str, Any]:
         "role": hit.role,
         "ts": hit.ts,
         "snippet": hit.snippet,
-    }
-
-
-def _summary_view(summary: GroupSummary) -> dict[str, Any]:
-    last = summary.last
-    return {
-        "groupId": summary.group_id,
-        "unread": summary.unread,
-        "lastMessage": None
-        if last is None
-        else {
-            "messageId": last.message_id,
-            "author": last.author,
-            "role": last.role,
-            "text": last.text[:300],
-            "ts": last.ts,
-        },
     }
 
 
@@ -154,16 +141,42 @@ async def mark_read(group_id: str, body: ReadBody, user: User, ctx: Ctx) -> dict
     if not await store.mark_read(group.id, user, body.message_id):
         raise not_found("message")
     (summary,) = await store.summaries([group.id], user)
-    return _summary_view(summary)
+    return summary_view(summary)
 
 
 @router.get("/api/inbox")
 async def inbox(user: User, ctx: Ctx) -> dict[str, Any]:
-    """Each of the user's groups with its last message and the user's unread count."""
+    """Each of the user's groups with its last message, the user's unread and mention counts."""
     groups = await ctx.groups.list_for(user)
     store = await ctx.runtime.store()
     summaries = await store.summaries([g.id for g in groups], user)
-    return {"groups": [_summary_view(s) for s in summaries]}
+    return {"groups": [summary_view(s) for s in summaries]}
+
+
+@router.get("/api/mentions")
+async def mentions(
+    user: User,
+    ctx: Ctx,
+    limit: Annotated[int, Query(ge=1, le=MAX_MENTIONS_LISTED)] = 50,
+) -> dict[str, Any]:
+    """The newest messages of the user's groups that mention them, newest first."""
+    groups = await ctx.groups.list_for(user)
+    names = {g.id: g.name for g in groups}
+    store = await ctx.runtime.store()
+    found = await store.mentions_of(user, list(names), limit=limit)
+    return {
+        "mentions": [
+            {
+                "groupId": m.group_id,
+                "groupName": names.get(m.group_id, m.group_id),
+                "messageId": m.message_id,
+                "author": m.author,
+                "excerpt": m.excerpt,
+                "ts": m.ts,
+            }
+            for m in found
+        ]
+    }
 
 
 @router.get("/api/groups/{group_id}/usage")

@@ -55,6 +55,7 @@ from gateway.context import GatewayContext
 from gateway.conversations import ConversationService
 from gateway.errors import GatewayError
 from gateway.groups import GroupService
+from gateway.inbox_push import InboxPush
 from gateway.limits import LagMeter, LagProbe, UserBuckets
 from gateway.lockout import LoginLockout
 from gateway.log_filters import install_log_filters
@@ -148,6 +149,7 @@ def create_app(
     attachments = runtime.config.store.open_attachments()
     groups = GroupService(runtime, hub, attachments)
     personas = load_personas(Path(personas_dir) if personas_dir else None)
+    people = People(runtime.store, hub, wait_s=settings.tail_wait_s)
     ctx = GatewayContext(
         settings=settings,
         runtime=runtime,
@@ -164,7 +166,8 @@ def create_app(
         user_rates=UserBuckets(settings.user_rate_limit_per_s, settings.user_rate_limit_burst),
         lag=LagProbe(LagMeter()),
         mcp=McpCatalog(runtime.config.mcp, McpServersFile.of(settings), runtime.mcp_reports),
-        people=People(runtime.store, hub, wait_s=settings.tail_wait_s),
+        people=people,
+        inbox=InboxPush(runtime.store, people, wait_s=settings.tail_wait_s),
         conversations=ConversationService(runtime, groups, personas, settings.data_dir),
         attachments=AttachmentService(attachments, settings.attachment_limits()),
         meters=QuotaMeters(runtime.store, hub),
@@ -183,6 +186,7 @@ def create_app(
             lag_probe.cancel()
             await asyncio.gather(lag_probe, return_exceptions=True)
             await _closing("the presence tail", ctx.people.close())
+            await _closing("the activity tail", ctx.inbox.close())
             await _closing("the group tails", hub.close())
             await _closing("the MCP catalog", ctx.mcp.aclose())
             await _closing("the attachment store", ctx.attachments.store.aclose())

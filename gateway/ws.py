@@ -173,6 +173,7 @@ class ClientSession:
             await check_enabled(await self.ctx.runtime.store(), username)
         except AuthError as exc:
             self.conn.request_close(CloseCode.UNAUTHORIZED, exc.message)
+        self.ctx.inbox.start()
         return username, 0, ""
 
     def on_close(self) -> None:

@@ -239,7 +239,7 @@ async def test_unread_counts_follow_the_server_side_read_mark(start_gateway: Sta
     assert set(by_id) == {gid, quiet}
     assert by_id[gid]["unread"] == 2  # bob's message and linus's reply
     assert by_id[gid]["lastMessage"]["author"] == "linus"
-    assert by_id[quiet] == {"groupId": quiet, "unread": 0, "lastMessage": None}
+    assert by_id[quiet] == {"groupId": quiet, "unread": 0, "mentions": 0, "lastMessage": None}
     # Bob wrote one of the two himself: only linus's reply is unread for him.
     assert (await gw.http.get("/api/inbox", headers=bob)).json()["groups"][0]["unread"] == 1
 

@@ -151,6 +151,8 @@ async def test_every_route_and_frame_refuses_who_does_not_belong(
     # The admin panel's routes are walked like every other (and stay admin-only).
     walked = {(m, r.path) for r in routes for m in r.methods}
     assert ADMIN_PANEL_ROUTES <= walked, ADMIN_PANEL_ROUTES - walked
+    # The inbox's routes are walked too: they read only the caller's own groups.
+    assert {"/api/inbox", "/api/mentions"} <= {r.path for r in routes}
     problems: list[str] = []
 
     # No cookie jar: who calls is the Authorization header alone, or nobody.
@@ -206,3 +208,16 @@ async def test_every_route_and_frame_refuses_who_does_not_belong(
     assert "sam" not in after.json()["members"]
     messages = await gw.http.get(f"/api/groups/{gid}/messages", headers=gw.auth("olive"))
     assert all(m.get("author") != "sam" for m in messages.json()["messages"])
+
+    # A mention in the group reaches its member's list, never a stranger's.
+    olive = await WsClient.open(gw, "olive")
+    ack = await olive.request(
+        {"type": "yeaft_session_chat", "groupId": gid, "text": "@mia look", "clientMessageId": "m"}
+    )
+    assert ack["type"] == "ack", ack
+    await olive.close()
+    mia = (await gw.http.get("/api/mentions", headers=gw.auth("mia"))).json()["mentions"]
+    assert [m["messageId"] for m in mia] == [ack["messageId"]]
+    assert (await gw.http.get("/api/mentions", headers=gw.auth("sam"))).json() == {"mentions": []}
+    inbox = (await gw.http.get("/api/inbox", headers=gw.auth("sam"))).json()["groups"]
+    assert gid not in {g["groupId"] for g in inbox}

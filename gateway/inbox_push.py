@@ -1,0 +1,163 @@
+"""Unread and mention counts pushed to people's WebSockets, from the store's activity log.
+
+One :class:`InboxPush` per gateway process tails the store's activity log
+(``store.mentions.ACTIVITY_LOG``): one blocking read for the whole process,
+however many groups and people it serves. The store appends to it every
+message it stores and every read mark that moves, on whichever process or
+actor wrote them. For each batch read:
+
+- a message in a group: each member of the group with a connection on this
+  process gets the group's new ``inbox_summary`` (with ``mention`` when the
+  message mentions them);
+- a read mark that moved: that person's connections here get the group's
+  new summary, so their other tabs and devices clear it too.
+
+The work per message is one read of the group record and one summary per
+member connected here; a batch asks for each (person, group) once. A gap
+(the tail fell behind the log's retention) is skipped: clients read the
+whole inbox when they reconnect.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from protocol import dumps
+from protocol.inbox import ActivityEvent, InboxSummary, LastMessageView, MentionView
+from store.base import Store
+from store.chatviews import GroupSummary
+from store.mentions import ACTIVITY_LOG
+
+if TYPE_CHECKING:
+    from gateway.people import People
+
+log = logging.getLogger(__name__)
+
+# Characters of a group's last message a summary carries.
+LAST_TEXT = 300
+
+
+def summary_frame(summary: GroupSummary, mention: MentionView | None = None) -> InboxSummary:
+    """A group's summary as the ``inbox_summary`` frame has it."""
+    last = summary.last
+    return InboxSummary(
+        group_id=summary.group_id,
+        unread=summary.unread,
+        mentions=summary.mentions,
+        last_message=None
+        if last is None
+        else LastMessageView(
+            message_id=last.message_id,
+            author=last.author,
+            role=last.role,
+            text=last.text[:LAST_TEXT],
+            ts=last.ts,
+        ),
+        mention=mention,
+    )
+
+
+def summary_view(summary: GroupSummary) -> dict[str, Any]:
+    """A group's summary as ``GET /api/inbox`` lists it (the frame without type)."""
+    frame = summary_frame(summary)
+    return frame.model_dump(mode="json", by_alias=True, exclude={"type", "mention"})
+
+
+class InboxPush:
+    """This process's tail of the activity log, and the summaries it pushes."""
+
+    def __init__(
+        self, store: Callable[[], Awaitable[Store]], people: People, *, wait_s: float = 5.0
+    ) -> None:
+        self.store = store
+        self.people = people
+        self.wait_s = wait_s
+        self._task: asyncio.Task[None] | None = None
+        self._ready = asyncio.Event()
+
+    def start(self) -> None:
+        """Start the tail (idempotent): at the first connection of the process."""
+        if self._task is None:
+            self._task = asyncio.create_task(self._tail(), name="activity-tail")
+
+    async def started(self) -> None:
+        """Wait until the tail reads (tests; a client never needs to)."""
+        self.start()
+        await self._ready.wait()
+
+    async def close(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+    async def _tail(self) -> None:
+        position: int | None = None
+        backoff = 0.1
+        while True:
+            try:
+                store = await self.store()
+                if position is None:
+                    position = await store.head(ACTIVITY_LOG)
+                    self._ready.set()
+                batch = await store.read_events(ACTIVITY_LOG, position, wait=self.wait_s)
+            except Exception:
+                log.warning("activity tail: read failed", exc_info=True)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 5.0)
+                continue
+            backoff = 0.1
+            if batch.gap:
+                position = batch.last_seq  # old news: clients read their inbox on reconnect
+            events = []
+            for event in batch.events:
+                position = event.seq
+                try:
+                    events.append(ActivityEvent.model_validate_json(event.text))
+                except ValueError:
+                    log.warning("activity event %d is not one", event.seq, exc_info=True)
+            if events and self.people.connections:
+                try:
+                    await self._push(store, events)
+                except Exception:
+                    log.warning("activity: summaries not pushed", exc_info=True)
+
+    async def _push(self, store: Store, events: list[ActivityEvent]) -> None:
+        """Each (person here, group) the batch touched gets its summary once."""
+        wanted: dict[str, dict[str, MentionView | None]] = {}
+        members: dict[str, list[str]] = {}
+        here = self.people.connections
+        for event in events:
+            gid = event.group_id
+            if event.kind == "read":
+                if event.user in here:
+                    wanted.setdefault(event.user, {}).setdefault(gid, None)
+                continue
+            if gid not in members:
+                group = await store.get_group(gid)
+                members[gid] = list(group.members) if group is not None else []
+            for user in members[gid]:
+                if user not in here:
+                    continue
+                groups = wanted.setdefault(user, {})
+                if user in event.people and user != event.user:
+                    groups[gid] = MentionView(
+                        group_id=gid,
+                        message_id=event.message_id,
+                        author=event.user,
+                        excerpt=event.excerpt,
+                        ts=event.ts,
+                    )
+                else:
+                    groups.setdefault(gid, None)
+        for user, groups in wanted.items():
+            summaries = await store.summaries(list(groups), user)
+            for summary in summaries:
+                text = dumps(summary_frame(summary, groups[summary.group_id]))
+                for conn in list(self.people.connections.get(user, ())):
+                    conn.offer(text, envelope=False)
