@@ -84,10 +84,16 @@ class InboxPush:
         if self._task is None:
             self._task = asyncio.create_task(self._tail(), name="activity-tail")
 
-    async def started(self) -> None:
-        """Wait until the tail reads (tests; a client never needs to)."""
+    async def started(self, within: float | None = None) -> None:
+        """Start the tail and wait until it has its place in the log (at most ``within`` s).
+
+        A connection waits for it before it counts as open, so nothing
+        stored after that is missed; a store that does not answer in time
+        only delays the pushes, never the connection.
+        """
         self.start()
-        await self._ready.wait()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._ready.wait(), within)
 
     async def close(self) -> None:
         task, self._task = self._task, None

@@ -87,6 +87,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# How long a process's first connection waits for the activity tail to take
+# its place in the log (gateway.inbox_push), so no push after it is missed.
+INBOX_READY_S = 5.0
 # Error codes that do not count as abuse: our own failures, a gap the
 # client could not have avoided, and the server being too busy.
 _NOT_ABUSE = frozenset({ErrorCode.INTERNAL, ErrorCode.GAP, ErrorCode.BUSY})
@@ -173,7 +176,7 @@ class ClientSession:
             await check_enabled(await self.ctx.runtime.store(), username)
         except AuthError as exc:
             self.conn.request_close(CloseCode.UNAUTHORIZED, exc.message)
-        self.ctx.inbox.start()
+        await self.ctx.inbox.started(within=INBOX_READY_S)
         return username, 0, ""
 
     def on_close(self) -> None:
