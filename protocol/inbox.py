@@ -6,7 +6,7 @@ same shape as an entry of ``GET /api/inbox``). Every gateway pushes it to
 each of the person's connections, whichever groups they watch, when:
 
 - a message is stored in a group they are a member of (``mention`` is set
-  when that message mentions them, so a client can notify);
+  when that message mentions them, so a client can notify), or deleted;
 - their read mark in the group moves (on another tab or device too).
 
 No client frame asks for it; ``GET /api/inbox`` gives every group at once
@@ -72,11 +72,11 @@ class ActivityEvent(ServerModel):
     ``message``: a message by ``user`` was stored in ``groupId``; ``people``
     are the members it mentions, ``excerpt`` its first words when it mentions
     anyone. ``read``: ``user``'s read mark in ``groupId`` moved to
-    ``messageId``.
+    ``messageId``. ``deleted``: ``user`` deleted the message ``messageId``.
     """
 
     type: Literal["activity"] = "activity"
-    kind: Literal["message", "read"]
+    kind: Literal["message", "read", "deleted"]
     group_id: str
     user: str
     message_id: str

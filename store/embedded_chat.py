@@ -14,6 +14,7 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+from protocol import EventFrame
 from store._shared import as_deleted, as_superseded, last_shown
 from store.base import GroupMessage
 from store.chatviews import (
@@ -35,7 +36,7 @@ from store.embedded_budgets import add_to_account
 from store.embedded_quotas import add_usage_row
 from store.embedded_mentions import index_mentions
 from store.events import EncodedEvent, encode_event
-from store.mentions import ACTIVITY_LOG, counts_as_mention, read_activity
+from store.mentions import ACTIVITY_LOG, counts_as_mention, deleted_activity, read_activity
 from store.sqlite import read_txn, write_txn
 
 T = TypeVar("T")
@@ -105,6 +106,9 @@ class EmbeddedChatViews:
     async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         raise NotImplementedError  # EmbeddedStore's own
 
+    async def append_event(self, group_id: str, frame: EventFrame) -> int:
+        raise NotImplementedError  # EmbeddedEvents' own
+
     def _append_event_sync(
         self, conn: sqlite3.Connection, group_id: str, encoded: EncodedEvent
     ) -> int:
@@ -162,7 +166,11 @@ class EmbeddedChatViews:
     async def delete_message(
         self, group_id: str, message_id: str, *, by: str, ts: float
     ) -> GroupMessage | None:
-        return await self._patch(group_id, message_id, lambda m: as_deleted(m, by, ts))
+        gone = await self._patch(group_id, message_id, lambda m: as_deleted(m, by, ts))
+        if gone is not None:
+            # Its group's counts may drop: every gateway pushes them (store.mentions).
+            await self.append_event(ACTIVITY_LOG, deleted_activity(group_id, by, message_id))
+        return gone
 
     async def supersede_message(
         self, group_id: str, message_id: str, *, turn_id: str, by: str, ts: float

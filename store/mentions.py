@@ -10,7 +10,8 @@
   them: it follows the read mark.
 - **Activity.** The store appends an ``activity`` event
   (``protocol.inbox.ActivityEvent``) to one log, :data:`ACTIVITY_LOG`, for
-  every message it stores (notices aside) and every read mark that moves.
+  every message it stores (notices aside), deletes, and every read mark that
+  moves.
   Each gateway process tails that one log (one blocking read however many
   groups and people it serves) and pushes the new summaries to the people
   concerned.
@@ -82,6 +83,11 @@ def message_activity(
         people=list(people),
         excerpt=excerpt_of(text) if people else "",
     )
+
+
+def deleted_activity(group_id: str, username: str, message_id: str) -> ActivityEvent:
+    """The activity event of a message deleted (its group's counts may drop)."""
+    return ActivityEvent(kind="deleted", group_id=group_id, user=username, message_id=message_id)
 
 
 def read_activity(group_id: str, username: str, message_id: str) -> ActivityEvent:

@@ -27,6 +27,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import WatchError
 
 from protocol import EventFrame
+from protocol.inbox import ActivityEvent
 from store import redis_scripts as scripts
 from store._shared import as_deleted, as_superseded, last_shown
 from store.base import GroupMessage, StoreError
@@ -47,7 +48,7 @@ from store.chatviews import (
     snippet,
     terms_of,
 )
-from store.mentions import ACTIVITY_LOG, counts_as_mention, read_activity
+from store.mentions import ACTIVITY_LOG, counts_as_mention, deleted_activity, read_activity
 from store.redis_errors import redis_errors
 from store.redis_mentions import mention_postings
 
@@ -108,16 +109,16 @@ class RedisChatViews:
     async def append_event(self, group_id: str, frame: EventFrame) -> int:
         raise NotImplementedError  # RedisEvents' own
 
-    async def _read_activity(self, group_id: str, username: str, message_id: str) -> None:
-        """Tell every gateway a read mark moved (``store.mentions``).
+    async def _activity(self, event: ActivityEvent) -> None:
+        """Tell every gateway a read mark moved or a message was deleted (``store.mentions``).
 
-        Appended after the mark's own step (the activity log is in another
-        cluster slot); a failure costs a push, not the mark: logged, not raised.
+        Appended after the change's own step (the activity log is in another
+        cluster slot); a failure costs a push, not the change: logged, not raised.
         """
         try:
-            await self.append_event(ACTIVITY_LOG, read_activity(group_id, username, message_id))
+            await self.append_event(ACTIVITY_LOG, event)
         except StoreError:
-            log.warning("activity of a read mark in %s not appended", group_id, exc_info=True)
+            log.warning("%s activity in %s not appended", event.kind, event.group_id, exc_info=True)
 
     # -- search ----------------------------------------------------------------
     async def search_messages(
@@ -209,7 +210,10 @@ class RedisChatViews:
     async def delete_message(
         self, group_id: str, message_id: str, *, by: str, ts: float
     ) -> GroupMessage | None:
-        return await self._patch(group_id, message_id, lambda m: as_deleted(m, by, ts))
+        gone = await self._patch(group_id, message_id, lambda m: as_deleted(m, by, ts))
+        if gone is not None:
+            await self._activity(deleted_activity(group_id, by, message_id))
+        return gone
 
     async def supersede_message(
         self, group_id: str, message_id: str, *, turn_id: str, by: str, ts: float
@@ -223,7 +227,7 @@ class RedisChatViews:
         with redis_errors():
             done = int(await self._r.eval(_MARK_READ, 2, *keys, message_id, username))
         if done == 2:
-            await self._read_activity(group_id, username, message_id)
+            await self._activity(read_activity(group_id, username, message_id))
         return bool(done)
 
     async def summaries(self, group_ids: Sequence[str], username: str) -> list[GroupSummary]:

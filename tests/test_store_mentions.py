@@ -116,11 +116,15 @@ async def test_stored_messages_and_moved_marks_are_in_the_activity_log(
     assert await one.mark_read(G1, "bob", "msg_0001")
     assert await one.mark_read(G1, "bob", "msg_0002")
     assert not await one.mark_read(G1, "bob", "msg_unknown")
+    # A deletion may lower counts: it is activity too (once a message is found).
+    assert await one.delete_message(G1, "msg_0001", by="ann", ts=3.0) is not None
+    assert await one.delete_message(G1, "msg_nothing", by="ann", ts=3.0) is None
     events = await _activity(two, start)
     assert [(e.kind, e.group_id, e.user, e.message_id) for e in events] == [
         ("message", G1, "ann", "msg_0001"),
         ("message", G1, "ann", "msg_0002"),
         ("read", G1, "bob", "msg_0002"),
+        ("deleted", G1, "ann", "msg_0001"),
     ]
     assert events[0].people == ["bob"] and events[0].excerpt == "@bob look here"
     assert events[1].people == [] and events[1].excerpt == ""

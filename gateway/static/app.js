@@ -23,6 +23,7 @@ import { mountMcp } from './mcp.js';
 import { MembersPanel } from './members.js';
 import { SettingsPanel } from './settings.js';
 import { Inbox } from './inbox.js';
+import { Mentions, peopleOf } from './mentions.js';
 import { mountLogin, showLogin } from './login.js';
 import { acceptingInvite } from './inviteaccept.js';
 import { MessageOps } from './messageops.js';
@@ -102,7 +103,11 @@ const ops = new MessageOps({
   toast: (text, kind) => toast(text, kind),
 });
 
-const inbox = new Inbox({ onChange: () => renderGroupChrome() });
+const inbox = new Inbox({ onChange: () => renderGroupChrome(), onSummary: (frame) => mentions.summary(frame) });
+const mentions = new Mentions({
+  timeline, me: () => state.me, open: openAt, button: $('notify-mentions'),
+  groupName: (id) => state.groups.find((g) => g.id === id)?.name || id,
+});
 
 const search = new SearchBox({
   input: $('search-input'),
@@ -121,6 +126,7 @@ const composer = new Composer({
   button: $('send-button'),
   menu: $('mention-menu'),
   roster: () => (currentGroup()?.roster || []).map(persona),
+  people: () => (conversations.active ? [] : peopleOf(currentGroup(), state.me)),
   onSend: sendMessage,
 });
 
@@ -281,6 +287,7 @@ function showConnection(connState, info = {}) {
   if (connState === 'reconnecting') state.hadDisconnect = true;
   node.dataset.state = connState;
   if (connection) conversations.connectionState(connState, connection);
+  inbox.connectionState(connState);
   node.querySelector('.connection-text').textContent = connectionLabel(connState, info, state.hadDisconnect);
   if (connState === 'live') state.hadDisconnect = false;
 }
@@ -480,7 +487,6 @@ function handleFrame(frame) {
     case 'message_changed':
       if (frame.groupId !== state.groupId || state.loading) return;
       timeline.changed(frame);
-      if (frame.change === 'deleted') inbox.refresh();
       break;
     case 'task_changed':
       if (frame.groupId !== state.groupId || state.loading) return;

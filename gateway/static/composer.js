@@ -1,5 +1,6 @@
 // The message input: Enter sends, Shift+Enter is a newline, and typing `@`
-// opens a list of the group's VPs (plus @all) filtered by what follows.
+// opens a list of the group's VPs (plus @all) and its people (tagged
+// "person", mentions.js) filtered by what follows.
 
 import { avatar, el } from './dom.js';
 
@@ -22,9 +23,11 @@ const MENTION_ANYWHERE = /(^|\s)@([A-Za-z0-9_-]+)/g;
 export class Composer {
   /**
    * `roster()` returns [{id, name, role, aliases}] of the current group;
+   * `people()` the group's other members as options (`person: true`);
    * `onSend(text, mentions)` sends; returns false when it could not.
    */
-  constructor({ form, input, button, menu, roster, onSend }) {
+  constructor({ form, input, button, menu, roster, people = () => [], onSend }) {
+    this.people = people;
     this.form = form;
     this.input = input;
     this.button = button;
@@ -202,7 +205,7 @@ export class Composer {
       p.name.toLowerCase().startsWith(prefix) ||
       (p.aliases || []).some((a) => a.toLowerCase().startsWith(prefix));
     const byName = [...this.roster()].sort((a, b) => a.name.localeCompare(b.name));
-    this.options = [...byName, everyone].filter(matches);
+    this.options = [...byName, everyone, ...this.people()].filter(matches);
     if (!this.options.length) return this.closeMenu();
     this.renderMenu();
     return undefined;
@@ -216,9 +219,9 @@ export class Composer {
           {
             role: 'option',
             id: `mention-${option.id}`,
-            class: 'mention-option',
+            class: `mention-option${option.person ? ' person' : ''}`,
             testid: 'mention-option',
-            dataset: { vp: option.id },
+            dataset: option.person ? { person: option.id } : { vp: option.id },
             'aria-selected': String(index === this.active),
             onmousedown: (event) => {
               event.preventDefault();
@@ -227,7 +230,9 @@ export class Composer {
           },
           avatar(option.id, option.name, 'small'),
           el('span', { class: 'mention-id', text: `@${option.id}` }),
-          el('span', { class: 'mention-role', text: option.id === 'all' ? option.role : `${option.name} · ${option.role || ''}` }),
+          option.person
+            ? el('span', { class: 'mention-tag', testid: 'mention-person-tag', text: 'person' })
+            : el('span', { class: 'mention-role', text: option.id === 'all' ? option.role : `${option.name} · ${option.role || ''}` }),
         ),
       ),
     );

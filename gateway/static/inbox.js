@@ -1,25 +1,36 @@
 // The group list's extras: each group's last message and the user's unread
-// count, from the server (GET /api/inbox), and the read mark that clears it.
+// and mention counts, from the server, and the read mark that clears them.
 //
 // Unread counts live on the server (a read mark per user per group), so
 // they agree across tabs and devices. The page moves the mark when it shows
-// a group's newest message (POST /api/groups/{id}/read), and re-reads the
-// summaries every POLL_MS and when the window comes back to the front: only
-// the open group streams live, so the others' counts come from these reads.
+// a group's newest message (POST /api/groups/{id}/read). The counts come
+// whole from GET /api/inbox once the connection is live (at connect and
+// after every reconnect) and when the window comes back to the front; in
+// between the server pushes an `inbox_summary` frame for a group whenever a
+// message lands in it or the user's mark there moves (on any tab or
+// device): nothing is polled.
 
 import { api } from './api.js';
+import { onEveryFrame } from './connection.js';
 
-const POLL_MS = 10_000;
 const MARK_DELAY_MS = 300;
 
 export class Inbox {
-  /** `onChange(summaries)` redraws the group list; summaries map group id → summary. */
-  constructor({ onChange }) {
+  /**
+   * `onChange(summaries)` redraws the group list; summaries map group id → summary.
+   * `onSummary(frame)` sees each pushed `inbox_summary` (mentions.js notifies).
+   */
+  constructor({ onChange, onSummary = () => {} }) {
     this.onChange = onChange;
+    this.onSummary = onSummary;
     this.summaries = new Map();
-    this.timer = null;
     this.pendingMark = new Map();
+    // The newest message marked read per group: a push that says it is the
+    // group's last message is read, whatever order the pushes came in.
+    this.marked = new Map();
     this.markTimer = null;
+    this.running = false;
+    this.live = false;
     // The newest message shown while the page was in the background: read
     // only once the person can see it.
     this.unseen = null;
@@ -29,34 +40,53 @@ export class Inbox {
       this.unseen = null;
       this.refresh();
     };
+    onEveryFrame((frame) => {
+      if (frame.type === 'inbox_summary' && this.running) this.pushed(frame);
+    });
   }
 
   start() {
     this.stop();
-    this.timer = setInterval(() => this.refresh(), POLL_MS);
+    this.running = true;
     document.addEventListener('visibilitychange', this.visible);
-    return this.refresh();
   }
 
   stop() {
-    clearInterval(this.timer);
-    this.timer = null;
+    this.running = false;
+    this.live = false;
     document.removeEventListener('visibilitychange', this.visible);
+  }
+
+  /** The connection's state: every time it becomes live, the whole inbox is read once. */
+  connectionState(state) {
+    const wasLive = this.live;
+    this.live = state === 'live';
+    if (this.live && !wasLive && this.running) this.refresh();
   }
 
   async refresh() {
     try {
       const data = await api.inbox();
-      this.summaries = new Map((data?.groups || []).map((s) => [s.groupId, s]));
-      // A mark still on its way: that group is read, whatever this answer says.
-      for (const groupId of this.pendingMark.keys()) {
-        const shown = this.summaries.get(groupId);
-        if (shown) this.summaries.set(groupId, { ...shown, unread: 0 });
-      }
+      this.summaries = new Map((data?.groups || []).map((s) => [s.groupId, this.settled(s)]));
       this.onChange(this.summaries);
     } catch {
-      // The next poll tries again; the list keeps what it showed.
+      // The next connect or return to the front tries again; the list keeps what it showed.
     }
+  }
+
+  /** A summary the server pushed: it replaces the group's line. */
+  pushed(frame) {
+    const { type, mention, ...summary } = frame;
+    this.summaries.set(frame.groupId, this.settled(summary));
+    this.onChange(this.summaries);
+    this.onSummary(frame);
+  }
+
+  /** A summary with what this tab read and the server may not know yet taken off. */
+  settled(summary) {
+    const last = summary.lastMessage?.messageId;
+    const read = this.pendingMark.has(summary.groupId) || (last && this.marked.get(summary.groupId) === last);
+    return read ? { ...summary, unread: 0, mentions: 0 } : summary;
   }
 
   /** The open group's newest message was seen: move the read mark there (batched). */
@@ -67,9 +97,10 @@ export class Inbox {
       return;
     }
     this.pendingMark.set(groupId, messageId);
+    this.marked.set(groupId, messageId);
     const shown = this.summaries.get(groupId);
-    if (shown && shown.unread) {
-      this.summaries.set(groupId, { ...shown, unread: 0 });
+    if (shown && (shown.unread || shown.mentions)) {
+      this.summaries.set(groupId, { ...shown, unread: 0, mentions: 0 });
       this.onChange(this.summaries);
     }
     clearTimeout(this.markTimer);
@@ -92,7 +123,7 @@ export class Inbox {
 
   /** A message arrived live in a group: it is the group's last message now. */
   saw(groupId, last) {
-    const shown = this.summaries.get(groupId) || { groupId, unread: 0, lastMessage: null };
+    const shown = this.summaries.get(groupId) || { groupId, unread: 0, mentions: 0, lastMessage: null };
     this.summaries.set(groupId, { ...shown, lastMessage: last });
     this.onChange(this.summaries);
   }

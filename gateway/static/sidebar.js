@@ -111,6 +111,7 @@ export class Sidebar {
               'span',
               { class: 'group-line' },
               el('span', { class: 'group-name', text: group.name }),
+              mentionBadge(summaries.get(group.id)),
               unreadBadge(summaries.get(group.id)),
             ),
             lastLine(summaries.get(group.id), personaName) ||
@@ -134,6 +135,18 @@ function unreadBadge(summary) {
     testid: 'unread',
     'aria-label': `${unread} unread`,
     text: unread > 999 ? '999+' : String(unread),
+  });
+}
+
+/** "@2" when unread messages of a group mention the user, or nothing. */
+function mentionBadge(summary) {
+  const mentions = summary?.mentions || 0;
+  if (!mentions) return null;
+  return el('span', {
+    class: 'mention-badge',
+    testid: 'mention-badge',
+    'aria-label': `${mentions} unread mention${mentions === 1 ? '' : 's'}`,
+    text: `@${mentions > 999 ? '999+' : mentions}`,
   });
 }
 
