@@ -30,7 +30,7 @@ export class Inbox {
     this.marked = new Map();
     this.markTimer = null;
     this.running = false;
-    this.live = false;
+    this.opening = false;
     // The newest message shown while the page was in the background: read
     // only once the person can see it.
     this.unseen = null;
@@ -53,15 +53,19 @@ export class Inbox {
 
   stop() {
     this.running = false;
-    this.live = false;
     document.removeEventListener('visibilitychange', this.visible);
   }
 
-  /** The connection's state: every time it becomes live, the whole inbox is read once. */
+  /**
+   * The connection's state: each socket it opens (`connecting`, at start and
+   * on every reconnect) reads the whole inbox once it is live. A replay after
+   * opening a group (`replaying` → `live`) reads nothing.
+   */
   connectionState(state) {
-    const wasLive = this.live;
-    this.live = state === 'live';
-    if (this.live && !wasLive && this.running) this.refresh();
+    if (state === 'connecting') this.opening = true;
+    if (state !== 'live' || !this.opening || !this.running) return;
+    this.opening = false;
+    this.refresh();
   }
 
   async refresh() {
