@@ -301,7 +301,7 @@ def message_frame(group_id: str, message: GroupMessage) -> GroupMessageFrame:
         text=message.text,
         ts=message.ts,
         mentions=list(message.mentions),
-        people=list(message.people),
+        people=list(message.people) or None,
         client_message_id=meta.get("clientMessageId"),
         caused_by=meta.get("causedBy"),
         chain_id=chain_id,

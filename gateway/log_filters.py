@@ -56,9 +56,10 @@ class _QuietInvalidText(logging.Filter):
 class _QuietPolls(logging.Filter):
     """Leave answered polls out of the access log.
 
-    The web UI asks for its unread counts (``GET /api/inbox``) every few
-    seconds and probes ask for ``/healthz`` and ``/metrics``; logged, they
-    bury the requests a person made. A poll that failed is still logged.
+    The web UI reads its unread counts (``GET /api/inbox``) at every
+    connect and every return to the front (the rest is pushed), and probes
+    ask for ``/healthz`` and ``/metrics``; logged, they bury the requests a
+    person made. A poll that failed is still logged.
     The record is uvicorn's access line, whose arguments are ``(client,
     method, path, http version, status)``.
     """

@@ -56,6 +56,11 @@ class InboxSummary(ServerModel):
     else wrote (notices and deleted ones not counted); ``mentions`` those of
     them that mention the person. ``mention`` is the message that caused this
     push when it mentions the person.
+
+    Pushed to every connection of the person, on every gateway, when a
+    message is stored in or deleted from one of their groups (whether or
+    not they watch it) and when their read mark there moves (on any tab or
+    device). ``GET /api/inbox`` gives every group at once, in the same shape.
     """
 
     type: Literal["inbox_summary"] = "inbox_summary"

@@ -160,7 +160,9 @@ class GroupMessageFrame(ServerModel):
     ``causedBy`` lists the group-log ids that led to this message, the
     person's message first; ``chainId`` is the id of the person's message
     that started the chain (a person's message is its own). ``ts`` is the
-    time it was stored, in Unix seconds.
+    time it was stored, in Unix seconds. ``mentions`` are the VPs it was
+    sent to; ``people`` the members of the group it mentions (``@bob``), who
+    are told (``inbox_summary``) and never given a turn.
     """
 
     type: Literal["group_message"] = "group_message"
@@ -171,8 +173,7 @@ class GroupMessageFrame(ServerModel):
     text: str
     ts: float
     mentions: list[str] = Field(default_factory=list)
-    # The members of the group the message mentions (``@bob``): people, not VPs.
-    people: list[str] = Field(default_factory=list)
+    people: list[str] | None = None
     client_message_id: str | None = None
     caused_by: list[str] | None = None
     chain_id: str | None = None
