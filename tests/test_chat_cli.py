@@ -259,3 +259,16 @@ def test_terminal_lines_edit_and_take_a_paste_whole() -> None:
     finally:
         os.close(master)
         os.close(slave)
+
+
+def test_a_mention_in_another_group_is_a_line_and_counts_are_not() -> None:
+    out = io.StringIO()
+    client = ChatClient("http://x", "t", "team", out)
+    client.group_id = "g1"
+    summary = {"type": "inbox_summary", "groupId": "g1", "unread": 1, "mentions": 1}
+    mention = {"groupId": "g2", "messageId": "m", "author": "ann", "excerpt": "@bob look", "ts": 1}
+    client.on_frame({**summary, "mention": {**mention, "groupId": "g1"}})  # the open group
+    client.on_frame({**summary, "groupId": "g2"})  # counts alone
+    assert out.getvalue() == ""
+    client.on_frame({**summary, "groupId": "g2", "mention": mention})
+    assert out.getvalue() == "  @ann mentioned you in g2: @bob look\n"
