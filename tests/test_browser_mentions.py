@@ -104,6 +104,7 @@ async def test_ada_mentions_bob_and_his_badge_moves_without_a_poll(
             )
         ).to_have_count(0)
         await composer.fill("@b")
+        await expect(option).to_have_attribute("aria-selected", "true")
         await composer.press("Enter")
         await expect(composer).to_have_value("@bob ")
         # Bob's page goes to the background before the mention arrives.
