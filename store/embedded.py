@@ -53,9 +53,9 @@ from store.embedded_events import EmbeddedEvents
 from store.embedded_invites import EmbeddedInvites
 from store.embedded_logins import EmbeddedLogins
 from store.embedded_members import EmbeddedMembers
-from store.embedded_quotas import EmbeddedQuotas
 from store.embedded_mentions import GROUP_TABLES as MENTION_TABLES
 from store.embedded_mentions import EmbeddedMentions, activity_of, index_mentions
+from store.embedded_quotas import EmbeddedQuotas
 from store.embedded_reactions import GROUP_TABLES as REACTION_TABLES
 from store.embedded_reactions import EmbeddedReactions
 from store.embedded_schema import event_counter, setup_schema

@@ -33,8 +33,8 @@ from store.chatviews import (
     snippet,
 )
 from store.embedded_budgets import add_to_account
-from store.embedded_quotas import add_usage_row
 from store.embedded_mentions import index_mentions
+from store.embedded_quotas import add_usage_row
 from store.events import EncodedEvent, encode_event
 from store.mentions import ACTIVITY_LOG, counts_as_mention, deleted_activity, read_activity
 from store.sqlite import read_txn, write_txn

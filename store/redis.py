@@ -77,8 +77,8 @@ from store.redis_events import (
 from store.redis_invites import RedisInvites
 from store.redis_logins import RedisLogins
 from store.redis_members import RedisMembers
-from store.redis_quotas import RedisQuotas
 from store.redis_mentions import MENTION_KINDS, RedisMentions, mention_postings
+from store.redis_quotas import RedisQuotas
 from store.redis_reactions import REACTION_KINDS, RedisReactions
 from store.redis_sessions import RedisSessions
 from store.redis_tasks import TASK_KINDS, RedisTasks
