@@ -5,6 +5,7 @@ WORKDIR /app
 RUN apt-get update && apt-get install -y --no-install-recommends wget \
     && rm -rf /var/lib/apt/lists/*
 COPY pyproject.toml README.md ./
+COPY telemetry telemetry
 COPY protocol protocol
 COPY engine engine
 COPY store store
