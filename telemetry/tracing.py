@@ -74,7 +74,9 @@ def install(
         if processor is None and config == _state.config:
             return
         old = _state.provider
-        _state.config, _state.provider, _state.tracer = config, None, _NOOP
+        # With a processor of a test's, no config stands for what is installed.
+        _state.config = config if processor is None else None
+        _state.provider, _state.tracer = None, _NOOP
         _state.capture = config.capture_content
         if config.enabled or processor is not None:
             from opentelemetry.sdk.trace import TracerProvider
@@ -120,14 +122,16 @@ def _sampler(config: TracingConfig) -> Sampler:
 
 def _exporting(config: TracingConfig) -> SpanProcessor:
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    from telemetry.export import BatchExport
 
     exporter = OTLPSpanExporter(
         endpoint=config.endpoint,
         headers=dict(config.headers),
         timeout=config.export_timeout_s,
     )
-    return BatchSpanProcessor(exporter, schedule_delay_millis=config.export_delay_s * 1000)
+    # Not the SDK's BatchSpanProcessor: its fork hook (telemetry.export says why).
+    return BatchExport(exporter, config.export_delay_s)
 
 
 def active() -> bool:

@@ -223,3 +223,47 @@ async def test_each_tool_call_is_an_execute_tool_span_naming_its_server(spans: S
     assert second.attributes["gen_ai.tool.type"] == "extension"
     assert second.status.status_code is StatusCode.ERROR
     assert second.attributes["error.type"] == "tool_error"
+
+
+# -- exporting ------------------------------------------------------------------------
+def test_exporting_starts_no_thread_in_a_forked_child(monkeypatch: pytest.MonkeyPatch) -> None:
+    # uvloop runs fork hooks in a child between fork and exec: a hook that
+    # starts a thread there (the SDK's BatchSpanProcessor's) can hang it,
+    # and the VP host that spawns an MCP server with it. The provider's own
+    # hook only makes a lock and reads the process's resource.
+    config = TracingConfig(endpoint="http://127.0.0.1:9/v1/traces")
+    tracing.install(config, "first")  # the SDK's modules imported once
+    tracing.uninstall()
+    hooks: list[dict[str, Any]] = []
+    monkeypatch.setattr("os.register_at_fork", lambda **kw: hooks.append(kw))
+    try:
+        tracing.install(config, "test")
+        with tracing.span("one"):
+            pass
+        assert tracing.active()
+    finally:
+        tracing.uninstall()
+    assert [h["after_in_child"].__qualname__ for h in hooks] == [
+        "TracerProvider.__init__.<locals>._after_in_child"
+    ]
+
+
+def test_batches_leave_on_flush_and_at_shutdown() -> None:
+    from telemetry.export import BatchExport
+
+    exporter = InMemorySpanExporter()
+    processor = BatchExport(exporter, delay_s=3600)  # nothing leaves on its own here
+    tracing.install(TracingConfig(), "test", processor)
+    try:
+        for n in range(3):
+            with tracing.span(f"s{n}"):
+                pass
+        assert exporter.get_finished_spans() == ()
+        tracing.flush()
+        assert [s.name for s in exporter.get_finished_spans()] == ["s0", "s1", "s2"]
+        with tracing.span("last"):
+            pass
+    finally:
+        tracing.uninstall()  # shuts the provider down: what is queued leaves first
+    assert [s.name for s in exporter.get_finished_spans()][-1:] == ["last"]
+    assert processor.dropped == 0

@@ -26,9 +26,11 @@ from tests.fixtures.ray_cluster import MakeRuntime
 from tests.group_helpers import ROSTER, last_is_tool_result
 from tests.test_team_mode import team_model
 
-# Slow: the session's first trace test starts Phoenix (10-20 s).
+# Slow: the session's first trace test starts Phoenix (10-20 s). Processes of
+# their own: the session's shared ones never record spans.
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.own_processes,
     pytest.mark.parametrize("store_factory", ["embedded"], indirect=True),
 ]
 
