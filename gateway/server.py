@@ -62,6 +62,7 @@ from gateway.log_filters import install_log_filters
 from gateway.mcp import McpCatalog
 from gateway.mcp_admin import McpServersFile
 from gateway.mcp_http import router as mcp_router
+from gateway.mcp_serve import mount as mount_mcp_server
 from gateway.metrics import Metrics
 from gateway.people import People
 from gateway.quota_meter import QuotaMeters
@@ -222,6 +223,7 @@ def create_app(
     app.include_router(invites_http.router)
     app.include_router(usage_http.router)
     app.add_api_websocket_route("/ws", ws.websocket_endpoint)
+    mount_mcp_server(app)
     # The UI's files are written separately and may not exist yet; the mount
     # is made anyway and answers 404 until they do.
     app.mount("/static", StaticFiles(directory=STATIC_DIR, check_dir=False), name="static")

@@ -1,0 +1,231 @@
+"""The group as an MCP server (``/mcp``), driven by the ``mcp`` SDK's own client
+against a real gateway whose VPs answer from a scripted offline model."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import AsyncIterator
+
+import httpx2
+import pytest
+from mcp import Client, MCPError
+from mcp.client.streamable_http import streamable_http_client
+from mcp_types import CallToolResult, TextContent
+
+from coordinator.commands import WaitIdle
+from engine.providers.base import ModelRequest
+from engine.providers.scripted import Reply, ScriptedModel
+from gateway import disabling, sessions
+from protocol import MAX_TEXT_LENGTH
+from tests.fixtures.gateway import Gateway, StartGateway
+from tests.fixtures.ray_cluster import MakeRuntime
+
+MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+def says_who(request: ModelRequest) -> Reply:
+    """Each VP answers with its own name, so a test can tell whose answer is whose."""
+    return Reply(f"this is {request.context.speaker_id} speaking")
+
+
+@contextlib.asynccontextmanager
+async def mcp_client(gw: Gateway, user: str) -> AsyncIterator[Client]:
+    http = httpx2.AsyncClient(headers=gw.auth(user), timeout=httpx2.Timeout(30.0, read=120.0))
+    transport = streamable_http_client(f"{gw.base_url}/mcp", http_client=http)
+    async with http, Client(transport) as client:
+        yield client
+
+
+async def _gateway(start_gateway: StartGateway, make_runtime: MakeRuntime) -> Gateway:
+    runtime = make_runtime(provider_overrides={"offline": ScriptedModel(says_who)})
+    gw = await start_gateway(runtime)
+    await gw.user("ann")
+    await gw.user("bob")
+    return gw
+
+
+async def _group(gw: Gateway, user: str, name: str = "team") -> str:
+    reply = await gw.http.post(
+        "/api/groups",
+        json={"name": name, "roster": ["steve", "linus", "martin"]},
+        headers=gw.auth(user),
+    )
+    assert reply.status_code == 201, reply.text
+    return str(reply.json()["id"])
+
+
+def _texts(result: CallToolResult) -> list[str]:
+    return [block.text for block in result.content if isinstance(block, TextContent)]
+
+
+@pytest.mark.parametrize("store_factory", ["embedded", "redis"], indirect=True)
+async def test_ask_group_returns_every_addressed_vp_with_progress(
+    start_gateway: StartGateway, make_runtime: MakeRuntime
+) -> None:
+    gw = await _gateway(start_gateway, make_runtime)
+    gid = await _group(gw, "ann")
+    other = await _group(gw, "bob", "bob's")
+    progress: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(done: float, total: float | None, message: str | None) -> None:
+        progress.append((done, total, message))
+
+    async with mcp_client(gw, "ann") as client:
+        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+        assert set(tools) == {"list_groups", "ask_group", "group_history"}
+        assert tools["ask_group"].input_schema["required"] == ["groupId", "text"]
+
+        listed = await client.call_tool("list_groups", {})
+        assert not listed.is_error
+        assert listed.structured_content == {
+            "groups": [
+                {
+                    "id": gid,
+                    "name": "team",
+                    "roster": ["steve", "linus", "martin"],
+                    "defaultVp": None,
+                }
+            ]
+        }
+        assert other not in json.dumps(listed.structured_content)
+
+        asked = await client.call_tool(
+            "ask_group",
+            {"groupId": gid, "text": "@steve @linus what do you think?"},
+            progress_callback=on_progress,
+        )
+        assert not asked.is_error, asked
+        assert asked.structured_content is not None
+        replies = asked.structured_content["replies"]
+        assert [(r["vp"], r["text"]) for r in replies] == [
+            ("steve", "this is steve speaking"),
+            ("linus", "this is linus speaking"),
+        ]
+        assert _texts(asked) == ["steve: this is steve speaking", "linus: this is linus speaking"]
+        # One notification as each VP answered, in the order they did.
+        assert [(done, total) for done, total, _ in progress] == [(1, 2), (2, 2)]
+        assert {m.split()[0] for _, _, m in progress if m} == {"steve", "linus"}
+
+        assert await gw.runtime.send(WaitIdle(gid))
+        history = await client.call_tool("group_history", {"groupId": gid, "limit": 10})
+        assert not history.is_error
+        assert history.structured_content is not None
+        said = [(m["author"], m["role"], m["text"]) for m in history.structured_content["messages"]]
+        assert said[0] == ("ann", "user", "@steve @linus what do you think?")
+        assert sorted(said[1:]) == [
+            ("linus", "assistant", "this is linus speaking"),
+            ("steve", "assistant", "this is steve speaking"),
+        ]
+        last = await client.call_tool("group_history", {"groupId": gid, "limit": 1})
+        assert last.structured_content is not None
+        assert [m["text"] for m in last.structured_content["messages"]] == [said[-1][2]]
+    # The reply ids are the stored messages' ids.
+    stored = {m.id: m for m in await (await gw.store()).read_messages(gid)}
+    assert all(stored[r["messageId"]].author == r["vp"] for r in replies)
+
+
+@pytest.mark.parametrize("store_factory", ["embedded"], indirect=True)
+async def test_a_stranger_gets_nothing_of_another_persons_group(
+    start_gateway: StartGateway, make_runtime: MakeRuntime
+) -> None:
+    gw = await _gateway(start_gateway, make_runtime)
+    gid = await _group(gw, "ann")
+    async with mcp_client(gw, "bob") as client:
+        listed = await client.call_tool("list_groups", {})
+        assert listed.structured_content == {"groups": []}
+        for name, arguments in [
+            ("ask_group", {"groupId": gid, "text": "@steve hello"}),
+            ("group_history", {"groupId": gid}),
+            ("ask_group", {"groupId": "grp_nosuchgroup", "text": "@steve hello"}),
+            ("group_history", {"groupId": "not an id"}),
+        ]:
+            result = await client.call_tool(name, arguments)
+            # The same answer as for a group that does not exist at all.
+            assert result.is_error and _texts(result) == ["group not found"], (name, result)
+    messages = await (await gw.store()).read_messages(gid)
+    assert messages == []
+
+
+@pytest.mark.parametrize("store_factory", ["embedded"], indirect=True)
+async def test_bad_input_gets_the_protocols_errors(
+    start_gateway: StartGateway, make_runtime: MakeRuntime
+) -> None:
+    gw = await _gateway(start_gateway, make_runtime)
+    gid = await _group(gw, "ann")
+    async with mcp_client(gw, "ann") as client:
+        oversized = "@steve " + "x" * MAX_TEXT_LENGTH
+        too_long = await client.call_tool("ask_group", {"groupId": gid, "text": oversized})
+        assert too_long.is_error and "text" in _texts(too_long)[0]
+        missing = await client.call_tool("ask_group", {"groupId": gid})
+        assert missing.is_error and "text" in _texts(missing)[0]
+        bad_limit = await client.call_tool("group_history", {"groupId": gid, "limit": 0})
+        assert bad_limit.is_error and "limit" in _texts(bad_limit)[0]
+        with pytest.raises(MCPError) as unknown:
+            await client.call_tool("no_such_tool", {})
+        assert "no_such_tool" in unknown.value.message
+    # None of it reached the group.
+    assert await (await gw.store()).read_messages(gid) == []
+
+    # Not JSON at all, and JSON that is not a JSON-RPC message: a JSON-RPC error, not a 500.
+    for body in ['{"jsonrpc": "2.0", "id": 1, "method": ', '{"hello": "world"}']:
+        reply = await gw.http.post("/mcp", content=body, headers={**MCP_HEADERS, **gw.auth("ann")})
+        assert 400 <= reply.status_code < 500, reply.text
+        error = reply.json()["error"]
+        assert error["code"] in (-32700, -32600), error
+
+
+@pytest.mark.parametrize("store_factory", ["embedded"], indirect=True)
+async def test_no_token_a_bad_one_or_an_ended_session_is_refused_before_mcp(
+    start_gateway: StartGateway, make_runtime: MakeRuntime
+) -> None:
+    gw = await _gateway(start_gateway, make_runtime)
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"},
+        },
+    }
+    good = await gw.http.post("/mcp", json=initialize, headers={**MCP_HEADERS, **gw.auth("ann")})
+    assert good.status_code == 200, good.text
+    for headers, reason in [
+        ({}, "missing"),
+        ({"Authorization": "Bearer not-a-token"}, "invalid"),
+        ({"Authorization": f"Basic {gw.tokens['ann']}"}, "missing"),
+    ]:
+        reply = await gw.http.post("/mcp", json=initialize, headers={**MCP_HEADERS, **headers})
+        assert reply.status_code == 401, reply.text
+        assert reply.json()["error"]["detail"]["reason"] == reason
+        assert reply.headers["www-authenticate"].startswith("Bearer")
+
+    # A disabled account's token is refused, and so is the token of a session ended.
+    await disabling.disable(await gw.store(), "bob", None, cli=True)
+    await gw.user("cat")
+    await sessions.end(await gw.store(), "cat", None)
+    for user, reason in [("bob", "account_disabled"), ("cat", "session_ended")]:
+        refused = await gw.http.post(
+            "/mcp", json=initialize, headers={**MCP_HEADERS, **gw.auth(user)}
+        )
+        assert refused.status_code == 401, refused.text
+        assert refused.json()["error"]["detail"]["reason"] == reason
+
+    # The SDK's client fails to connect with a wrong token.
+    http = httpx2.AsyncClient(headers={"Authorization": "Bearer wrong"})
+    with pytest.raises(Exception) as failed:
+        async with http, Client(streamable_http_client(f"{gw.base_url}/mcp", http_client=http)):
+            pass
+    assert "401" in _describe(failed.value)
+
+
+def _describe(exc: BaseException) -> str:
+    """An exception and those grouped or chained in it, as text."""
+    parts = [repr(exc)]
+    for inner in getattr(exc, "exceptions", ()):
+        parts.append(_describe(inner))
+    if exc.__cause__ is not None:
+        parts.append(_describe(exc.__cause__))
+    return " ".join(parts)
