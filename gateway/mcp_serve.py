@@ -88,7 +88,7 @@ def build_server(ctx: GatewayContext) -> MCPServer:
 
     @server.tool()
     async def ask_group(
-        group_id: Annotated[str, Field(alias="groupId", min_length=1, max_length=200)],
+        groupId: GroupId,
         text: Annotated[
             str,
             Field(
@@ -98,10 +98,9 @@ def build_server(ctx: GatewayContext) -> MCPServer:
             ),
         ],
         context: Context,
-        wait_seconds: Annotated[
+        waitSeconds: Annotated[
             float,
             Field(
-                alias="waitSeconds",
                 gt=0,
                 le=ASK_WAIT_S,
                 description="How long to wait for the replies (at most 300 s).",
@@ -112,7 +111,7 @@ def build_server(ctx: GatewayContext) -> MCPServer:
 
         A progress notification goes out as each VP answers.
         """
-        user = _user(context)
+        user, group_id = _user(context), groupId
         await _member(ctx, user, group_id)
         after = await ctx.groups.head_seq(group_id)
         try:
@@ -122,7 +121,7 @@ def build_server(ctx: GatewayContext) -> MCPServer:
         pending = {turn: vp for vp, turn in sent.turns.items()}
         answers: dict[str, dict[str, Any]] = {}
         total = len(pending)
-        deadline = time.monotonic() + wait_seconds
+        deadline = time.monotonic() + waitSeconds
         store = await ctx.runtime.store()
         while pending and (left := deadline - time.monotonic()) > 0:
             batch = await store.read_events(group_id, after, wait=min(left, _READ_WAIT_S))
@@ -156,14 +155,14 @@ def build_server(ctx: GatewayContext) -> MCPServer:
 
     @server.tool()
     async def group_history(
-        group_id: Annotated[str, Field(alias="groupId", min_length=1, max_length=200)],
+        groupId: GroupId,
         context: Context,
         limit: Annotated[
             int, Field(ge=1, le=HISTORY_MAX, description="How many, newest last.")
         ] = 20,
     ) -> dict[str, Any]:
         """The group's most recent messages (oldest first): author, role and text."""
-        user = _user(context)
+        user, group_id = _user(context), groupId
         try:
             page = await ctx.groups.history(user, group_id, None, limit)
         except GatewayError as exc:

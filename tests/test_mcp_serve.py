@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 
 import httpx2
 import pytest
-from mcp import Client, MCPError
+from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult, TextContent
 
@@ -84,7 +84,7 @@ async def test_ask_group_returns_every_addressed_vp_with_progress(
                     "id": gid,
                     "name": "team",
                     "roster": ["steve", "linus", "martin"],
-                    "defaultVp": None,
+                    "defaultVp": "steve",
                 }
             ]
         }
@@ -142,7 +142,9 @@ async def test_a_stranger_gets_nothing_of_another_persons_group(
         ]:
             result = await client.call_tool(name, arguments)
             # The same answer as for a group that does not exist at all.
-            assert result.is_error and _texts(result) == ["group not found"], (name, result)
+            [said] = _texts(result)
+            assert result.is_error and said.endswith(": group not found"), (name, result)
+            assert gid not in said
     messages = await (await gw.store()).read_messages(gid)
     assert messages == []
 
@@ -161,9 +163,8 @@ async def test_bad_input_gets_the_protocols_errors(
         assert missing.is_error and "text" in _texts(missing)[0]
         bad_limit = await client.call_tool("group_history", {"groupId": gid, "limit": 0})
         assert bad_limit.is_error and "limit" in _texts(bad_limit)[0]
-        with pytest.raises(MCPError) as unknown:
-            await client.call_tool("no_such_tool", {})
-        assert "no_such_tool" in unknown.value.message
+        unknown = await client.call_tool("no_such_tool", {})
+        assert unknown.is_error and "no_such_tool" in _texts(unknown)[0]
     # None of it reached the group.
     assert await (await gw.store()).read_messages(gid) == []
 
@@ -172,7 +173,7 @@ async def test_bad_input_gets_the_protocols_errors(
         reply = await gw.http.post("/mcp", content=body, headers={**MCP_HEADERS, **gw.auth("ann")})
         assert 400 <= reply.status_code < 500, reply.text
         error = reply.json()["error"]
-        assert error["code"] in (-32700, -32600), error
+        assert error["code"] in (-32700, -32600, -32602), error
 
 
 @pytest.mark.parametrize("store_factory", ["embedded"], indirect=True)
@@ -215,10 +216,10 @@ async def test_no_token_a_bad_one_or_an_ended_session_is_refused_before_mcp(
 
     # The SDK's client fails to connect with a wrong token.
     http = httpx2.AsyncClient(headers={"Authorization": "Bearer wrong"})
-    with pytest.raises(Exception) as failed:
+    with pytest.raises(BaseException) as failed:
         async with http, Client(streamable_http_client(f"{gw.base_url}/mcp", http_client=http)):
             pass
-    assert "401" in _describe(failed.value)
+    assert "MCPError" in _describe(failed.value)
 
 
 def _describe(exc: BaseException) -> str:
