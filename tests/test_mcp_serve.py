@@ -3,9 +3,13 @@ against a real gateway whose VPs answer from a scripted offline model."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
+import os
+import sys
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import httpx2
 import pytest
@@ -21,6 +25,7 @@ from protocol import MAX_TEXT_LENGTH
 from tests.fixtures.gateway import Gateway, StartGateway
 from tests.fixtures.ray_cluster import MakeRuntime
 
+DOC = Path(__file__).resolve().parents[1] / "docs" / "web-api.md"
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
@@ -230,3 +235,30 @@ def _describe(exc: BaseException) -> str:
     if exc.__cause__ is not None:
         parts.append(_describe(exc.__cause__))
     return " ".join(parts)
+
+
+@pytest.mark.parametrize("store_factory", ["embedded"], indirect=True)
+async def test_the_documented_python_example_runs(
+    start_gateway: StartGateway, make_runtime: MakeRuntime
+) -> None:
+    gw = await _gateway(start_gateway, make_runtime)
+    await _group(gw, "ann")
+    section = DOC.read_text().split("## The group as an MCP server", 1)[1]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    assert 'URL = "http://127.0.0.1:8765/mcp"' in code
+    code = code.replace("http://127.0.0.1:8765/mcp", f"{gw.base_url}/mcp")
+    env = {**os.environ, "YEAFT_TOKEN": gw.tokens["ann"]}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        code,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(process.communicate(), 120)
+    assert process.returncode == 0, err.decode()
+    printed = out.decode()
+    assert "steve: this is steve speaking" in printed
+    assert "linus: this is linus speaking" in printed
+    assert "[2/2]" in printed
