@@ -31,6 +31,8 @@ PUBLIC = {
     "/api/invites/accept",
 }
 
+# Routes outside /api that check the bearer token themselves: the MCP server.
+SELF_AUTH = {"/mcp"}
 
 # What the admin panel calls (gateway/static/admin_*.js).
 ADMIN_PANEL_ROUTES = {
@@ -177,6 +179,15 @@ async def test_every_route_and_frame_refuses_who_does_not_belong(
                 member = await call(route, method, gw.auth("mia"))
                 if member.status_code != 403:
                     problems.append(f"{method} {route.path} as a member: {member.status_code}")
+    # Endpoints outside /api that check the bearer token themselves refuse
+    # nobody (what a stranger gets from the MCP server: tests/test_mcp_serve.py).
+    own_auth = [r for r in every_route(gw.app.routes) if getattr(r, "path", None) in SELF_AUTH]
+    assert {r.path for r in own_auth} == SELF_AUTH
+    for route in own_auth:
+        for method in sorted(route.methods - {"HEAD"}):
+            anonymous = await http.request(method, route.path)
+            if anonymous.status_code != 401:
+                problems.append(f"{method} {route.path} as nobody: {anonymous.status_code}")
     await http.aclose()
     assert problems == []
 
