@@ -268,9 +268,9 @@ def mount(app: FastAPI) -> None:
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
     )
     manager = server.session_manager
-    app.router.routes.append(
-        Route(PATH, endpoint=McpEndpoint(ctx, manager), methods=["GET", "POST", "DELETE"])
-    )
+    # POST only: stateless, the server has no stream of its own for a GET to
+    # open and no session for a DELETE to end (both answer 405, as the spec allows).
+    app.router.routes.append(Route(PATH, endpoint=McpEndpoint(ctx, manager), methods=["POST"]))
     inner = app.router.lifespan_context
 
     @contextlib.asynccontextmanager

@@ -179,6 +179,14 @@ async def test_bad_input_gets_the_protocols_errors(
         assert 400 <= reply.status_code < 500, reply.text
         error = reply.json()["error"]
         assert error["code"] in (-32700, -32600, -32602), error
+    # The other methods, and a body too large to read: 4xx, never a 500.
+    auth = {**MCP_HEADERS, **gw.auth("ann")}
+    for method in ("GET", "DELETE", "PUT"):
+        reply = await gw.http.request(method, "/mcp", headers=auth)
+        # Stateless: no stream of the server's own to GET, no session to DELETE.
+        assert reply.status_code == 405, (method, reply.status_code, reply.text)
+    huge = await gw.http.post("/mcp", content=b"[" + b" " * (3 << 20) + b"]", headers=auth)
+    assert huge.status_code == 413, huge.text
 
 
 @pytest.mark.parametrize("store_factory", ["embedded"], indirect=True)
