@@ -30,7 +30,10 @@ MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": 
 
 
 def says_who(request: ModelRequest) -> Reply:
-    """Each VP answers with its own name, so a test can tell whose answer is whose."""
+    """Each VP answers with its own name, so a test can tell whose answer is whose;
+    martin never answers."""
+    if request.context.speaker_id == "martin":
+        return Reply(hang_after=0)
     return Reply(f"this is {request.context.speaker_id} speaking")
 
 
@@ -128,6 +131,43 @@ async def test_ask_group_returns_every_addressed_vp_with_progress(
     # The reply ids are the stored messages' ids.
     stored = {m.id: m for m in await (await gw.store()).read_messages(gid)}
     assert all(stored[r["messageId"]].author == r["vp"] for r in replies)
+
+
+@pytest.mark.parametrize("store_factory", ["embedded"], indirect=True)
+async def test_ask_group_waits_no_longer_than_told(
+    start_gateway: StartGateway, make_runtime: MakeRuntime
+) -> None:
+    gw = await _gateway(start_gateway, make_runtime)
+    gid = await _group(gw, "ann")
+    progress: list[float] = []
+
+    async def on_progress(done: float, total: float | None, message: str | None) -> None:
+        progress.append(done)
+
+    async with mcp_client(gw, "ann") as client:
+        # steve's first turn (his process starting) out of the way of the wait.
+        first = await client.call_tool("ask_group", {"groupId": gid, "text": "@steve hi"})
+        assert not first.is_error
+        asked = await client.call_tool(
+            "ask_group",
+            {"groupId": gid, "text": "@steve @martin @nobody hi", "waitSeconds": 8},
+            progress_callback=on_progress,
+        )
+    assert asked.is_error and asked.structured_content is not None
+    replies = {r["vp"]: r for r in asked.structured_content["replies"]}
+    assert replies["steve"]["text"] == "this is steve speaking"
+    assert replies["martin"] == {"vp": "martin", "text": None, "error": "no reply within the wait"}
+    assert asked.structured_content["unknownMentions"] == ["nobody"]
+    assert _texts(asked) == [
+        "steve: this is steve speaking",
+        "martin: (no reply: no reply within the wait)",
+        "not in the group: @nobody",
+    ]
+    assert progress == [1]
+    cancelled = await gw.http.post(
+        f"/api/groups/{gid}/cancel", json={"vpId": "martin"}, headers=gw.auth("ann")
+    )
+    assert cancelled.json()["cancelled"] == 1
 
 
 @pytest.mark.parametrize("store_factory", ["embedded"], indirect=True)
