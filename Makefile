@@ -24,6 +24,12 @@ OIDC_DEPS := tests/oidc/node_modules/.package-lock.json
 $(OIDC_DEPS): tests/oidc/package-lock.json
 	npm ci --prefix tests/oidc --no-audit --no-fund --loglevel=error
 
+# The AG-UI test runs the official client (tests/agui: @ag-ui/client from the
+# npm registry, pinned by its package-lock.json) under Node.js.
+AGUI_DEPS := tests/agui/node_modules/.package-lock.json
+$(AGUI_DEPS): tests/agui/package-lock.json
+	npm ci --prefix tests/agui --no-audit --no-fund --loglevel=error
+
 # The tracing test sends spans to a real trace backend: Arize Phoenix from
 # PyPI, pinned, in a venv of its own so that its many dependencies stay out
 # of the project's.
@@ -54,7 +60,7 @@ lint: $(STAMP)
 # compute, so even two cores run three at once; an idle worker takes tests
 # queued for a busy one (worksteal). The fifteen slowest tests are
 # listed at the end, so a slow one shows at once.
-test: lint compile $(OIDC_DEPS) $(PHOENIX)
+test: lint compile $(OIDC_DEPS) $(AGUI_DEPS) $(PHOENIX)
 	$(BIN)/pytest -q -n 3 --dist worksteal --durations=15
 
 # docs/configuration.md, protocol.md and http-api.md are generated from the

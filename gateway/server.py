@@ -49,6 +49,7 @@ from gateway import (
     usage_http,
     ws,
 )
+from gateway.agui import router as agui_router
 from gateway.attachments import AttachmentService
 from gateway.audit import AuditOrigin
 from gateway.context import GatewayContext
@@ -222,6 +223,7 @@ def create_app(
     app.include_router(audit_http.router)
     app.include_router(invites_http.router)
     app.include_router(usage_http.router)
+    app.include_router(agui_router)
     app.add_api_websocket_route("/ws", ws.websocket_endpoint)
     mount_mcp_server(app)
     # The UI's files are written separately and may not exist yet; the mount

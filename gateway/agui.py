@@ -1,0 +1,248 @@
+"""``POST /api/groups/{group_id}/agui``: a person's message run as an AG-UI run, over SSE.
+
+The body is AG-UI's ``RunAgentInput`` (``threadId``, ``runId``,
+``messages``, ``state``, ``tools``, ``context``, ``forwardedProps``). The
+last ``user`` message is the person's text (its @mentions address VPs, as
+in the web UI); it goes into the group through ``GroupService.ingest``, the
+same path as the WebSocket's ``yeaft_session_chat``, with the ``runId`` as
+its ``clientMessageId`` (a repeated run stores nothing twice). The earlier
+messages, ``state``, ``tools`` and ``context`` are not used: the group's
+log is the conversation, and the VPs have their own tools.
+
+Order of work, so that nothing is missed: the caller must be a member (a
+stranger gets the same 404 as for a group that does not exist); the body
+is checked; the stream subscribes to the group's tail; the message is
+sent. Any refusal up to there is a JSON error with its status (400 bad
+JSON, 413 too large, 422 invalid, 404, 503 busy). Then the answer is
+``text/event-stream``: ``RUN_STARTED``, the events of each addressed VP's
+turn as ``gateway.agui_events`` translates them, and ``RUN_FINISHED``
+(its ``result`` lists each turn's stored reply) once every turn has
+ended, or ``RUN_ERROR`` if the stream cannot go on (the client fell too far
+behind, the group was deleted, the caller left it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+from ag_ui.core import (
+    PROTOCOL_VERSION,
+    BaseEvent,
+    RunAgentInput,
+    RunErrorEvent,
+    RunFinishedEvent,
+    RunStartedEvent,
+)
+from ag_ui.encoder import EventEncoder
+from fastapi import APIRouter, Request
+from fastapi.responses import StreamingResponse
+from pydantic import ValidationError
+
+from gateway.agui_events import RunTranslator
+from gateway.errors import GatewayError
+from gateway.http import Ctx, User
+from gateway.tail import Subscription
+from protocol import MAX_TEXT_LENGTH, Channel, ErrorCode
+from protocol.common import is_id
+
+log = logging.getLogger(__name__)
+
+router = APIRouter()
+
+# What ends the queue: the subscription overflowed or was ended by the hub.
+_CLOSED = object()
+
+
+class RunSink:
+    """The hub's client for one run: envelopes queue here until the stream reads them."""
+
+    def __init__(self, username: str, limit: int) -> None:
+        self.username = username
+        self.queue: asyncio.Queue[object] = asyncio.Queue()
+        self.limit = limit
+        self.failure: str | None = None
+
+    def offer(self, text: str, *, envelope: bool) -> bool:
+        if self.failure is not None:
+            return False
+        if self.queue.qsize() >= self.limit:
+            self.overflow()
+            return False
+        self.queue.put_nowait(text if envelope else _Notice(text))
+        return True
+
+    async def put(self, text: str, *, envelope: bool) -> None:
+        self.offer(text, envelope=envelope)
+
+    def overflow(self) -> None:
+        self._end("the run's stream fell too far behind the group; read the group's history")
+
+    def attach(self, subscription: Subscription) -> None:
+        pass
+
+    def detach(self, subscription: Subscription) -> None:
+        self._end("the group's stream ended (the group was deleted or you left it)")
+
+    def _end(self, why: str) -> None:
+        if self.failure is None:
+            self.failure = why
+            self.queue.put_nowait(_CLOSED)
+
+
+class _Notice(str):
+    """A frame that is no envelope: a gap, a revocation, a deletion."""
+
+
+def _notice_text(notice: str) -> str:
+    try:
+        frame = json.loads(notice)
+    except ValueError:
+        return "the group's stream was interrupted"
+    message = frame.get("message") if isinstance(frame, dict) else None
+    return str(message or "the group's stream was interrupted")
+
+
+def parse_run(raw: bytes, max_bytes: int) -> tuple[RunAgentInput, str]:
+    """The checked ``RunAgentInput`` and the person's text; a ``GatewayError`` otherwise."""
+    if len(raw) > max_bytes:
+        raise GatewayError(
+            ErrorCode.FRAME_TOO_LARGE,
+            f"the request body is larger than {max_bytes} bytes",
+            detail={"limit": max_bytes},
+        )
+    try:
+        body = json.loads(raw)
+    except ValueError as exc:
+        raise GatewayError(ErrorCode.BAD_JSON, f"the body is not JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise GatewayError(ErrorCode.INVALID_FRAME, "the body must be a RunAgentInput object")
+    try:
+        run = RunAgentInput.model_validate(body)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first.get("loc", ()))
+        raise GatewayError(
+            ErrorCode.INVALID_FRAME, f"'{where}' is invalid: {first['msg']}", field=where or None
+        ) from None
+    text = _last_user_text(run)
+    if not text.strip():
+        raise GatewayError(
+            ErrorCode.INVALID_FRAME,
+            "messages has no user message with text: the last user message is what is sent",
+            field="messages",
+        )
+    if len(text) > MAX_TEXT_LENGTH:
+        raise GatewayError(
+            ErrorCode.INVALID_FRAME,
+            f"the message is longer than {MAX_TEXT_LENGTH} characters",
+            field="messages",
+            detail={"limit": MAX_TEXT_LENGTH},
+        )
+    return run, text
+
+
+def _last_user_text(run: RunAgentInput) -> str:
+    for message in reversed(run.messages):
+        if message.role != "user":
+            continue
+        content = getattr(message, "content", "")
+        if isinstance(content, str):
+            return content
+        parts = [getattr(p, "text", None) for p in content or []]
+        return "\n".join(p for p in parts if isinstance(p, str))
+    return ""
+
+
+def _mentions(run: RunAgentInput) -> list[str] | None:
+    """``forwardedProps.mentions``: VP ids to address besides the text's @mentions."""
+    props = run.forwarded_props
+    given = props.get("mentions") if isinstance(props, dict) else None
+    if given is None:
+        return None
+    if not isinstance(given, list) or not all(isinstance(m, str) and is_id(m) for m in given):
+        raise GatewayError(
+            ErrorCode.INVALID_FRAME,
+            "forwardedProps.mentions must be a list of VP ids",
+            field="forwardedProps.mentions",
+        )
+    return list(given)
+
+
+@router.post("/api/groups/{group_id}/agui")
+async def agui_run(group_id: str, request: Request, user: User, ctx: Ctx) -> StreamingResponse:
+    """Send the last user message of an AG-UI ``RunAgentInput``; stream the VPs' turns as SSE."""
+    await ctx.groups.member_group(user, group_id)
+    run, text = parse_run(await request.body(), ctx.settings.frame_max_bytes)
+    mentions = _mentions(run)
+    sink = RunSink(user, ctx.settings.client_queue_size)
+    sub = await ctx.hub.subscribe(sink, group_id, None, None)
+    try:
+        result = await ctx.groups.ingest(
+            user,
+            group_id,
+            text,
+            mentions,
+            run.run_id if is_id(run.run_id) else None,
+            channel=Channel.API,
+        )
+    except BaseException:
+        ctx.hub.drop(sub)
+        raise
+    translator = RunTranslator(dict(result.turns))
+    extra = {
+        "groupId": group_id,
+        "messageId": result.message_id,
+        "duplicate": result.duplicate,
+        "unknownMentions": list(result.unknown),
+    }
+    stream = _events(run, translator, sink, extra)
+    return StreamingResponse(
+        _encoded(stream, ctx, sub),
+        media_type=EventEncoder().get_content_type(),
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )
+
+
+async def _encoded(
+    events: AsyncIterator[BaseEvent], ctx: Any, sub: Subscription
+) -> AsyncIterator[str]:
+    encoder = EventEncoder()
+    try:
+        async for event in events:
+            yield encoder.encode(event)
+    finally:
+        ctx.hub.drop(sub)
+
+
+async def _events(
+    run: RunAgentInput, translator: RunTranslator, sink: RunSink, extra: dict[str, Any]
+) -> AsyncIterator[BaseEvent]:
+    yield RunStartedEvent(
+        thread_id=run.thread_id, run_id=run.run_id, protocol_version=PROTOCOL_VERSION
+    )
+    while not translator.done:
+        item = await sink.queue.get()
+        if item is _CLOSED:
+            yield RunErrorEvent(message=sink.failure or "the stream ended", code="stream_ended")
+            return
+        if isinstance(item, _Notice):
+            # A gap (envelopes trimmed before they were read) or a revocation:
+            # the turns' ends may never be seen.
+            yield RunErrorEvent(message=_notice_text(item), code="stream_interrupted")
+            return
+        try:
+            envelope = json.loads(str(item))
+        except ValueError:
+            log.warning("agui: an envelope of %s is not JSON", extra["groupId"])
+            continue
+        for event in translator.feed(envelope):
+            yield event
+    yield RunFinishedEvent(
+        thread_id=run.thread_id,
+        run_id=run.run_id,
+        result={**extra, "turns": translator.outcomes()},
+    )

@@ -1,0 +1,208 @@
+"""Translating a group's envelopes into AG-UI events (``gateway.agui`` streams them).
+
+A :class:`RunTranslator` follows the turns one person's message started (the
+VP and turn ids ``GroupService.ingest`` answered) and turns each of their
+``yeaft_output`` envelopes into the standard AG-UI events, built with the
+``ag-ui-protocol`` package's models:
+
+* a turn is a step named after its VP (``STEP_STARTED`` at its first
+  envelope, ``STEP_FINISHED`` at its ``result``);
+* its text is a ``TEXT_MESSAGE_START / CONTENT / END`` message whose
+  ``name`` is the VP; the first message of a turn has the turn id as its
+  ``messageId``, text written after a tool call opens another
+  (``<turnId>.2``, ...);
+* thinking is a ``REASONING_START``, ``REASONING_MESSAGE_*``,
+  ``REASONING_END`` span;
+* a tool call is ``TOOL_CALL_START`` (its ``parentMessageId`` the turn's
+  current message), one ``TOOL_CALL_ARGS`` with the arguments as JSON, and
+  ``TOOL_CALL_END``; the tool's answer is ``TOOL_CALL_RESULT``;
+* a question to the people (``ask_user_question``, an approval say) is a
+  ``CUSTOM`` event named ``yeaft.ask_user_question`` with the question; it
+  is answered the usual way (``ask_user_answer`` or the HTTP route).
+
+Whatever is open when a turn ends is closed first, so the stream always
+nests the way AG-UI's verifier checks. Envelopes of other turns (another
+person's message, say) are ignored.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from ag_ui.core import (
+    BaseEvent,
+    CustomEvent,
+    ReasoningEndEvent,
+    ReasoningMessageContentEvent,
+    ReasoningMessageEndEvent,
+    ReasoningMessageStartEvent,
+    ReasoningStartEvent,
+    StepFinishedEvent,
+    StepStartedEvent,
+    TextMessageContentEvent,
+    TextMessageEndEvent,
+    TextMessageStartEvent,
+    ToolCallArgsEvent,
+    ToolCallEndEvent,
+    ToolCallResultEvent,
+    ToolCallStartEvent,
+)
+
+ASK_USER_EVENT = "yeaft.ask_user_question"
+
+
+@dataclass
+class TurnStream:
+    """What is open in one VP's turn while its envelopes are translated."""
+
+    vp_id: str
+    turn_id: str
+    started: bool = False
+    ended: bool = False
+    messages: int = 0
+    text_id: str | None = None
+    reasoning_id: str | None = None
+    reasonings: int = 0
+    last_message_id: str | None = None
+    outcome: dict[str, Any] = field(default_factory=dict)
+
+    def next_message_id(self) -> str:
+        self.messages += 1
+        return self.turn_id if self.messages == 1 else f"{self.turn_id}.{self.messages}"
+
+
+class RunTranslator:
+    """The AG-UI events of the turns one message started, envelope by envelope."""
+
+    def __init__(self, turns: dict[str, str]) -> None:
+        # turns: vpId -> turnId, in dispatch order (``IngestResult.turns``).
+        self.turns = {turn: TurnStream(vp, turn) for vp, turn in turns.items()}
+
+    @property
+    def done(self) -> bool:
+        """Whether every turn of the run has ended."""
+        return all(t.ended for t in self.turns.values())
+
+    def outcomes(self) -> list[dict[str, Any]]:
+        """How each turn ended, in dispatch order (the run's ``result``)."""
+        return [{"vpId": t.vp_id, "turnId": t.turn_id, **t.outcome} for t in self.turns.values()]
+
+    def feed(self, envelope: dict[str, Any]) -> list[BaseEvent]:
+        """The events one envelope of the group's log becomes (often none)."""
+        turn = self.turns.get(str(envelope.get("turnId")))
+        if turn is None or turn.ended:
+            return []
+        kind = envelope.get("type")
+        events: list[BaseEvent] = []
+        if not turn.started:
+            turn.started = True
+            events.append(StepStartedEvent(step_name=turn.vp_id))
+        if kind == "yeaft_output":
+            events += self._data(turn, envelope.get("data") or {})
+        elif kind == "ask_user_question":
+            events.append(CustomEvent(name=ASK_USER_EVENT, value=_question(envelope)))
+        return events
+
+    def _data(self, turn: TurnStream, data: dict[str, Any]) -> list[BaseEvent]:
+        kind = data.get("type")
+        if kind == "assistant":
+            events: list[BaseEvent] = []
+            for block in (data.get("message") or {}).get("content") or []:
+                events += self._block(turn, block)
+            return events
+        if kind == "user":
+            return [
+                ToolCallResultEvent(
+                    message_id=f"{block['tool_use_id']}.result",
+                    tool_call_id=str(block["tool_use_id"]),
+                    content=str(block.get("content", "")),
+                    role="tool",
+                )
+                for block in (data.get("message") or {}).get("content") or []
+                if block.get("type") == "tool_result" and block.get("tool_use_id")
+            ]
+        if kind == "result":
+            return self._end(turn, data)
+        return []
+
+    def _block(self, turn: TurnStream, block: dict[str, Any]) -> list[BaseEvent]:
+        kind = block.get("type")
+        if kind == "text":
+            text = str(block.get("text") or "")
+            if not text:
+                return []
+            events = self._close_reasoning(turn)
+            if turn.text_id is None:
+                turn.text_id = turn.last_message_id = turn.next_message_id()
+                events.append(
+                    TextMessageStartEvent(
+                        message_id=turn.text_id, role="assistant", name=turn.vp_id
+                    )
+                )
+            events.append(TextMessageContentEvent(message_id=turn.text_id, delta=text))
+            return events
+        if kind == "thinking":
+            thought = str(block.get("thinking") or "")
+            if not thought:
+                return []
+            events = self._close_text(turn)
+            if turn.reasoning_id is None:
+                turn.reasonings += 1
+                turn.reasoning_id = f"{turn.turn_id}.reasoning.{turn.reasonings}"
+                events.append(ReasoningStartEvent(message_id=turn.reasoning_id))
+                events.append(ReasoningMessageStartEvent(message_id=turn.reasoning_id))
+            events.append(ReasoningMessageContentEvent(message_id=turn.reasoning_id, delta=thought))
+            return events
+        if kind == "tool_use" and block.get("id"):
+            call = str(block["id"])
+            events = self._close_text(turn) + self._close_reasoning(turn)
+            events.append(
+                ToolCallStartEvent(
+                    tool_call_id=call,
+                    tool_call_name=str(block.get("name", "")),
+                    parent_message_id=turn.last_message_id,
+                )
+            )
+            events.append(
+                ToolCallArgsEvent(tool_call_id=call, delta=json.dumps(block.get("input") or {}))
+            )
+            events.append(ToolCallEndEvent(tool_call_id=call))
+            return events
+        return []
+
+    def _end(self, turn: TurnStream, data: dict[str, Any]) -> list[BaseEvent]:
+        events = self._close_text(turn) + self._close_reasoning(turn)
+        events.append(StepFinishedEvent(step_name=turn.vp_id))
+        turn.ended = True
+        turn.outcome = {
+            "messageId": data.get("message_id"),
+            "isError": bool(data.get("is_error")),
+            "subtype": data.get("subtype"),
+        }
+        if data.get("error"):
+            turn.outcome["error"] = data["error"]
+        return events
+
+    @staticmethod
+    def _close_text(turn: TurnStream) -> list[BaseEvent]:
+        if turn.text_id is None:
+            return []
+        message, turn.text_id = turn.text_id, None
+        return [TextMessageEndEvent(message_id=message)]
+
+    @staticmethod
+    def _close_reasoning(turn: TurnStream) -> list[BaseEvent]:
+        if turn.reasoning_id is None:
+            return []
+        message, turn.reasoning_id = turn.reasoning_id, None
+        return [ReasoningMessageEndEvent(message_id=message), ReasoningEndEvent(message_id=message)]
+
+
+def _question(envelope: dict[str, Any]) -> dict[str, Any]:
+    keys = ("requestId", "vpId", "turnId", "prompt", "choices", "multiSelect", "allowOther")
+    value = {k: envelope[k] for k in keys if k in envelope}
+    if envelope.get("tool") is not None:
+        value["tool"] = envelope["tool"]
+    return value
