@@ -1,0 +1,317 @@
+"""The AG-UI endpoint (``gateway.agui``): the translation of a group's envelopes,
+refusals of bad input, and a whole run read by the official ``@ag-ui/client``
+under Node.js (tests/agui, installed by ``make test``), which verifies the
+order of every event it parses."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from engine.providers.base import ModelRequest
+from engine.providers.scripted import Reply, ScriptedModel
+from gateway.agui import parse_run
+from gateway.agui_events import ASK_USER_EVENT, RunTranslator
+from gateway.errors import GatewayError
+from tests.fixtures.gateway import StartGateway
+from tests.fixtures.ray_cluster import MakeRuntime
+from tests.group_helpers import last_is_tool_result
+
+CLIENT = Path(__file__).parent / "agui"
+
+
+def _out(turn: str, vp: str, data: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "yeaft_output", "groupId": "g", "vpId": vp, "turnId": turn, "data": data}
+
+
+def _assistant(*blocks: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "assistant", "message": {"role": "assistant", "content": list(blocks)}}
+
+
+def _result(message_id: str | None = "msg_1", is_error: bool = False) -> dict[str, Any]:
+    return {
+        "type": "result",
+        "subtype": "error_during_execution" if is_error else "success",
+        "is_error": is_error,
+        "message_id": message_id,
+        "error": "model failed" if is_error else None,
+    }
+
+
+def _wire(events: list[Any]) -> list[dict[str, Any]]:
+    return [json.loads(e.model_dump_json(by_alias=True)) for e in events]
+
+
+def test_a_turn_becomes_a_step_with_reasoning_a_tool_call_and_two_text_messages() -> None:
+    run = RunTranslator({"steve": "turn_s"})
+    envelopes = [
+        _out("turn_s", "steve", {"type": "system", "subtype": "init"}),
+        _out("turn_s", "steve", _assistant({"type": "thinking", "thinking": "hmm"})),
+        _out("turn_s", "steve", _assistant({"type": "text", "text": "let me "})),
+        _out("turn_s", "steve", _assistant({"type": "text", "text": "check"})),
+        _out(
+            "turn_s",
+            "steve",
+            _assistant({"type": "tool_use", "id": "call_1", "name": "rethink", "input": {"a": 1}}),
+        ),
+        _out(
+            "turn_s",
+            "steve",
+            {
+                "type": "user",
+                "message": {
+                    "role": "user",
+                    "content": [{"type": "tool_result", "tool_use_id": "call_1", "content": "ok"}],
+                },
+            },
+        ),
+        _out("turn_s", "steve", _assistant({"type": "text", "text": "done"})),
+        # Another turn of the group (someone else's message) is not this run's.
+        _out("turn_other", "linus", _assistant({"type": "text", "text": "elsewhere"})),
+        _out("turn_s", "steve", _result("msg_9")),
+        # Nothing after the end of the turn.
+        _out("turn_s", "steve", _assistant({"type": "text", "text": "late"})),
+    ]
+    events = _wire([e for env in envelopes for e in run.feed(env)])
+    assert [e["type"] for e in events] == [
+        "STEP_STARTED",
+        "REASONING_START",
+        "REASONING_MESSAGE_START",
+        "REASONING_MESSAGE_CONTENT",
+        "REASONING_MESSAGE_END",
+        "REASONING_END",
+        "TEXT_MESSAGE_START",
+        "TEXT_MESSAGE_CONTENT",
+        "TEXT_MESSAGE_CONTENT",
+        "TEXT_MESSAGE_END",
+        "TOOL_CALL_START",
+        "TOOL_CALL_ARGS",
+        "TOOL_CALL_END",
+        "TOOL_CALL_RESULT",
+        "TEXT_MESSAGE_START",
+        "TEXT_MESSAGE_CONTENT",
+        "TEXT_MESSAGE_END",
+        "STEP_FINISHED",
+    ]
+    assert events[0]["stepName"] == "steve" and events[-1]["stepName"] == "steve"
+    starts = [e for e in events if e["type"] == "TEXT_MESSAGE_START"]
+    assert [(s["messageId"], s["name"], s["role"]) for s in starts] == [
+        ("turn_s", "steve", "assistant"),
+        ("turn_s.2", "steve", "assistant"),
+    ]
+    call = next(e for e in events if e["type"] == "TOOL_CALL_START")
+    assert call == {
+        "type": "TOOL_CALL_START",
+        "toolCallId": "call_1",
+        "toolCallName": "rethink",
+        "parentMessageId": "turn_s",
+    }
+    assert next(e for e in events if e["type"] == "TOOL_CALL_ARGS")["delta"] == '{"a": 1}'
+    result = next(e for e in events if e["type"] == "TOOL_CALL_RESULT")
+    assert (result["toolCallId"], result["content"], result["role"]) == ("call_1", "ok", "tool")
+    assert run.done
+    assert run.outcomes() == [
+        {
+            "vpId": "steve",
+            "turnId": "turn_s",
+            "messageId": "msg_9",
+            "isError": False,
+            "subtype": "success",
+        }
+    ]
+
+
+def test_the_run_is_done_only_when_every_turn_ended_and_open_messages_are_closed() -> None:
+    run = RunTranslator({"steve": "t1", "linus": "t2"})
+    assert not run.done
+    first = _wire(run.feed(_out("t1", "steve", _assistant({"type": "text", "text": "hi"}))))
+    second = _wire(run.feed(_out("t2", "linus", _assistant({"type": "thinking", "thinking": "?"}))))
+    assert [e["type"] for e in first] == [
+        "STEP_STARTED",
+        "TEXT_MESSAGE_START",
+        "TEXT_MESSAGE_CONTENT",
+    ]
+    assert second[0] == {"type": "STEP_STARTED", "stepName": "linus"}
+    # A turn that fails while its reasoning is open still closes it.
+    failed = _wire(run.feed(_out("t2", "linus", _result(None, is_error=True))))
+    assert [e["type"] for e in failed] == [
+        "REASONING_MESSAGE_END",
+        "REASONING_END",
+        "STEP_FINISHED",
+    ]
+    assert not run.done
+    question = {
+        "type": "ask_user_question",
+        "requestId": "ask_1",
+        "prompt": "allow?",
+        "groupId": "g",
+        "vpId": "steve",
+        "turnId": "t1",
+    }
+    asked = _wire(run.feed(question))
+    assert asked == [
+        {
+            "type": "CUSTOM",
+            "name": ASK_USER_EVENT,
+            "value": {"requestId": "ask_1", "vpId": "steve", "turnId": "t1", "prompt": "allow?"},
+        }
+    ]
+    ended = _wire(run.feed(_out("t1", "steve", _result())))
+    assert [e["type"] for e in ended] == ["TEXT_MESSAGE_END", "STEP_FINISHED"]
+    assert run.done
+    assert run.outcomes()[1]["isError"] is True and run.outcomes()[1]["error"] == "model failed"
+
+
+def _body(**fields: Any) -> bytes:
+    base: dict[str, Any] = {
+        "threadId": "t",
+        "runId": "r",
+        "messages": [{"id": "m1", "role": "user", "content": "@linus hi"}],
+        "state": {},
+        "tools": [],
+        "context": [],
+        "forwardedProps": {},
+    }
+    base.update(fields)
+    return json.dumps(base).encode()
+
+
+def test_parse_run_takes_the_last_user_message_and_refuses_bad_input() -> None:
+    messages = [
+        {"id": "m1", "role": "user", "content": "first"},
+        {"id": "m2", "role": "assistant", "content": "an answer"},
+        {"id": "m3", "role": "user", "content": [{"type": "text", "text": "@steve second"}]},
+        {"id": "m4", "role": "assistant", "content": "trailing"},
+    ]
+    run, text = parse_run(_body(messages=messages), 10_000)
+    assert text == "@steve second" and run.thread_id == "t"
+
+    def refused(raw: bytes, limit: int = 1_000_000) -> GatewayError:
+        with pytest.raises(GatewayError) as caught:
+            parse_run(raw, limit)
+        return caught.value
+
+    assert refused(b"{not json").status == 400
+    assert refused(b"[1, 2]").status == 422
+    missing = refused(json.dumps({"runId": "r", "messages": []}).encode())
+    assert missing.status == 422 and missing.field == "threadId"
+    bad_message = refused(_body(messages=[{"id": "m1", "role": "user"}]))
+    assert bad_message.status == 422 and (bad_message.field or "").startswith("messages")
+    no_user = refused(_body(messages=[{"id": "m1", "role": "assistant", "content": "x"}]))
+    assert no_user.status == 422 and no_user.field == "messages"
+    empty = refused(_body(messages=[{"id": "m1", "role": "user", "content": "  "}]))
+    assert empty.field == "messages"
+    too_long = refused(_body(messages=[{"id": "m1", "role": "user", "content": "x" * 100_001}]))
+    assert too_long.status == 422 and too_long.detail == {"limit": 100_000}
+    assert refused(_body(), limit=50).status == 413
+
+
+def _scripted(request: ModelRequest) -> Reply:
+    """Steve thinks, calls a tool, then answers; Linus answers at once."""
+    if request.context.speaker_id == "steve":
+        if last_is_tool_result(request):
+            return Reply("steve checked it")
+        return Reply(
+            "steve looks", thinking="let me think", tool_calls=[("rethink", {"reason": "x"})]
+        )
+    return Reply("hello from linus")
+
+
+async def _client(url: str, token: str, text: str, run_id: str) -> list[dict[str, Any]]:
+    node = shutil.which("node")
+    if node is None or not (CLIENT / "node_modules" / "@ag-ui" / "client").is_dir():
+        pytest.fail("the AG-UI test needs Node.js and `npm ci --prefix tests/agui` (make test)")
+    proc = await asyncio.create_subprocess_exec(
+        node,
+        str(CLIENT / "run.mjs"),
+        f"--url={url}",
+        f"--token={token}",
+        f"--text={text}",
+        f"--run={run_id}",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 90)
+    lines = [json.loads(line) for line in out.decode().splitlines() if line.startswith("{")]
+    assert proc.returncode == 0, (lines[-3:], err.decode()[-2000:])
+    return lines
+
+
+@pytest.mark.parametrize("store_factory", ["embedded"], indirect=True)
+async def test_a_run_read_by_the_official_client_and_bad_requests(
+    start_gateway: StartGateway, make_runtime: MakeRuntime
+) -> None:
+    runtime = make_runtime(
+        provider_overrides={"offline": ScriptedModel(_scripted)},
+        engine={"model": "offline:default?tps=500"},
+    )
+    gw = await start_gateway(runtime)
+    await gw.user("ann")
+    await gw.user("sam")
+    made = await gw.http.post(
+        "/api/groups", json={"name": "team", "roster": ["steve", "linus"]}, headers=gw.auth("ann")
+    )
+    gid = made.json()["id"]
+    url = f"{gw.base_url}/api/groups/{gid}/agui"
+
+    lines = await _client(url, gw.tokens["ann"], "@steve @linus how is it going?", "run-1")
+    events, done = lines[:-1], lines[-1]
+    assert done["done"] is True
+    kinds = [e["type"] for e in events]
+    assert kinds[0] == "RUN_STARTED" and kinds[-1] == "RUN_FINISHED"
+    assert {e["stepName"] for e in events if e["type"] == "STEP_STARTED"} == {"steve", "linus"}
+    assert {e["stepName"] for e in events if e["type"] == "STEP_FINISHED"} == {"steve", "linus"}
+    # Each VP's text messages, named by the VP; Steve's second follows his tool call.
+    names = {e["messageId"]: e["name"] for e in events if e["type"] == "TEXT_MESSAGE_START"}
+    text = {m: "" for m in names}
+    for e in events:
+        if e["type"] == "TEXT_MESSAGE_CONTENT":
+            text[e["messageId"]] += e["delta"]
+    by_vp = {vp: [text[m] for m in names if names[m] == vp] for vp in ("steve", "linus")}
+    assert by_vp == {"steve": ["steve looks", "steve checked it"], "linus": ["hello from linus"]}
+    calls = [e for e in events if e["type"].startswith("TOOL_CALL_")]
+    assert [c["type"] for c in calls] == [
+        "TOOL_CALL_START",
+        "TOOL_CALL_ARGS",
+        "TOOL_CALL_END",
+        "TOOL_CALL_RESULT",
+    ]
+    assert calls[0]["toolCallName"] == "rethink" and names[calls[0]["parentMessageId"]] == "steve"
+    assert "REASONING_MESSAGE_CONTENT" in kinds
+    finished = events[-1]["result"]
+    assert finished["groupId"] == gid and finished["duplicate"] is False
+    assert [(t["vpId"], t["isError"]) for t in finished["turns"]] == [
+        ("steve", False),
+        ("linus", False),
+    ]
+    # The client built the messages from the events: each VP's reply, the tool's result.
+    built = {m.get("name"): m for m in done["newMessages"] if m["role"] == "assistant"}
+    assert "hello from linus" in built["linus"]["content"]
+    assert any(m["role"] == "tool" for m in done["newMessages"])
+    # The message is in the group like any other, stored once.
+    history = await gw.http.get(f"/api/groups/{gid}/messages", headers=gw.auth("ann"))
+    said = [m for m in history.json()["messages"] if m["role"] == "user"]
+    assert [m["text"] for m in said] == ["@steve @linus how is it going?"]
+
+    # Refusals come before the stream, as JSON errors.
+    ann = {**gw.auth("ann"), "Content-Type": "application/json"}
+    body = _body(messages=[{"id": "m", "role": "user", "content": "@linus hi"}])
+    stranger = await gw.http.post(url, content=body, headers=gw.auth("sam"))
+    assert stranger.status_code == 404
+    assert stranger.json() == {"error": {"code": "not_found", "message": "group not found"}}
+    unknown = await gw.http.post("/api/groups/grp_nope/agui", content=body, headers=ann)
+    assert unknown.status_code == 404
+    async with httpx.AsyncClient() as nobody:
+        assert (await nobody.post(url, content=body)).status_code == 401
+    assert (await gw.http.post(url, content=b"{oops", headers=ann)).status_code == 400
+    no_user = _body(messages=[{"id": "m", "role": "assistant", "content": "x"}])
+    refused = await gw.http.post(url, content=no_user, headers=ann)
+    assert refused.status_code == 422 and refused.json()["error"]["field"] == "messages"
+    huge = await gw.http.post(url, content=b" " * (gw.settings.frame_max_bytes + 1), headers=ann)
+    assert huge.status_code == 413
