@@ -35,6 +35,7 @@ from ag_ui.core import (
     RunAgentInput,
     RunErrorEvent,
     RunFinishedEvent,
+    RunFinishedInterruptOutcome,
     RunStartedEvent,
 )
 from ag_ui.encoder import EventEncoder
@@ -42,7 +43,8 @@ from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 from pydantic import ValidationError
 
-from gateway.agui_events import RunTranslator
+from gateway.agui_events import RunTranslator, parse_interrupt_id
+from gateway.context import GatewayContext
 from gateway.errors import GatewayError
 from gateway.http import Ctx, User
 from gateway.tail import Subscription
@@ -107,7 +109,10 @@ def _notice_text(notice: str) -> str:
 
 
 def parse_run(raw: bytes, max_bytes: int) -> tuple[RunAgentInput, str]:
-    """The checked ``RunAgentInput`` and the person's text; a ``GatewayError`` otherwise."""
+    """The checked ``RunAgentInput`` and the person's text; a ``GatewayError`` otherwise.
+
+    A run that resumes interrupts sends no new message: its text is empty.
+    """
     if len(raw) > max_bytes:
         raise GatewayError(
             ErrorCode.FRAME_TOO_LARGE,
@@ -128,6 +133,8 @@ def parse_run(raw: bytes, max_bytes: int) -> tuple[RunAgentInput, str]:
         raise GatewayError(
             ErrorCode.INVALID_FRAME, f"'{where}' is invalid: {first['msg']}", field=where or None
         ) from None
+    if run.resume:
+        return run, ""
     text = _last_user_text(run)
     if not text.strip():
         raise GatewayError(
@@ -172,33 +179,88 @@ def _mentions(run: RunAgentInput) -> list[str] | None:
     return list(given)
 
 
+def _resumed(run: RunAgentInput) -> list[tuple[str, str, str]]:
+    """``(requestId, vpId, turnId)`` of each interrupt the run resumes (none: a new message)."""
+    out = []
+    for i, entry in enumerate(run.resume or []):
+        parsed = parse_interrupt_id(entry.interrupt_id)
+        if parsed is None:
+            raise GatewayError(
+                ErrorCode.INVALID_FRAME,
+                f"resume[{i}].interruptId is not an interrupt of this endpoint",
+                field=f"resume.{i}.interruptId",
+            )
+        out.append(parsed)
+    return out
+
+
+def _answer(payload: Any, where: str) -> str | list[str]:
+    """The answer a resume entry's payload gives: a string, a list, or ``{answer}``."""
+    value = payload.get("answer") if isinstance(payload, dict) else payload
+    if isinstance(value, str) and value:
+        return value
+    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+        return list(value)
+    raise GatewayError(
+        ErrorCode.INVALID_FRAME,
+        f"{where}.payload must be the answer: a string, a list of strings, or {{answer}}",
+        field=f"{where}.payload",
+    )
+
+
+async def _resume(
+    ctx: GatewayContext,
+    user: str,
+    group_id: str,
+    run: RunAgentInput,
+    resumed: list[tuple[str, str, str]],
+) -> None:
+    """Answer each resolved interrupt's question; a cancelled one stops its VP's turn."""
+    for i, (entry, (request_id, vp_id, _)) in enumerate(
+        zip(run.resume or [], resumed, strict=True)
+    ):
+        if entry.status == "cancelled":
+            await ctx.groups.cancel(user, group_id, vp_id)
+            continue
+        answer = _answer(entry.payload, f"resume.{i}")
+        await ctx.conversations.answer(user, group_id, request_id, answer)
+
+
 @router.post("/api/groups/{group_id}/agui")
 async def agui_run(group_id: str, request: Request, user: User, ctx: Ctx) -> StreamingResponse:
     """Send the last user message of an AG-UI ``RunAgentInput``; stream the VPs' turns as SSE."""
     await ctx.groups.member_group(user, group_id)
     run, text = parse_run(await request.body(), ctx.settings.frame_max_bytes)
-    mentions = _mentions(run)
+    resumed = _resumed(run)
+    mentions = None if resumed else _mentions(run)
     sink = RunSink(user, ctx.settings.client_queue_size)
+    # Subscribed before anything is sent or answered: every envelope it causes is seen.
     sub = await ctx.hub.subscribe(sink, group_id, None, None)
     try:
-        result = await ctx.groups.ingest(
-            user,
-            group_id,
-            text,
-            mentions,
-            run.run_id if is_id(run.run_id) else None,
-            channel=Channel.API,
-        )
+        if resumed:
+            await _resume(ctx, user, group_id, run, resumed)
+            turns = {vp: turn for _, vp, turn in resumed}
+            translator = RunTranslator(turns, resumed_by=run.run_id)
+            extra: dict[str, Any] = {"groupId": group_id, "resumed": True}
+        else:
+            result = await ctx.groups.ingest(
+                user,
+                group_id,
+                text,
+                mentions,
+                run.run_id if is_id(run.run_id) else None,
+                channel=Channel.API,
+            )
+            translator = RunTranslator(dict(result.turns))
+            extra = {
+                "groupId": group_id,
+                "messageId": result.message_id,
+                "duplicate": result.duplicate,
+                "unknownMentions": list(result.unknown),
+            }
     except BaseException:
         ctx.hub.drop(sub)
         raise
-    translator = RunTranslator(dict(result.turns))
-    extra = {
-        "groupId": group_id,
-        "messageId": result.message_id,
-        "duplicate": result.duplicate,
-        "unknownMentions": list(result.unknown),
-    }
     stream = _events(run, translator, sink, extra)
     return StreamingResponse(
         _encoded(stream, ctx, sub),
@@ -241,6 +303,18 @@ async def _events(
             continue
         for event in translator.feed(envelope):
             yield event
+        if translator.blocked:
+            # Every turn still running waits on a person: the run ends here,
+            # and a run that resumes the interrupts continues those turns.
+            for event in translator.suspend():
+                yield event
+            yield RunFinishedEvent(
+                thread_id=run.thread_id,
+                run_id=run.run_id,
+                result={**extra, "turns": translator.outcomes()},
+                outcome=RunFinishedInterruptOutcome(interrupts=translator.interrupts()),
+            )
+            return
     yield RunFinishedEvent(
         thread_id=run.thread_id,
         run_id=run.run_id,

@@ -34,6 +34,7 @@ from typing import Any
 from ag_ui.core import (
     BaseEvent,
     CustomEvent,
+    Interrupt,
     ReasoningEndEvent,
     ReasoningMessageContentEvent,
     ReasoningMessageEndEvent,
@@ -49,6 +50,8 @@ from ag_ui.core import (
     ToolCallResultEvent,
     ToolCallStartEvent,
 )
+
+from protocol.common import is_id
 
 ASK_USER_EVENT = "yeaft.ask_user_question"
 
@@ -66,24 +69,74 @@ class TurnStream:
     reasoning_id: str | None = None
     reasonings: int = 0
     last_message_id: str | None = None
+    last_tool_call: str | None = None
+    # The open question the turn waits on (its ask_user_question envelope).
+    waiting: dict[str, Any] | None = None
+    # Message ids of a resumed run's turn carry the run id: the first run took the plain ones.
+    suffix: str = ""
     outcome: dict[str, Any] = field(default_factory=dict)
 
     def next_message_id(self) -> str:
         self.messages += 1
-        return self.turn_id if self.messages == 1 else f"{self.turn_id}.{self.messages}"
+        base = f"{self.turn_id}{self.suffix}"
+        return base if self.messages == 1 else f"{base}.{self.messages}"
 
 
 class RunTranslator:
     """The AG-UI events of the turns one message started, envelope by envelope."""
 
-    def __init__(self, turns: dict[str, str]) -> None:
-        # turns: vpId -> turnId, in dispatch order (``IngestResult.turns``).
-        self.turns = {turn: TurnStream(vp, turn) for vp, turn in turns.items()}
+    def __init__(self, turns: dict[str, str], resumed_by: str | None = None) -> None:
+        # turns: vpId -> turnId, in dispatch order (``IngestResult.turns``);
+        # resumed_by: the run id of a run that resumes these turns after interrupts.
+        suffix = f".{resumed_by}" if resumed_by else ""
+        self.turns = {turn: TurnStream(vp, turn, suffix=suffix) for vp, turn in turns.items()}
 
     @property
     def done(self) -> bool:
         """Whether every turn of the run has ended."""
         return all(t.ended for t in self.turns.values())
+
+    @property
+    def blocked(self) -> bool:
+        """Whether every turn still running waits on a question to the people."""
+        running = [t for t in self.turns.values() if not t.ended]
+        return bool(running) and all(t.waiting is not None for t in running)
+
+    def suspend(self) -> list[BaseEvent]:
+        """Close what the waiting turns have open, before the run ends in interrupts."""
+        events: list[BaseEvent] = []
+        for turn in self.turns.values():
+            if turn.ended or not turn.started:
+                continue
+            events += self._close_text(turn) + self._close_reasoning(turn)
+            events.append(StepFinishedEvent(step_name=turn.vp_id))
+        return events
+
+    def interrupts(self) -> list[Interrupt]:
+        """The open questions of the run as AG-UI interrupts (their ids say whose turn)."""
+        out = []
+        for turn in self.turns.values():
+            asked = turn.waiting
+            if turn.ended or asked is None:
+                continue
+            schema: dict[str, Any] = {"type": "object", "required": ["answer"]}
+            choices = asked.get("choices")
+            answer: dict[str, Any] = {"type": "string"}
+            if choices and not asked.get("allowOther"):
+                answer = {"enum": list(choices)}
+            if asked.get("multiSelect"):
+                answer = {"type": "array", "items": answer, "minItems": 1}
+            schema["properties"] = {"answer": answer}
+            out.append(
+                Interrupt(
+                    id=interrupt_id(str(asked["requestId"]), turn.vp_id, turn.turn_id),
+                    reason="tool_approval" if asked.get("tool") else "input_required",
+                    message=str(asked.get("prompt", "")),
+                    tool_call_id=turn.last_tool_call,
+                    response_schema=schema,
+                )
+            )
+        return out
 
     def outcomes(self) -> list[dict[str, Any]]:
         """How each turn ended, in dispatch order (the run's ``result``)."""
@@ -100,8 +153,10 @@ class RunTranslator:
             turn.started = True
             events.append(StepStartedEvent(step_name=turn.vp_id))
         if kind == "yeaft_output":
+            turn.waiting = None
             events += self._data(turn, envelope.get("data") or {})
         elif kind == "ask_user_question":
+            turn.waiting = envelope
             events.append(CustomEvent(name=ASK_USER_EVENT, value=_question(envelope)))
         return events
 
@@ -156,7 +211,7 @@ class RunTranslator:
             events.append(ReasoningMessageContentEvent(message_id=turn.reasoning_id, delta=thought))
             return events
         if kind == "tool_use" and block.get("id"):
-            call = str(block["id"])
+            call = turn.last_tool_call = str(block["id"])
             events = self._close_text(turn) + self._close_reasoning(turn)
             events.append(
                 ToolCallStartEvent(
@@ -198,6 +253,25 @@ class RunTranslator:
             return []
         message, turn.reasoning_id = turn.reasoning_id, None
         return [ReasoningMessageEndEvent(message_id=message), ReasoningEndEvent(message_id=message)]
+
+
+def interrupt_id(request_id: str, vp_id: str, turn_id: str) -> str:
+    """An interrupt's id: the question's, the VP's and the turn's.
+
+    Question and VP ids never hold a dot, so the first two dots split it.
+    """
+    return f"{request_id}.{vp_id}.{turn_id}"
+
+
+def parse_interrupt_id(value: str) -> tuple[str, str, str] | None:
+    """``(requestId, vpId, turnId)`` of an interrupt id; None when it is not one of ours."""
+    parts = value.split(".", 2)
+    if len(parts) != 3 or not (is_id(parts[0]) and is_id(parts[1])):
+        return None
+    turn = parts[2]
+    if not turn or len(turn) > 200 or not turn.isprintable() or " " in turn:
+        return None
+    return parts[0], parts[1], turn
 
 
 def _question(envelope: dict[str, Any]) -> dict[str, Any]:

@@ -17,11 +17,11 @@ import pytest
 from engine.providers.base import ModelRequest
 from engine.providers.scripted import Reply, ScriptedModel
 from gateway.agui import parse_run
-from gateway.agui_events import ASK_USER_EVENT, RunTranslator
+from gateway.agui_events import ASK_USER_EVENT, RunTranslator, parse_interrupt_id
 from gateway.errors import GatewayError
 from tests.fixtures.gateway import StartGateway
 from tests.fixtures.ray_cluster import MakeRuntime
-from tests.group_helpers import last_is_tool_result
+from tests.group_helpers import ask_then_answer, last_is_tool_result
 
 CLIENT = Path(__file__).parent / "agui"
 
@@ -168,6 +168,45 @@ def test_the_run_is_done_only_when_every_turn_ended_and_open_messages_are_closed
     assert run.outcomes()[1]["isError"] is True and run.outcomes()[1]["error"] == "model failed"
 
 
+def test_a_run_whose_turns_all_wait_on_questions_ends_in_interrupts() -> None:
+    run = RunTranslator({"steve": "t:steve", "linus": "t:linus"})
+    asks = [
+        {
+            "type": "ask_user_question",
+            "requestId": f"ask_{vp}",
+            "prompt": "go on?",
+            "choices": ["yes", "no"],
+            "vpId": vp,
+            "turnId": f"t:{vp}",
+            **({"tool": {"name": "fx__rm", "arguments": "{}"}} if vp == "linus" else {}),
+        }
+        for vp in ("steve", "linus")
+    ]
+    run.feed(_out("t:steve", "steve", _assistant({"type": "text", "text": "hm"})))
+    run.feed(asks[0])
+    assert run.blocked is False  # linus has not even started
+    run.feed(
+        _out("t:linus", "linus", _assistant({"type": "tool_use", "id": "c1", "name": "fx__rm"}))
+    )
+    run.feed(asks[1])
+    assert run.blocked is True
+    closing = _wire(run.suspend())
+    assert [e["type"] for e in closing] == ["TEXT_MESSAGE_END", "STEP_FINISHED", "STEP_FINISHED"]
+    steve, linus = _wire(run.interrupts())
+    assert steve["reason"] == "input_required" and "toolCallId" not in steve
+    assert (linus["reason"], linus["toolCallId"]) == ("tool_approval", "c1")
+    assert steve["responseSchema"]["properties"]["answer"] == {"enum": ["yes", "no"]}
+    assert parse_interrupt_id(linus["id"]) == ("ask_linus", "linus", "t:linus")
+    assert parse_interrupt_id("nodots") is None and parse_interrupt_id("a.b.") is None
+    # Output after a question (someone answered it elsewhere) means the turn runs again.
+    run.feed(_out("t:steve", "steve", _assistant({"type": "text", "text": "ok"})))
+    assert run.blocked is False
+    # A resumed run names its messages apart from the first run's.
+    again = RunTranslator({"steve": "t:steve"}, resumed_by="run2")
+    started = _wire(again.feed(_out("t:steve", "steve", _assistant({"type": "text", "text": "x"}))))
+    assert started[1]["messageId"] == "t:steve.run2"
+
+
 def _body(**fields: Any) -> bytes:
     base: dict[str, Any] = {
         "threadId": "t",
@@ -220,10 +259,13 @@ def _scripted(request: ModelRequest) -> Reply:
         return Reply(
             "steve looks", thinking="let me think", tool_calls=[("rethink", {"reason": "x"})]
         )
+    last_user = next((m for m in reversed(request.messages) if m.role == "user"), None)
+    if "colour" in str(last_user.content if last_user else "") or last_is_tool_result(request):
+        return ask_then_answer(request)
     return Reply("hello from linus")
 
 
-async def _client(url: str, token: str, text: str, run_id: str) -> list[dict[str, Any]]:
+async def _client(url: str, token: str, text: str, run_id: str, *more: str) -> list[dict[str, Any]]:
     node = shutil.which("node")
     if node is None or not (CLIENT / "node_modules" / "@ag-ui" / "client").is_dir():
         pytest.fail("the AG-UI test needs Node.js and `npm ci --prefix tests/agui` (make test)")
@@ -234,6 +276,7 @@ async def _client(url: str, token: str, text: str, run_id: str) -> list[dict[str
         f"--token={token}",
         f"--text={text}",
         f"--run={run_id}",
+        *more,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
@@ -298,6 +341,34 @@ async def test_a_run_read_by_the_official_client_and_bad_requests(
     history = await gw.http.get(f"/api/groups/{gid}/messages", headers=gw.auth("ann"))
     said = [m for m in history.json()["messages"] if m["role"] == "user"]
     assert [m["text"] for m in said] == ["@steve @linus how is it going?"]
+
+    # A question to the people ends the run with an interrupt; resuming it answers
+    # the question, and the turn goes on in the resumed run.
+    asked = await _client(url, gw.tokens["ann"], "@linus which colour?", "run-2", "--answer=red")
+    at = next(i for i, line in enumerate(asked) if "interrupts" in line)
+    first, second, done = asked[:at], asked[at + 1 : -1], asked[-1]
+    assert first[-1]["type"] == "RUN_FINISHED" and first[-1]["outcome"]["type"] == "interrupt"
+    (interrupt,) = first[-1]["outcome"]["interrupts"]
+    assert interrupt["reason"] == "input_required" and interrupt["message"] == "which colour?"
+    assert interrupt["responseSchema"]["properties"]["answer"] == {"enum": ["red"]}
+    assert interrupt["toolCallId"] == next(
+        e["toolCallId"] for e in first if e["type"] == "TOOL_CALL_START"
+    )
+    assert any(e["type"] == "CUSTOM" and e["name"] == ASK_USER_EVENT for e in first)
+    assert second[0]["type"] == "RUN_STARTED"
+    assert second[-1]["type"] == "RUN_FINISHED" and "outcome" not in second[-1]
+    assert second[-1]["result"]["turns"][0]["vpId"] == "linus"
+    assert any(e["type"] == "TOOL_CALL_RESULT" and e["content"] == "red" for e in second)
+    resumed = "".join(e["delta"] for e in second if e["type"] == "TEXT_MESSAGE_CONTENT")
+    assert resumed == "you said: red"
+    assert done["pending"] == []
+    wrong = _body(resume=[{"interruptId": "not-ours", "status": "resolved", "payload": "red"}])
+    refused_resume = await gw.http.post(url, content=wrong, headers=gw.auth("ann"))
+    assert refused_resume.status_code == 422
+    assert refused_resume.json()["error"]["field"] == "resume.0.interruptId"
+    stale = _body(resume=[{"interruptId": interrupt["id"], "status": "resolved", "payload": "red"}])
+    gone = await gw.http.post(url, content=stale, headers=gw.auth("ann"))
+    assert gone.status_code == 404 and gone.json()["error"]["field"] == "requestId"
 
     # Refusals come before the stream, as JSON errors.
     ann = {**gw.auth("ann"), "Content-Type": "application/json"}
