@@ -17,8 +17,11 @@ JSON, 413 too large, 422 invalid, 404, 503 busy). Then the answer is
 ``text/event-stream``: ``RUN_STARTED``, the events of each addressed VP's
 turn as ``gateway.agui_events`` translates them, and ``RUN_FINISHED``
 (its ``result`` lists each turn's stored reply) once every turn has
-ended, or ``RUN_ERROR`` if the stream cannot go on (the client fell too far
-behind, the group was deleted, the caller left it).
+ended (a team task: once its attempt has, its cards streamed as
+``STATE_SNAPSHOT``), or, when every running turn waits on a question, with
+an interrupt outcome that a later run resumes; or ``RUN_ERROR`` if the
+stream cannot go on (the client fell too far behind, the group was
+deleted, the caller left it).
 """
 
 from __future__ import annotations
@@ -251,7 +254,8 @@ async def agui_run(group_id: str, request: Request, user: User, ctx: Ctx) -> Str
                 run.run_id if is_id(run.run_id) else None,
                 channel=Channel.API,
             )
-            translator = RunTranslator(dict(result.turns))
+            task = result.message_id if result.trigger == "task" else None
+            translator = RunTranslator(dict(result.turns), task_message=task)
             extra = {
                 "groupId": group_id,
                 "messageId": result.message_id,

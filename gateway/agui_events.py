@@ -40,6 +40,7 @@ from ag_ui.core import (
     ReasoningMessageEndEvent,
     ReasoningMessageStartEvent,
     ReasoningStartEvent,
+    StateSnapshotEvent,
     StepFinishedEvent,
     StepStartedEvent,
     TextMessageContentEvent,
@@ -54,6 +55,8 @@ from ag_ui.core import (
 from protocol.common import is_id
 
 ASK_USER_EVENT = "yeaft.ask_user_question"
+# How many envelopes of not yet named turns a team run keeps.
+EARLY_LIMIT = 5000
 
 
 @dataclass
@@ -74,6 +77,7 @@ class TurnStream:
     waiting: dict[str, Any] | None = None
     # Message ids of a resumed run's turn carry the run id: the first run took the plain ones.
     suffix: str = ""
+    step: str = ""
     outcome: dict[str, Any] = field(default_factory=dict)
 
     def next_message_id(self) -> str:
@@ -85,16 +89,32 @@ class TurnStream:
 class RunTranslator:
     """The AG-UI events of the turns one message started, envelope by envelope."""
 
-    def __init__(self, turns: dict[str, str], resumed_by: str | None = None) -> None:
+    def __init__(
+        self,
+        turns: dict[str, str],
+        resumed_by: str | None = None,
+        task_message: str | None = None,
+    ) -> None:
         # turns: vpId -> turnId, in dispatch order (``IngestResult.turns``);
-        # resumed_by: the run id of a run that resumes these turns after interrupts.
-        suffix = f".{resumed_by}" if resumed_by else ""
-        self.turns = {turn: TurnStream(vp, turn, suffix=suffix) for vp, turn in turns.items()}
+        # resumed_by: the run id of a run that resumes these turns after interrupts;
+        # task_message: the person's message started a team task (its id), whose
+        # runs' turns the run follows as the task's cards name them.
+        self.suffix = f".{resumed_by}" if resumed_by else ""
+        self.turns = {turn: TurnStream(vp, turn, suffix=self.suffix) for vp, turn in turns.items()}
+        self.task_message = task_message
+        self.tasks: dict[str, dict[str, Any]] = {}
+        # A team run's envelopes of turns no card has named yet, kept until one does.
+        self.early: dict[str, list[dict[str, Any]]] = {}
+        self.early_count = 0
 
     @property
     def done(self) -> bool:
-        """Whether every turn of the run has ended."""
-        return all(t.ended for t in self.turns.values())
+        """Whether every turn of the run, and the attempt of its task if any, has ended."""
+        if not all(t.ended for t in self.turns.values()):
+            return False
+        if self.task_message is None:
+            return True
+        return bool(self.tasks) and all(_attempt_over(t) for t in self.tasks.values())
 
     @property
     def blocked(self) -> bool:
@@ -109,7 +129,7 @@ class RunTranslator:
             if turn.ended or not turn.started:
                 continue
             events += self._close_text(turn) + self._close_reasoning(turn)
-            events.append(StepFinishedEvent(step_name=turn.vp_id))
+            events.append(StepFinishedEvent(step_name=turn.step))
         return events
 
     def interrupts(self) -> list[Interrupt]:
@@ -144,20 +164,52 @@ class RunTranslator:
 
     def feed(self, envelope: dict[str, Any]) -> list[BaseEvent]:
         """The events one envelope of the group's log becomes (often none)."""
-        turn = self.turns.get(str(envelope.get("turnId")))
+        kind = envelope.get("type")
+        if kind == "task_changed":
+            return self._task(envelope)
+        turn_id = str(envelope.get("turnId"))
+        turn = self.turns.get(turn_id)
+        if turn is None and self.task_message is not None and envelope.get("turnId"):
+            if self.early_count < EARLY_LIMIT:
+                self.early.setdefault(turn_id, []).append(envelope)
+                self.early_count += 1
+            return []
         if turn is None or turn.ended:
             return []
-        kind = envelope.get("type")
         events: list[BaseEvent] = []
         if not turn.started:
             turn.started = True
-            events.append(StepStartedEvent(step_name=turn.vp_id))
+            # A step per turn, named by its VP; a VP with two turns at once (a
+            # team's node and synthesis) names the second by its turn too.
+            active = {t.step for t in self.turns.values() if t.started and not t.ended}
+            turn.step = turn.vp_id if turn.vp_id not in active else f"{turn.vp_id} {turn.turn_id}"
+            events.append(StepStartedEvent(step_name=turn.step))
         if kind == "yeaft_output":
             turn.waiting = None
             events += self._data(turn, envelope.get("data") or {})
         elif kind == "ask_user_question":
             turn.waiting = envelope
             events.append(CustomEvent(name=ASK_USER_EVENT, value=_question(envelope)))
+        return events
+
+    def _task(self, envelope: dict[str, Any]) -> list[BaseEvent]:
+        """A card of the run's task: a state snapshot, and the turns of its runs followed."""
+        task = envelope.get("task")
+        if self.task_message is None or not isinstance(task, dict):
+            return []
+        attempts = task.get("attempts") or []
+        attempt = attempts[-1] if attempts else None
+        if not isinstance(attempt, dict) or attempt.get("messageId") != self.task_message:
+            return []
+        self.tasks[str(task.get("id"))] = task
+        events: list[BaseEvent] = [StateSnapshotEvent(snapshot={"tasks": dict(self.tasks)})]
+        for run in attempt.get("runs") or []:
+            turn_id, vp = run.get("turnId"), run.get("vp")
+            if not turn_id or not vp or turn_id in self.turns:
+                continue
+            self.turns[turn_id] = TurnStream(str(vp), str(turn_id), suffix=self.suffix)
+            for early in self.early.pop(turn_id, []):
+                events += self.feed(early)
         return events
 
     def _data(self, turn: TurnStream, data: dict[str, Any]) -> list[BaseEvent]:
@@ -229,7 +281,7 @@ class RunTranslator:
 
     def _end(self, turn: TurnStream, data: dict[str, Any]) -> list[BaseEvent]:
         events = self._close_text(turn) + self._close_reasoning(turn)
-        events.append(StepFinishedEvent(step_name=turn.vp_id))
+        events.append(StepFinishedEvent(step_name=turn.step))
         turn.ended = True
         turn.outcome = {
             "messageId": data.get("message_id"),
@@ -253,6 +305,11 @@ class RunTranslator:
             return []
         message, turn.reasoning_id = turn.reasoning_id, None
         return [ReasoningMessageEndEvent(message_id=message), ReasoningEndEvent(message_id=message)]
+
+
+def _attempt_over(task: dict[str, Any]) -> bool:
+    attempts = task.get("attempts") or []
+    return bool(attempts) and attempts[-1].get("finishedAt") is not None
 
 
 def interrupt_id(request_id: str, vp_id: str, turn_id: str) -> str:

@@ -1,7 +1,8 @@
 """The AG-UI endpoint (``gateway.agui``): the translation of a group's envelopes,
-refusals of bad input, and a whole run read by the official ``@ag-ui/client``
+refusals of bad input, and whole runs read by the official ``@ag-ui/client``
 under Node.js (tests/agui, installed by ``make test``), which verifies the
-order of every event it parses."""
+order of every event it parses: two VPs, one thinking and calling a tool; a
+question as an interrupt, resumed; a team task as state snapshots."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ from gateway.agui_events import ASK_USER_EVENT, RunTranslator, parse_interrupt_i
 from gateway.errors import GatewayError
 from tests.fixtures.gateway import StartGateway
 from tests.fixtures.ray_cluster import MakeRuntime
-from tests.group_helpers import ask_then_answer, last_is_tool_result
+from tests.group_helpers import ROSTER, ask_then_answer, last_is_tool_result
+from tests.test_team_mode import team_model
 
 CLIENT = Path(__file__).parent / "agui"
 
@@ -386,3 +388,30 @@ async def test_a_run_read_by_the_official_client_and_bad_requests(
     assert refused.status_code == 422 and refused.json()["error"]["field"] == "messages"
     huge = await gw.http.post(url, content=b" " * (gw.settings.frame_max_bytes + 1), headers=ann)
     assert huge.status_code == 413
+
+
+@pytest.mark.parametrize("store_factory", ["embedded"], indirect=True)
+async def test_a_team_task_streams_its_cards_as_state_and_its_runs_as_steps(
+    start_gateway: StartGateway, make_runtime: MakeRuntime
+) -> None:
+    runtime = make_runtime(provider_overrides={"offline": ScriptedModel(team_model)})
+    gw = await start_gateway(runtime)
+    await gw.user("ann")
+    made = await gw.http.post(
+        "/api/groups", json={"name": "launch", "roster": ROSTER}, headers=gw.auth("ann")
+    )
+    url = f"{gw.base_url}/api/groups/{made.json()['id']}/agui"
+    lines = await _client(url, gw.tokens["ann"], "/task plan the launch", "run-team")
+    events, done = lines[:-1], lines[-1]
+    assert events[0]["type"] == "RUN_STARTED" and events[-1]["type"] == "RUN_FINISHED"
+    snapshots = [e["snapshot"]["tasks"] for e in events if e["type"] == "STATE_SNAPSHOT"]
+    assert snapshots, [e["type"] for e in events]
+    (task,) = snapshots[-1].values()
+    assert task["attempts"][-1]["finishedAt"] is not None
+    runs = task["attempts"][-1]["runs"]
+    stepped = {e["stepName"].split()[0] for e in events if e["type"] == "STEP_FINISHED"}
+    assert stepped == {r["vp"] for r in runs}
+    finished = {t["turnId"] for t in events[-1]["result"]["turns"]}
+    assert finished == {r["turnId"] for r in runs}
+    assert any(e["type"] == "TOOL_CALL_START" and e["toolCallName"] == "rethink" for e in events)
+    assert done["done"] is True
