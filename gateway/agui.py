@@ -45,6 +45,7 @@ from ag_ui.encoder import EventEncoder
 from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 from pydantic import ValidationError
+from starlette.background import BackgroundTask
 
 from gateway.agui_events import RunTranslator, parse_interrupt_id
 from gateway.context import GatewayContext
@@ -270,6 +271,8 @@ async def agui_run(group_id: str, request: Request, user: User, ctx: Ctx) -> Str
         _encoded(stream, ctx, sub),
         media_type=EventEncoder().get_content_type(),
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        # Also after a stream that never started (the client left at once).
+        background=BackgroundTask(ctx.hub.drop, sub),
     )
 
 

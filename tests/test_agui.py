@@ -209,6 +209,39 @@ def test_a_run_whose_turns_all_wait_on_questions_ends_in_interrupts() -> None:
     assert started[1]["messageId"] == "t:steve.run2"
 
 
+def test_a_team_run_follows_the_turns_its_task_names_even_when_they_spoke_first() -> None:
+    run = RunTranslator({}, task_message="msg_p")
+    assert not run.done  # no card yet
+    early = _out("n1:steve", "steve", _assistant({"type": "text", "text": "early"}))
+    assert run.feed(early) == []
+    task = {
+        "id": "task_1",
+        "status": "running",
+        "attempts": [
+            {
+                "messageId": "msg_p",
+                "finishedAt": None,
+                "runs": [{"turnId": "n1:steve", "vp": "steve"}],
+            }
+        ],
+    }
+    other = {**task, "id": "task_2", "attempts": [{**task["attempts"][0], "messageId": "msg_x"}]}
+    assert run.feed({"type": "task_changed", "groupId": "g", "task": other}) == []
+    shown = _wire(run.feed({"type": "task_changed", "groupId": "g", "task": task}))
+    assert [e["type"] for e in shown] == [
+        "STATE_SNAPSHOT",
+        "STEP_STARTED",
+        "TEXT_MESSAGE_START",
+        "TEXT_MESSAGE_CONTENT",
+    ]
+    assert shown[0]["snapshot"] == {"tasks": {"task_1": task}} and shown[3]["delta"] == "early"
+    run.feed(_out("n1:steve", "steve", _result()))
+    assert not run.done  # the attempt goes on (a synthesis may follow)
+    over = {**task, "attempts": [{**task["attempts"][0], "finishedAt": 2.0}]}
+    run.feed({"type": "task_changed", "groupId": "g", "task": over})
+    assert run.done
+
+
 def _body(**fields: Any) -> bytes:
     base: dict[str, Any] = {
         "threadId": "t",
