@@ -183,6 +183,18 @@ def _mentions(run: RunAgentInput) -> list[str] | None:
     return list(given)
 
 
+async def _read_body(request: Request, limit: int) -> bytes:
+    """The request body, read no further than one byte past ``limit`` (``parse_run`` refuses it)."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > limit:
+            break
+    return b"".join(chunks)
+
+
 def _resumed(run: RunAgentInput) -> list[tuple[str, str, str]]:
     """``(requestId, vpId, turnId)`` of each interrupt the run resumes (none: a new message)."""
     out = []
@@ -234,7 +246,9 @@ async def _resume(
 async def agui_run(group_id: str, request: Request, user: User, ctx: Ctx) -> StreamingResponse:
     """Send the last user message of an AG-UI ``RunAgentInput``; stream the VPs' turns as SSE."""
     await ctx.groups.member_group(user, group_id)
-    run, text = parse_run(await request.body(), ctx.settings.frame_max_bytes)
+    run, text = parse_run(
+        await _read_body(request, ctx.settings.frame_max_bytes), ctx.settings.frame_max_bytes
+    )
     resumed = _resumed(run)
     mentions = None if resumed else _mentions(run)
     sink = RunSink(user, ctx.settings.client_queue_size)
