@@ -63,7 +63,6 @@ from gateway.log_filters import install_log_filters
 from gateway.mcp import McpCatalog
 from gateway.mcp_admin import McpServersFile
 from gateway.mcp_http import router as mcp_router
-from gateway.mcp_serve import mount as mount_mcp_server
 from gateway.metrics import Metrics
 from gateway.people import People
 from gateway.quota_meter import QuotaMeters
@@ -225,6 +224,10 @@ def create_app(
     app.include_router(usage_http.router)
     app.include_router(agui_router)
     app.add_api_websocket_route("/ws", ws.websocket_endpoint)
+    # Imported here: the MCP SDK loads with the gateway's app, not with every
+    # process that imports this module (a VP host's, for one).
+    from gateway.mcp_serve import mount as mount_mcp_server
+
     mount_mcp_server(app)
     # The UI's files are written separately and may not exist yet; the mount
     # is made anyway and answers 404 until they do.
