@@ -55,8 +55,11 @@ export class Composer {
     });
     input.addEventListener('click', () => this.refreshMenu());
     input.addEventListener('blur', () => {
-      // Let a click on an option land before the menu goes away.
-      setTimeout(() => this.closeMenu(), 150);
+      // Let a click on an option land before the menu goes away; focus that
+      // came back meanwhile (typing again) keeps it.
+      setTimeout(() => {
+        if (document.activeElement !== input) this.closeMenu();
+      }, 150);
     });
     this.updateButton();
   }
