@@ -26,6 +26,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from gateway.log_follow import follow
 from protocol import dumps
 from protocol.inbox import ActivityEvent, InboxSummary, LastMessageView, MentionView
 from store.base import Store
@@ -103,26 +104,12 @@ class InboxPush:
                 await task
 
     async def _tail(self) -> None:
-        position: int | None = None
-        backoff = 0.1
-        while True:
-            try:
-                store = await self.store()
-                if position is None:
-                    position = await store.head(ACTIVITY_LOG)
-                    self._ready.set()
-                batch = await store.read_events(ACTIVITY_LOG, position, wait=self.wait_s)
-            except Exception:
-                log.warning("activity tail: read failed", exc_info=True)
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 5.0)
-                continue
-            backoff = 0.1
-            if batch.gap:
-                position = batch.last_seq  # old news: clients read their inbox on reconnect
+        # A gap skipped: clients read their inbox again when they reconnect.
+        async for store, batch in follow(
+            self.store, ACTIVITY_LOG, self.wait_s, self._ready, "activity tail"
+        ):
             events = []
-            for event in batch.events:
-                position = event.seq
+            for event in batch:
                 try:
                     events.append(ActivityEvent.model_validate_json(event.text))
                 except ValueError:

@@ -35,6 +35,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Literal
 
 from gateway.connection import CloseCode
+from gateway.log_follow import follow
 from gateway.views import group_update
 from protocol import dumps
 from protocol.conversations import ConversationDeleted
@@ -180,25 +181,10 @@ class People:
             self._tasks.remove(task)
 
     async def _tail(self) -> None:
-        position: int | None = None
-        backoff = 0.1
-        while True:
-            try:
-                store = await self.store()
-                if position is None:
-                    position = await store.head(DIRECTORY_LOG)
-                    self._ready.set()
-                batch = await store.read_events(DIRECTORY_LOG, position, wait=self.wait_s)
-            except Exception:
-                log.warning("directory tail: read failed", exc_info=True)
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 5.0)
-                continue
-            backoff = 0.1
-            if batch.gap:
-                position = batch.last_seq  # old news: nothing to replay
-            for event in batch.events:
-                position = event.seq
+        async for _, events in follow(
+            self.store, DIRECTORY_LOG, self.wait_s, self._ready, "directory tail"
+        ):
+            for event in events:
                 try:
                     await self._handle(DirectoryEvent.model_validate_json(event.text))
                 except Exception:
