@@ -520,14 +520,11 @@ class ModelCaller:
             await emit(NoticeEvent(kind, message, detail))
 
 
-# The most of a call's messages a span records (when content may be recorded).
-CONTENT_CHARS = 32_000
-
-
 def _content(messages: list) -> str:
-    """The call's messages as JSON for a span, cut to ``CONTENT_CHARS``."""
-    text = json.dumps(
-        [m.model_dump(mode="json") if hasattr(m, "model_dump") else str(m) for m in messages],
-        ensure_ascii=False,
+    """The call's messages as JSON for a span (``tracing.clipped``)."""
+    return tracing.clipped(
+        json.dumps(
+            [m.model_dump(mode="json") if hasattr(m, "model_dump") else str(m) for m in messages],
+            ensure_ascii=False,
+        )
     )
-    return text if len(text) <= CONTENT_CHARS else text[:CONTENT_CHARS] + "…[cut]"

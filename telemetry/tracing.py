@@ -144,6 +144,15 @@ def capture_content() -> bool:
     return _state.capture and _state.provider is not None
 
 
+# The most of one text (a call's messages, a tool's result) a span records.
+CONTENT_CHARS = 32_000
+
+
+def clipped(text: str) -> str:
+    """``text`` as a span may record it: cut to ``CONTENT_CHARS``, saying so."""
+    return text if len(text) <= CONTENT_CHARS else text[:CONTENT_CHARS] + "…[cut]"
+
+
 def tracer() -> trace.Tracer:
     return _state.tracer
 

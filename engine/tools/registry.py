@@ -269,7 +269,7 @@ class ToolRegistry:
             if outcome.is_error:
                 tracing.failed(span, "tool_error", outcome.content[:500])
             if tracing.capture_content():
-                span.set_attribute("gen_ai.tool.call.result", outcome.content[:32_000])
+                span.set_attribute("gen_ai.tool.call.result", tracing.clipped(outcome.content))
             return outcome
 
     async def _execute(
