@@ -14,11 +14,9 @@ from typing import Any
 import httpx
 import pytest
 
-from gateway import users
 from protocol import parse_server_frame
 from protocol.inbox import InboxSummary
-from tests.fixtures.gateway import PASSWORD
-from tests.test_two_gateways import ROSTER, Deployment, _login, _watch
+from tests.test_two_gateways import ROSTER, Deployment, _watch, ann_and_bob_crew
 from tests.test_two_gateways import deployment as deployment
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -34,25 +32,8 @@ def _summary(gid: str, **fields: Any) -> Any:
 
 async def test_a_mention_on_one_gateway_is_pushed_to_the_other(deployment: Deployment) -> None:
     a, b = deployment.a, deployment.b
-    store = deployment.store_config.open_store()
-    try:
-        for name in ("ann", "bob"):
-            await users.add_user(store, name, PASSWORD)
-    finally:
-        await store.close()
-    ann_token = await _login(a, "ann")
-    bob_token = await _login(b, "bob")
-    ann_auth = {"Authorization": f"Bearer {ann_token}"}
+    ann_token, bob_token, crew = await ann_and_bob_crew(deployment)
     bob_auth = {"Authorization": f"Bearer {bob_token}"}
-    async with httpx.AsyncClient(base_url=a.url, timeout=30) as http:
-        made = await http.post(
-            "/api/groups", json={"name": "crew", "roster": ROSTER}, headers=ann_auth
-        )
-        crew = str(made.json()["id"])
-        added = await http.post(
-            f"/api/groups/{crew}/members", json={"username": "bob"}, headers=ann_auth
-        )
-        assert added.status_code == 200, added.text
     async with httpx.AsyncClient(base_url=b.url, timeout=30) as http:
         own = await http.post(
             "/api/groups", json={"name": "solo", "roster": ROSTER}, headers=bob_auth

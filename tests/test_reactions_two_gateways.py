@@ -13,15 +13,12 @@ from typing import Any
 import httpx
 import pytest
 
-from gateway import users
-from tests.fixtures.gateway import PASSWORD
 from tests.test_two_gateways import (
-    ROSTER,
     Deployment,
     _is_result,
-    _login,
     _until_count,
     _watch,
+    ann_and_bob_crew,
 )
 from tests.test_two_gateways import deployment as deployment
 
@@ -38,25 +35,9 @@ async def test_a_reaction_and_a_pin_on_one_gateway_reach_the_other(
     deployment: Deployment,
 ) -> None:
     a, b = deployment.a, deployment.b
-    store = deployment.store_config.open_store()
-    try:
-        for name in ("ann", "bob"):
-            await users.add_user(store, name, PASSWORD)
-    finally:
-        await store.close()
-    ann_token = await _login(a, "ann")
-    bob_token = await _login(b, "bob")
+    ann_token, bob_token, gid = await ann_and_bob_crew(deployment)
     ann_auth = {"Authorization": f"Bearer {ann_token}"}
     bob_auth = {"Authorization": f"Bearer {bob_token}"}
-    async with httpx.AsyncClient(base_url=a.url, timeout=30) as http:
-        made = await http.post(
-            "/api/groups", json={"name": "crew", "roster": ROSTER}, headers=ann_auth
-        )
-        gid = str(made.json()["id"])
-        added = await http.post(
-            f"/api/groups/{gid}/members", json={"username": "bob"}, headers=ann_auth
-        )
-        assert added.status_code == 200, added.text
 
     ann = await _watch(a, ann_token, gid)
     bob = await _watch(b, bob_token, gid)

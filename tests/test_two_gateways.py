@@ -92,6 +92,33 @@ async def _login(gw: Gateway, username: str) -> str:
         return str(reply.json()["token"])
 
 
+async def ann_and_bob_crew(deployment: Deployment) -> tuple[str, str, str]:
+    """ann signed in on A, bob on B, and ann's group "crew" with bob in it.
+
+    Returns ann's token, bob's token and the group's id.
+    """
+    store = deployment.store_config.open_store()
+    try:
+        for name in ("ann", "bob"):
+            await users.add_user(store, name, PASSWORD)
+    finally:
+        await store.close()
+    ann_token = await _login(deployment.a, "ann")
+    bob_token = await _login(deployment.b, "bob")
+    ann_auth = {"Authorization": f"Bearer {ann_token}"}
+    async with httpx.AsyncClient(base_url=deployment.a.url, timeout=30) as http:
+        made = await http.post(
+            "/api/groups", json={"name": "crew", "roster": ROSTER}, headers=ann_auth
+        )
+        assert made.status_code == 201, made.text
+        gid = str(made.json()["id"])
+        added = await http.post(
+            f"/api/groups/{gid}/members", json={"username": "bob"}, headers=ann_auth
+        )
+        assert added.status_code == 200, added.text
+    return ann_token, bob_token, gid
+
+
 async def _watch(gw: Gateway, token: str, gid: str, **extra: Any) -> WsClient:
     conn = await connect(
         gw.ws_url, additional_headers={"Authorization": f"Bearer {token}"}, max_size=None
@@ -141,25 +168,7 @@ async def test_two_gateway_processes_deliver_every_message_to_clients_of_both(
     deployment: Deployment,
 ) -> None:
     a, b = deployment.a, deployment.b
-    store = deployment.store_config.open_store()
-    try:
-        for name in ("ann", "bob"):
-            await users.add_user(store, name, PASSWORD)
-    finally:
-        await store.close()
-    ann_token = await _login(a, "ann")
-    bob_token = await _login(b, "bob")
-    async with httpx.AsyncClient(base_url=a.url, timeout=30) as http:
-        ann_auth = {"Authorization": f"Bearer {ann_token}"}
-        made = await http.post(
-            "/api/groups", json={"name": "crew", "roster": ROSTER}, headers=ann_auth
-        )
-        assert made.status_code == 201, made.text
-        gid = str(made.json()["id"])
-        added = await http.post(
-            f"/api/groups/{gid}/members", json={"username": "bob"}, headers=ann_auth
-        )
-        assert added.status_code == 200, added.text
+    ann_token, bob_token, gid = await ann_and_bob_crew(deployment)
     # One JWT secret: a token from A is good on B.
     async with httpx.AsyncClient(base_url=b.url, timeout=30) as http:
         listed = await http.get("/api/groups", headers={"Authorization": f"Bearer {ann_token}"})
