@@ -30,6 +30,23 @@ from store.sessions import SessionLog
 PASSWORD_CHANGED_AT = "passwordChangedAt"
 
 
+# The longest display name, after runs of white space are made one space.
+MAX_DISPLAY_NAME = 80
+
+
+def display_name(raw: str | None) -> str | None:
+    """``raw`` as a display name is kept (None: no name), or a typed refusal."""
+    name = " ".join((raw or "").split())
+    if len(name) > MAX_DISPLAY_NAME:
+        raise GatewayError(
+            ErrorCode.INVALID_FRAME,
+            f"a display name is at most {MAX_DISPLAY_NAME} characters",
+            field="displayName",
+            detail={"limit": MAX_DISPLAY_NAME},
+        )
+    return name or None
+
+
 class AccountStore(UserStore, LoginLog, Protocol):
     """What looking after an account touches: user records and failed-login counts."""
 

@@ -43,6 +43,7 @@ from fastapi.responses import FileResponse, HTMLResponse
 from pydantic import Field
 
 from gateway import invites, sessions
+from gateway.accounts import MAX_DISPLAY_NAME, display_name
 from gateway.admin_http import Admin, View
 from gateway.audit import record
 from gateway.auth import AuthError, check_origin
@@ -61,7 +62,6 @@ log = logging.getLogger(__name__)
 router = APIRouter()
 
 INDEX = Path(__file__).resolve().with_name("static") / "index.html"
-MAX_DISPLAY_NAME = 80
 # The accept page carries the secret in its address: it is never cached,
 # and no page it leads to learns the address from a Referer header.
 _PAGE_HEADERS = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}
@@ -225,17 +225,6 @@ async def lookup(body: TokenBody, ctx: Ctx) -> InvitePreview:
     )
 
 
-def _display_name(raw: str | None) -> str | None:
-    name = " ".join((raw or "").split())
-    if len(name) > MAX_DISPLAY_NAME:
-        raise GatewayError(
-            ErrorCode.INVALID_FRAME,
-            f"a display name is at most {MAX_DISPLAY_NAME} characters",
-            field="displayName",
-        )
-    return name or None
-
-
 def _refused(field: str, reason: str, exc: Exception) -> GatewayError:
     return GatewayError(ErrorCode.INVALID_FRAME, str(exc), field=field, detail={"reason": reason})
 
@@ -258,7 +247,7 @@ async def accept(body: AcceptBody, request: Request, response: Response, ctx: Ct
         check_password(username, body.password)
     except UserError as exc:
         raise _refused("password", "weak_password", exc) from exc
-    display_name = _display_name(body.display_name)
+    name = display_name(body.display_name)
     taken = await taken_names(store)
     if username.lower() in taken:
         raise GatewayError(
@@ -279,8 +268,8 @@ async def accept(body: AcceptBody, request: Request, response: Response, ctx: Ct
         ROLE_FIELD: Role.MEMBER.value,
         "invite": invite.id,
     }
-    if display_name:
-        account["displayName"] = display_name
+    if name:
+        account["displayName"] = name
     if not await store.create_user(account):
         await store.release_invite(invite.id)
         raise GatewayError(

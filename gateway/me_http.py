@@ -43,7 +43,13 @@ from fastapi import APIRouter, Request, Response
 from pydantic import Field
 
 from gateway import sessions
-from gateway.accounts import PASSWORD_CHANGED_AT, client_address, locked_out
+from gateway.accounts import (
+    MAX_DISPLAY_NAME,
+    PASSWORD_CHANGED_AT,
+    client_address,
+    display_name,
+    locked_out,
+)
 from gateway.audit import record as record_audit
 from gateway.auth import SESSION_COOKIE, issue_token, token_claims
 from gateway.errors import GatewayError, not_found
@@ -59,7 +65,6 @@ from store.budgets import day_account
 
 router = APIRouter()
 
-MAX_DISPLAY_NAME = 80
 USAGE_DAYS = 30
 _DAY_S = 86_400
 
@@ -108,14 +113,7 @@ async def me(request: Request, user: User, ctx: Ctx) -> dict[str, Any]:
 @router.patch("/api/me")
 async def update_me(body: ProfileBody, request: Request, user: User, ctx: Ctx) -> dict[str, Any]:
     """Change (or remove) the display name."""
-    name = " ".join((body.display_name or "").split())
-    if len(name) > MAX_DISPLAY_NAME:
-        raise GatewayError(
-            ErrorCode.INVALID_FRAME,
-            f"a display name is at most {MAX_DISPLAY_NAME} characters",
-            field="displayName",
-            detail={"limit": MAX_DISPLAY_NAME},
-        )
+    name = display_name(body.display_name) or ""
     record = await _record(ctx, user)
     before = record.get("displayName") or None
     record = {k: v for k, v in record.items() if k != "displayName"}
