@@ -30,6 +30,7 @@ from actors.queueing import SteerInbox, shorten_overflow
 from actors.services import VPServices
 from actors.turn_tools import TurnToolkit, turn_mode
 from actors.turns import TurnOutcome, TurnRequest, TurnState, TurnTracker
+from actors.version_view import refresh_versions
 from actors.visibility import forget_deleted, group_view, rewind, trigger_text
 from actors.writer import GroupEvents, TurnWriter, error_stop
 from engine.attachments import drop_images
@@ -229,11 +230,14 @@ class TurnRunner:
         cursor = conv.meta.get("cursor")
         recent = await self._catch_up(cursor, recent)
         forget_deleted(conv.messages, recent)
+        hidden = refresh_versions(conv.messages, recent, self.s.vp_id)
         if req.regenerates:
             context: list[Message] = []
             trigger = rewind(conv.messages, recent, self.s.vp_id, req.origin.trigger_id)
         else:
-            context, trigger = group_view(recent, self.s.vp_id, cursor, req.origin.trigger_id)
+            context, trigger = group_view(
+                recent, self.s.vp_id, cursor, req.origin.trigger_id, hidden
+            )
             context = shorten_overflow(context, self.overflow)
         conv.messages.extend(await open_files(context, self.s.attachments))
         if trigger is not None:

@@ -14,12 +14,17 @@ from store.base import GroupMessage
 
 
 def group_view(
-    log: list[GroupMessage], vp_id: str, after_id: str | None, upto_id: str
+    log: list[GroupMessage],
+    vp_id: str,
+    after_id: str | None,
+    upto_id: str,
+    hidden: set[str] | frozenset[str] = frozenset(),
 ) -> tuple[list[Message], Message | None]:
     """New group messages for ``vp_id`` since ``after_id``, and the trigger.
 
     Returns the context messages (oldest first) and the trigger message as
-    the turn's input (None if the trigger is not in ``log``).
+    the turn's input (None if the trigger is not in ``log``). ``hidden``
+    messages are left out (reply versions not shown: ``actors.version_view``).
     """
     context: list[Message] = []
     trigger: Message | None = None
@@ -28,6 +33,8 @@ def group_view(
             continue
         if gm.meta.get("deleted") and gm.id != upto_id:
             continue  # its author deleted it: the VP never sees it
+        if gm.id in hidden and gm.id != upto_id:
+            continue
         msg = _as_seen_by(gm, vp_id)
         if gm.id == upto_id:
             trigger = msg or Message.user(gm.text, speaker=gm.author, meta=_files(gm))
@@ -56,6 +63,13 @@ def _as_seen_by(gm: GroupMessage, vp_id: str) -> Message | None:
             return None  # already in the VP's own transcript, in full
         return Message.user(f"[@{gm.author}] {gm.text}", speaker=gm.author, meta=meta)
     return Message.user(f"[{gm.author}] {gm.text}", speaker=gm.author, meta=meta)
+
+
+def seen_text(gm: GroupMessage, vp_id: str) -> str:
+    """The words of ``gm`` as another member's message in ``vp_id``'s context."""
+    msg = _as_seen_by(gm, vp_id)
+    content = msg.content if msg is not None else gm.text
+    return content if isinstance(content, str) else gm.text
 
 
 def trigger_text(gm: GroupMessage, vp_id: str) -> str:
@@ -101,11 +115,15 @@ def rewind(
     it is there (everything from it on, the superseded answer included, is
     removed), else the message as the VP would see it from ``log`` (the
     transcript was compacted past it; the old answer then stays in context).
+    A trigger edited since is answered as it reads now.
     """
+    current = next((gm for gm in log if gm.id == trigger_id), None)
     for i in range(len(messages) - 1, -1, -1):
         if messages[i].meta.get("group_message_id") == trigger_id:
             trigger = messages[i]
             del messages[i:]
+            if current is not None and current.meta.get("editedAt"):
+                return trigger.model_copy(update={"content": seen_text(current, vp_id)})
             return trigger
     for gm in log:
         if gm.id == trigger_id:

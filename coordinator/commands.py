@@ -18,6 +18,7 @@ from actors.vp_commands import AnswerReceipt, VPStats
 from coordinator.membership import GroupEdit, MemberOp
 from coordinator.regenerate import RegenerateResult
 from coordinator.results import CancelResult, DrainResult, IngestResult, RecoveryReport
+from coordinator.versions import EditResult, ResendResult
 from engine.mcp import McpConfig
 from protocol import Channel
 from protocol.settings import GroupSettingsPatch
@@ -37,6 +38,7 @@ __all__ = [
     "DeleteGroup",
     "Drain",
     "EditGroup",
+    "EditMessage",
     "Forward",
     "GetGroup",
     "Ingest",
@@ -47,6 +49,7 @@ __all__ = [
     "Recover",
     "Regenerate",
     "RemoveVP",
+    "Resend",
     "ReviseTask",
     "SetMcp",
     "SetMembers",
@@ -170,6 +173,29 @@ class Ingest(GroupCommand[IngestResult]):
 @dataclass(frozen=True, slots=True)
 class Regenerate(GroupCommand[RegenerateResult]):
     """Have the VP of reply ``message_id`` answer its message again (a new turn)."""
+
+    group_id: str
+    message_id: str
+    by: str
+
+
+@dataclass(frozen=True, slots=True)
+class EditMessage(GroupCommand[EditResult]):
+    """Store ``text`` as the new version of ``by``'s message ``message_id``; ``resend`` reruns.
+
+    Refused while a turn on the message runs (``coordinator.ops_versions``).
+    """
+
+    group_id: str
+    message_id: str
+    text: str
+    by: str
+    resend: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Resend(GroupCommand[ResendResult]):
+    """Have the VPs that answered ``by``'s message ``message_id`` answer it again."""
 
     group_id: str
     message_id: str

@@ -14,6 +14,7 @@ from typing import TypeVar
 import coordinator.ops_groups
 import coordinator.ops_messages
 import coordinator.ops_shard
+import coordinator.ops_versions
 import coordinator.team.ops  # noqa: F401 - the handlers register in OPS when imported
 from actors.commands import Command, Handlers
 from actors.config import RuntimeConfig

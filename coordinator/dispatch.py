@@ -286,6 +286,16 @@ class Dispatcher:
         """Whether ``vp_id`` has a turn in ``group_id`` that has not ended."""
         return any(t.request.vp_id == vp_id for t in self._turns.get(group_id, {}).values())
 
+    def running_on(self, group_id: str, message_id: str) -> list[str]:
+        """The VPs with a turn not ended in the chain ``message_id`` started, or answering it."""
+        return sorted(
+            {
+                t.request.vp_id
+                for t in self._turns.get(group_id, {}).values()
+                if message_id in (t.request.origin.chain_id, t.request.origin.trigger_id)
+            }
+        )
+
     async def began(self, req: TurnRequest) -> bool:
         """Whether the turn's record says it started: clients may have seen some of it.
 

@@ -8,7 +8,6 @@ go through the same selection rules and the group's loop guard
 
 from __future__ import annotations
 
-import time
 from dataclasses import replace
 from typing import Any
 
@@ -29,13 +28,14 @@ from coordinator.commands import (
 from coordinator.errors import GroupError, GroupErrorCode
 from coordinator.groups import unknown_names
 from coordinator.people import people_mentioned
-from coordinator.regenerate import RegenerateResult, origin_of, regenerable_reply
+from coordinator.regenerate import RegenerateResult, regenerable_reply
 from coordinator.results import CancelResult, ForwardResult, IngestResult
 from coordinator.shard import OPS, Shard, no_vp
 from coordinator.team.calls import takes_task_path
+from coordinator.versions import rerun
 from personas.mentions import extract_mentions
 from personas.routing import Selection, Source
-from protocol import Channel, MessageChange, MessageChanged, split_queue_prefix
+from protocol import Channel, split_queue_prefix
 from store.base import Group, GroupMessage
 from store.conversation import GroupKind
 from telemetry import tracing
@@ -211,7 +211,8 @@ async def regenerate(shard: Shard, cmd: Regenerate) -> RegenerateResult:
     """Answer again the message a VP's latest reply answered (``coordinator.regenerate``).
 
     The new turn is admitted like any other (``busy``, the loop guard);
-    the old reply is marked superseded and every member is told.
+    the old reply is marked superseded and every member is told; the two
+    are versions of one reply (``coordinator.versions``).
     """
     await shard.recover()
     group = await shard.groups.require(cmd.group_id)
@@ -222,31 +223,9 @@ async def regenerate(shard: Shard, cmd: Regenerate) -> RegenerateResult:
             GroupErrorCode.CONFLICT,
             f"@{reply.author} is still answering in this group: regenerate once it is done",
         )
-    origin = await origin_of(shard.store, group.id, reply, cmd.by)
-    chain = await shard.resume_chain(group, origin.chain_id)
-    shard.guard(group).reopen(chain)  # a Stop all before does not refuse a person's ask
-    with shard.turns.admission.reserve(group.id, [reply.author]):
-        verdict = shard.admit(group, chain, None, reply.author, origin.depth)
-        if not verdict.ok:
-            await shard.refused(group, chain, verdict)
-            raise GroupError(GroupErrorCode.CONFLICT, verdict.summary)
-        req = replace(shard.turns.plan(group, reply.author, origin), regenerates=reply.id)
-        await shard.turns.record(group.id, [req])
-        await shard.store.supersede_message(
-            group.id, reply.id, turn_id=req.turn_id, by=cmd.by, ts=time.time()
-        )
-        await GroupEvents(shard.store, group.id).changed(
-            MessageChanged(
-                group_id=group.id,
-                message_id=reply.id,
-                change=MessageChange.SUPERSEDED,
-                by=cmd.by,
-                ts=time.time(),
-                turn_id=req.turn_id,
-            )
-        )
-        turn_id = shard.turns.launch(req)
-    return RegenerateResult(reply.id, reply.author, turn_id, origin.trigger_id)
+    turn_id = await rerun(shard, group, reply, cmd.by)
+    trigger = str(list(reply.meta.get("causedBy") or [reply.id])[-1])
+    return RegenerateResult(reply.id, reply.author, turn_id, trigger)
 
 
 @OPS.on(Cancel)

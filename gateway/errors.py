@@ -45,11 +45,17 @@ GROUP_ERROR_CODES: dict[GroupErrorCode, ErrorCode] = {
     GroupErrorCode.NOT_MEMBER: ErrorCode.NOT_FOUND,
     GroupErrorCode.OWNER_LEAVING: ErrorCode.CONFLICT,
     GroupErrorCode.LAST_MEMBER: ErrorCode.CONFLICT,
+    GroupErrorCode.NOT_AUTHOR: ErrorCode.FORBIDDEN,
+    GroupErrorCode.DELETED: ErrorCode.CONFLICT,
+    GroupErrorCode.TURN_RUNNING: ErrorCode.CONFLICT,
+    GroupErrorCode.TOO_MANY_VERSIONS: ErrorCode.CONFLICT,
+    GroupErrorCode.NOTHING_TO_RESEND: ErrorCode.CONFLICT,
     # The rest refuse what the client asked for: invalid input (HTTP 422).
     GroupErrorCode.DEFAULT_NOT_IN_ROSTER: ErrorCode.INVALID_FRAME,
     GroupErrorCode.NOT_IN_ROSTER: ErrorCode.INVALID_FRAME,
     GroupErrorCode.UNKNOWN_VP: ErrorCode.INVALID_FRAME,
     GroupErrorCode.INVALID_NAME: ErrorCode.INVALID_FRAME,
+    GroupErrorCode.INVALID_TEXT: ErrorCode.INVALID_FRAME,
 }
 """The wire code of every coordinator refusal; a test checks that none is missing."""
 
@@ -130,7 +136,7 @@ def from_group_error(exc: BaseException) -> GatewayError | None:
     return GatewayError(
         GROUP_ERROR_CODES[cause.code],
         cause.message,
-        detail={"reason": cause.code.value},
+        detail={**(cause.detail or {}), "reason": cause.code.value},
         retry_after=cause.retry_after,
     )
 

@@ -37,6 +37,7 @@ from gateway import (
     attachments_http,
     audit_http,
     conversations_http,
+    edits,
     files_http,
     http,
     http_members,
@@ -219,6 +220,7 @@ def create_app(
     app.include_router(admin_http.router)
     app.include_router(admin_groups_http.router)
     app.include_router(reactions.router)
+    app.include_router(edits.router)
     app.include_router(audit_http.router)
     app.include_router(invites_http.router)
     app.include_router(usage_http.router)

@@ -53,6 +53,7 @@ from gateway.inflight import InFlight
 from gateway.limits import AbuseMeter, LagMeter, TokenBucket
 from gateway.sessions import session_id
 from gateway.views import group_update, group_view
+from gateway.ws_edits import edit_handlers
 from gateway.ws_members import member_handlers
 from gateway.ws_reactions import reaction_handlers
 from gateway.ws_settings import settings_handlers
@@ -137,6 +138,7 @@ class ClientSession:
         self._handlers.update(ConversationFrames(ctx, conn).handlers())
         self._handlers.update(member_handlers(self))
         self._handlers.update(reaction_handlers(self))
+        self._handlers.update(edit_handlers(self))
         # The seed's settings queries: llm_config, yeaft_settings (gateway.ws_settings).
         self._handlers.update(settings_handlers(self))
 

@@ -111,6 +111,15 @@ from protocol.server import (
 )
 from protocol.settings import GroupSettings, GroupSettingsPatch
 from protocol.tasks import TaskChanged
+from protocol.versions import (
+    MAX_VERSIONS,
+    MessageEdit,
+    MessageEdited,
+    MessageResend,
+    MessageResent,
+    ReplyVersionChoose,
+    ReplyVersions,
+)
 
 __all__ = [
     "CLIENT_ADAPTER",
@@ -121,6 +130,7 @@ __all__ = [
     "MAX_ID_LENGTH",
     "MAX_MENTIONS",
     "MAX_TEXT_LENGTH",
+    "MAX_VERSIONS",
     "PROTOCOL_VERSION",
     "SERVER_ADAPTER",
     "Ack",
@@ -162,10 +172,14 @@ __all__ = [
     "MessageAttachment",
     "MessageChange",
     "MessageChanged",
+    "MessageEdit",
+    "MessageEdited",
     "MessagePin",
     "MessagePins",
     "MessageReact",
     "MessageReactions",
+    "MessageResend",
+    "MessageResent",
     "PinView",
     "Ping",
     "Pong",
@@ -176,6 +190,8 @@ __all__ = [
     "ReactionView",
     "RemoveVp",
     "RenameGroup",
+    "ReplyVersionChoose",
+    "ReplyVersions",
     "ResultData",
     "ResultUsage",
     "ResumeConversation",

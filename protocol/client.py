@@ -42,6 +42,7 @@ from protocol.members import (
 )
 from protocol.reactions import MessagePin, MessageReact
 from protocol.settings import GroupSettingsPatch
+from protocol.versions import MessageEdit, MessageResend, ReplyVersionChoose
 
 GROUP_CHAT_TYPE = "yeaft_session_chat"
 LEGACY_GROUP_CHAT_TYPE = "unify_group_chat"
@@ -307,6 +308,9 @@ ClientFrame = Annotated[
     | UpdateGroupSettings
     | MessageReact
     | MessagePin
+    | MessageEdit
+    | MessageResend
+    | ReplyVersionChoose
     | LlmConfig
     | YeaftSettings,
     Field(discriminator="type"),

@@ -24,6 +24,7 @@ from protocol.queueing import QueueOutcome
 from protocol.quotas import QuotaMeter
 from protocol.reactions import MessagePins, MessageReactions
 from protocol.tasks import TaskChanged
+from protocol.versions import MessageEdited, MessageResent, ReplyVersions
 
 
 class AgentState(WireEnum):
@@ -244,6 +245,8 @@ GroupEventFrame = (
     | MessageChanged
     | MessageReactions
     | MessagePins
+    | MessageEdited
+    | ReplyVersions
     | TaskChanged
 )
 """The frames a group's event log holds; the log assigns their ``seq``.
@@ -306,6 +309,9 @@ ServerFrame = Annotated[
     | MessageChanged
     | MessageReactions
     | MessagePins
+    | MessageEdited
+    | ReplyVersions
+    | MessageResent
     | TaskChanged
     | ErrorFrame
     | Ack

@@ -2,8 +2,10 @@
 
 Every sign-in (and failed one), lockout lift, MCP server change, group
 settings change, member and role change, quota change, group deletion,
-invite link made, revoked or followed, account disable and enable, and
-display-name change is one :class:`AuditEntry`. The log has two verbs,
+invite link made, revoked or followed, account disable and enable,
+display-name change, message edit and resend, and choice of a reply's
+version is one :class:`AuditEntry` (an edit's entry names the message and
+its version, never its text). The log has two verbs,
 ``append_audit`` and
 ``read_audit``: there is no update and no delete, on purpose. The embedded
 backend refuses an UPDATE or DELETE of its table with triggers
@@ -63,6 +65,9 @@ class AuditAction(StrEnum):
     ACCOUNT_DISABLED = "account_disabled"
     ACCOUNT_ENABLED = "account_enabled"
     DISPLAY_NAME_CHANGED = "display_name_changed"
+    MESSAGE_EDITED = "message_edited"
+    MESSAGE_RESENT = "message_resent"
+    REPLY_VERSION_CHOSEN = "reply_version_chosen"
 
 
 class AuditEntry(BaseModel):

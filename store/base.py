@@ -45,6 +45,7 @@ from store.reactions import ReactionLog
 from store.sessions import SessionLog
 from store.tasks import TaskLog
 from store.turns import TurnEnd, TurnRecord
+from store.versions import VersionLog
 
 
 def new_id(prefix: str) -> str:
@@ -449,6 +450,7 @@ class Store(
     LoginLog,
     SessionLog,
     ReactionLog,
+    VersionLog,
     MentionLog,
     AuditLog,
     InviteLog,

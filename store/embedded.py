@@ -71,6 +71,7 @@ from store.events import (
 from store.mentions import ACTIVITY_LOG, counts_as_activity
 from store.sqlite import SQLiteThread, read_txn, write_txn
 from store.turns import TurnEnd, TurnRecord, finish_frames
+from store.versions import MessageVersions
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +91,7 @@ class EmbeddedStore(
     EmbeddedLogins,
     EmbeddedSessions,
     EmbeddedReactions,
+    MessageVersions,
     EmbeddedMentions,
     EmbeddedAudit,
     EmbeddedInvites,

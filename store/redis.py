@@ -84,6 +84,7 @@ from store.redis_sessions import RedisSessions
 from store.redis_tasks import TASK_KINDS, RedisTasks
 from store.redis_transcripts import TRANSCRIPT_KINDS, RedisTranscripts
 from store.turns import TurnEnd, TurnRecord, finish_frames
+from store.versions import MessageVersions
 
 _GROUP_KINDS = (
     "group",
@@ -119,6 +120,7 @@ class RedisStore(
     RedisLogins,
     RedisSessions,
     RedisReactions,
+    MessageVersions,
     RedisMentions,
     RedisAudit,
     RedisInvites,

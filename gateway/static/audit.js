@@ -35,6 +35,9 @@ export const AUDIT_ACTIONS = [
   'account_disabled',
   'account_enabled',
   'display_name_changed',
+  'message_edited',
+  'message_resent',
+  'reply_version_chosen',
 ];
 
 const PAGE = 50;
