@@ -11,6 +11,12 @@ was said. The JSON export carries every stored field of every message in
 the wire spelling of the history endpoint (its ``reactions`` included), so
 it can be read back, and the group's ``pins``; the Markdown export lists a
 message's reactions under it and says which messages are pinned.
+
+Versions (``store.versions``) are exported whole: an edited message with
+its earlier texts (JSON: ``edits``, Markdown: "edited", then each earlier
+version quoted), and each version of a VP's reply that has several
+(JSON: ``replyVersion {rootId, version, of, shown}``, Markdown: "version 1
+of 2", and which one the group shows).
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from gateway.views import group_view, message_view
 from store.base import Group, GroupLog, GroupMessage, Store
 from store.chatviews import UsageTotals
 from store.reactions import Pin, Reaction, pin_views, reaction_views
+from store.versions import chosen_versions, earlier_texts, family_roots, version_count
 
 # Messages read per store call while exporting, and the most one export holds.
 EXPORT_PAGE = 500
@@ -136,7 +143,14 @@ def as_json(
     subject: Subject, messages: list[GroupMessage], usage: UsageTotals, marks: Marks = NO_MARKS
 ) -> str:
     """The export as one JSON document."""
-    views = [message_view(m) for m in _kept(messages)]
+    kept = _kept(messages)
+    views = [message_view(m) for m in kept]
+    labels = reply_versions(kept)
+    for m, view in zip(kept, views, strict=True):
+        if m.meta.get("editedAt"):
+            view["edits"] = {"version": version_count(m), "earlier": earlier_texts(m)}
+        if m.id in labels:
+            view["replyVersion"] = labels[m.id].view()
     for view in views:
         found = reaction_views(marks.reactions.get(view["id"], ()))
         view["reactions"] = [r.model_dump(by_alias=True) for r in found]
@@ -165,9 +179,14 @@ def as_markdown(
         "",
     ]
     pinned = {p.message_id for p in marks.pins}
-    for m in _kept(messages):
-        heading = _heading(m) + (" · 📌 pinned" if m.id in pinned else "")
+    kept = _kept(messages)
+    labels = reply_versions(kept)
+    for m in kept:
+        heading = _heading(m, labels.get(m.id)) + (" · 📌 pinned" if m.id in pinned else "")
         lines += ["---", "", f"### {heading}", "", m.text or "_(no text)_", ""]
+        for n, earlier in enumerate(earlier_texts(m), start=1):
+            quoted = "\n".join(f"> {line}" for line in str(earlier.get("text", "")).splitlines())
+            lines += [f"Version {n} ({_when(float(earlier.get('ts', m.ts)))}):", "", quoted, ""]
         reactions = marks.reactions.get(m.id, ())
         if reactions:
             said = " · ".join(f"{r.emoji} {', '.join(r.users)}" for r in reactions)
@@ -175,7 +194,35 @@ def as_markdown(
     return "\n".join(lines).rstrip() + "\n"
 
 
-def _heading(m: GroupMessage) -> str:
+@dataclass(frozen=True, slots=True)
+class ReplyVersion:
+    """Where one version of a VP's reply stands among the reply's versions."""
+
+    root_id: str
+    version: int
+    of: int
+    shown: bool
+
+    def view(self) -> dict[str, Any]:
+        return {"rootId": self.root_id, "version": self.version, "of": self.of, "shown": self.shown}
+
+
+def reply_versions(messages: list[GroupMessage]) -> dict[str, ReplyVersion]:
+    """Each version of a reply with several among ``messages``, and where it stands."""
+    roots = family_roots(messages)
+    chosen = chosen_versions(messages)
+    members: dict[str, list[str]] = {}
+    for m in messages:
+        if m.id in roots:
+            members.setdefault(roots[m.id], []).append(m.id)
+    return {
+        member: ReplyVersion(root, n, len(ids), chosen.get(root) == member)
+        for root, ids in members.items()
+        for n, member in enumerate(ids, start=1)
+    }
+
+
+def _heading(m: GroupMessage, version: ReplyVersion | None = None) -> str:
     meta = m.meta
     if m.role == "system":
         who = "notice"
@@ -189,8 +236,13 @@ def _heading(m: GroupMessage) -> str:
     usage = meta.get("usage")
     if isinstance(usage, dict) and (usage.get("input_tokens") or usage.get("output_tokens")):
         extra.append(f"{usage.get('input_tokens', 0)} in / {usage.get('output_tokens', 0)} out")
-    if meta.get("supersededBy"):
+    if version is not None:
+        shown = "shown" if version.shown else "not shown"
+        extra.append(f"version {version.version} of {version.of}, {shown}")
+    elif meta.get("supersededBy"):
         extra.append("superseded by a regenerated reply")
+    if meta.get("editedAt"):
+        extra.append(f"edited {_when(float(meta['editedAt']))}, version {version_count(m)}")
     tail = f" ({'; '.join(extra)})" if extra else ""
     return f"{who} · {_when(m.ts)}{tail}"
 
