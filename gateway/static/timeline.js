@@ -238,7 +238,7 @@ export class Timeline {
       }
       this.list.append(node);
       this.rememberPerson(frame.messageId, node, frame);
-      this.shown(node, { id: frame.messageId, people: frame.people });
+      this.shown(node, { id: frame.messageId, people: frame.people, text: frame.text });
     });
   }
 
