@@ -10,8 +10,7 @@ read disappears.
 
 Only a VP's newest reply in the group can be regenerated (as in ChatGPT,
 where only the last answer has the button): rewinding past later turns
-would drop what the VP said and saw since. Any version of that reply
-may be named (``store.versions``): the newest is the one answered again.
+would drop what the VP said and saw since.
 """
 
 from __future__ import annotations
@@ -22,7 +21,6 @@ from actors.turns import TurnOrigin, channel_of
 from coordinator.errors import GroupError, GroupErrorCode
 from engine.tools.approval import approval_marks
 from store.base import Group, GroupLog, GroupMessage
-from store.versions import family_roots
 
 # How far back the newest reply of a VP is looked for.
 REPLY_WINDOW = 200
@@ -65,19 +63,12 @@ async def regenerable_reply(log: GroupLog, group: Group, message_id: str) -> Gro
         )
     recent = await log.read_messages(group.id, limit=REPLY_WINDOW)
     newest = next((m for m in reversed(recent) if m.author == reply.author and is_reply(m)), None)
-    if newest is not None and newest.id != reply.id and _versions_of_one(recent, newest, reply):
-        return newest  # an older version of the latest reply: that reply answers again
     if newest is None or newest.id != reply.id:
         raise GroupError(
             GroupErrorCode.CONFLICT,
             f"only @{reply.author}'s latest reply in this group can be regenerated",
         )
     return reply
-
-
-def _versions_of_one(recent: list[GroupMessage], a: GroupMessage, b: GroupMessage) -> bool:
-    roots = family_roots(recent)
-    return a.id in roots and roots.get(a.id) == roots.get(b.id)
 
 
 async def origin_of(log: GroupLog, group_id: str, reply: GroupMessage, by: str) -> TurnOrigin:

@@ -55,6 +55,8 @@ _ALWAYS_SHOWN_TYPES = frozenset(
         "message_changed",
         "message_reactions",
         "message_pins",
+        "message_edited",
+        "reply_versions",
         "task_changed",
     }
 )

@@ -45,7 +45,6 @@ from store.reactions import ReactionLog
 from store.sessions import SessionLog
 from store.tasks import TaskLog
 from store.turns import TurnEnd, TurnRecord
-from store.versions import VersionLog
 
 
 def new_id(prefix: str) -> str:
@@ -431,6 +430,26 @@ class ChatViews(Protocol):
 
     @abstractmethod
     async def group_usage(self, group_id: str) -> UsageTotals: ...
+
+
+class VersionLog(Protocol):
+    """Edits of messages and choices of reply versions (the rules: ``store.versions``)."""
+
+    @abstractmethod
+    async def edit_message(
+        self, group_id: str, message_id: str, text: str, *, by: str, ts: float
+    ) -> GroupMessage | None:
+        """Store ``text`` as the new version of a message; None when there is no such message.
+
+        Raises ``store.versions.VersionError`` (deleted, too many versions) and
+        writes nothing then.
+        """
+
+    @abstractmethod
+    async def choose_version(
+        self, group_id: str, root_id: str, chosen: str | None, *, by: str, ts: float
+    ) -> GroupMessage | None:
+        """Pick the version of reply ``root_id`` the group shows (None: the newest again)."""
 
 
 class Store(

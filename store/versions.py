@@ -23,16 +23,12 @@ other left; the caller then appends the event that announces it.
 
 from __future__ import annotations
 
-from abc import abstractmethod
 from collections.abc import Awaitable, Callable, Iterable
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
 from protocol.versions import MAX_VERSIONS, MessageEdited, ReplyVersions
-
-if TYPE_CHECKING:
-    # store.base imports this module's VersionLog: the type is for annotations only.
-    from store.base import GroupMessage
+from store.base import GroupMessage
 
 
 class VersionErrorCode(StrEnum):
@@ -176,25 +172,6 @@ def versions_frame(
 
 
 # -- the store's steps ------------------------------------------------------------------
-class VersionLog(Protocol):
-    """Edits of messages and choices of reply versions (rules in the module docstring)."""
-
-    @abstractmethod
-    async def edit_message(
-        self, group_id: str, message_id: str, text: str, *, by: str, ts: float
-    ) -> GroupMessage | None:
-        """Store ``text`` as the new version of a message; None when there is no such message.
-
-        Raises VersionError (deleted, too many versions) and writes nothing then.
-        """
-
-    @abstractmethod
-    async def choose_version(
-        self, group_id: str, root_id: str, chosen: str | None, *, by: str, ts: float
-    ) -> GroupMessage | None:
-        """Pick the version of reply ``root_id`` the group shows (None: the newest again)."""
-
-
 class MessageVersions:
     """Edits and version choices on either backend (mixed into both stores).
 
