@@ -20,7 +20,7 @@
 import { request } from './api.js';
 import { onEveryFrame } from './connection.js';
 import { el } from './dom.js';
-import { renderMarkdown } from './markdown.js';
+import { copyButton, renderMarkdown } from './markdown.js';
 
 const enc = encodeURIComponent;
 
@@ -124,6 +124,10 @@ export class Versions {
     this.nodes.set(frame.messageId, node);
     node.dataset.edited = String(frame.version);
     this.showText(node, frame.text);
+    // Copy copies what the message says now.
+    node.querySelector('.msg-actions [data-testid="copy-message"]')?.replaceWith(
+      copyButton(() => frame.text, { className: 'msg-action', testid: 'copy-message' }),
+    );
     this.decoratePerson(node, frame.messageId);
   }
 
