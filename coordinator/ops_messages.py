@@ -74,11 +74,13 @@ async def _ingest(shard: Shard, cmd: Ingest) -> IngestResult:
     if group.kind is GroupKind.CONVERSATION:
         names = []  # its one VP answers everything; an "@word" is just text
     attachments = cmd.attachments
+    sel, people = people_mentioned(shard.select(group, names, Source.PERSON, None), group.members)
     if takes_task_path(group, text, names):
         # A team may give every VP of the group a turn.
         with shard.turns.admission.reserve(group.id, list(group.roster)):
-            return await shard.team.ingest(group, sender, text, cmd.client_message_id, attachments)
-    sel, people = people_mentioned(shard.select(group, names, Source.PERSON, None), group.members)
+            return await shard.team.ingest(
+                group, sender, text, cmd.client_message_id, attachments, cmd.channel, people
+            )
     tracing.event(
         "route",
         {
