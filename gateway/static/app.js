@@ -112,6 +112,7 @@ const mentions = new Mentions({
 const search = new SearchBox({
   input: $('search-input'),
   results: $('search-results'),
+  mentionsButton: $('show-mentions'),
   label: (author, role) => (role === 'assistant' ? persona(author).name : author),
   onOpen: (groupId, messageId) => {
     closeSidebar();
