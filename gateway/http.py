@@ -30,6 +30,7 @@ from gateway.auth import (
     AuthFailure,
     check_origin,
     find_token,
+    is_api_token,
     issue_token,
     seconds_left,
     token_claims,
@@ -88,7 +89,9 @@ async def current_user(request: Request, response: Response, ctx: Ctx) -> str:
         raise GatewayError(code, exc.message, detail={"reason": exc.reason.value}) from exc
     # The routes about the caller's own sessions need to know which is theirs.
     request.state.claims = claims
-    if seconds_left(claims) < settings.jwt_renew_before.total_seconds():
+    # An API token lives to its own expiry: renewing it would move its session's.
+    renew = not is_api_token(claims)
+    if renew and seconds_left(claims) < settings.jwt_renew_before.total_seconds():
         # A renewed token keeps its session (the same jti), which lives on with it.
         fresh = issue_token(settings, username, session_id(claims) or None)
         await sessions.renewed(store, claims, fresh, settings)

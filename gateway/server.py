@@ -34,6 +34,7 @@ from actors.process import settle
 from gateway import (
     admin_groups_http,
     admin_http,
+    api_tokens,
     attachments_http,
     audit_http,
     conversations_http,
@@ -212,6 +213,7 @@ def create_app(
     app.include_router(oidc_http.router)
     app.include_router(http_members.router)
     app.include_router(me_http.router)
+    app.include_router(api_tokens.router)
     app.include_router(messages_api.router)
     app.include_router(attachments_http.router)
     app.include_router(files_http.router)
