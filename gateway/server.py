@@ -152,6 +152,7 @@ def create_app(
     groups = GroupService(runtime, hub, attachments)
     personas = load_personas(Path(personas_dir) if personas_dir else None)
     people = People(runtime.store, hub, wait_s=settings.tail_wait_s)
+    meters = QuotaMeters(runtime.store, hub)
     ctx = GatewayContext(
         settings=settings,
         runtime=runtime,
@@ -169,10 +170,12 @@ def create_app(
         lag=LagProbe(LagMeter()),
         mcp=McpCatalog(runtime.config.mcp, McpServersFile.of(settings), runtime.mcp_reports),
         people=people,
-        inbox=InboxPush(runtime.store, people, wait_s=settings.tail_wait_s),
+        inbox=InboxPush(
+            runtime.store, people, wait_s=settings.tail_wait_s, on_spent=meters.person_spent
+        ),
         conversations=ConversationService(runtime, groups, personas, settings.data_dir),
         attachments=AttachmentService(attachments, settings.attachment_limits()),
-        meters=QuotaMeters(runtime.store, hub),
+        meters=meters,
     )
 
     @contextlib.asynccontextmanager
