@@ -181,6 +181,7 @@ class TurnRunner:
             _drop(early)
             return await self._end_with(error_stop(StopReason.ERROR, refused, "budget"))
         ctx.offered.extend(self.toolkit.add_mcp_tools(ctx.group, ctx.tools))
+        ctx.offered.extend(self.toolkit.add_a2a_tools(ctx.tools))
         memory, document = await asyncio.gather(
             self.recall(ctx, early), self.project_doc(ctx.group)
         )

@@ -385,6 +385,7 @@ def runtime_config(settings: GatewaySettings, engine: EngineConfig) -> RuntimeCo
         lane_gap_s=settings.lane_gap_s,
         heartbeat_s=settings.agent_heartbeat_s,
         mcp=settings.mcp(),
+        a2a=settings.a2a(),
         tracing=TracingConfig.from_env(os.environ),
     )
 

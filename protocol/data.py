@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 ResultSubtype = Literal["success", "error_max_turns", "error_during_execution"]
-SystemSubtype = Literal["init", "compact", "notice", "error"]
+SystemSubtype = Literal["init", "compact", "notice", "error", "tool_output"]
 
 
 class DataModel(BaseModel):
@@ -129,7 +129,9 @@ class SystemData(DataModel):
 
     ``init`` opens every VP turn in a group and names its ``model``, ``tools`` and
     ``session_id`` (the conversation); ``error`` reports a failure that is
-    not the turn's result (a compaction whose summary call failed, say).
+    not the turn's result (a compaction whose summary call failed, say);
+    ``tool_output`` is part of a running tool's output (``message``), under
+    the call it belongs to (``detail.tool_use_id`` and ``detail.name``).
     Clients that do not use ``init`` ignore it.
     """
 
