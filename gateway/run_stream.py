@@ -1,0 +1,118 @@
+"""One request's view of a group's envelopes: what the AG-UI and A2A edges stream from.
+
+Both edges run a person's message in a group and stream the VPs' turns as
+they are written. Each subscribes a :class:`RunSink` to the group's tail
+(``gateway.tail.Hub``) *before* it sends anything, so every envelope the
+message causes is seen, then reads :func:`envelopes` until its turns have
+ended. What ends the read early is a :class:`StreamEnded`: the client fell
+too far behind, a gap (envelopes trimmed before they were read), the group
+was deleted or the caller left it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+from starlette.requests import Request
+
+from gateway.tail import Subscription
+
+log = logging.getLogger(__name__)
+
+# What ends the queue: the subscription overflowed or was ended by the hub.
+_CLOSED = object()
+
+
+class StreamEnded(Exception):
+    """The group's stream cannot go on; ``code`` says how, the message says it to a person."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class RunSink:
+    """The hub's client for one request: envelopes queue here until the stream reads them."""
+
+    def __init__(self, username: str, limit: int) -> None:
+        self.username = username
+        self.queue: asyncio.Queue[object] = asyncio.Queue()
+        self.limit = limit
+        self.failure: str | None = None
+
+    def offer(self, text: str, *, envelope: bool) -> bool:
+        if self.failure is not None:
+            return False
+        if self.queue.qsize() >= self.limit:
+            self.overflow()
+            return False
+        self.queue.put_nowait(text if envelope else _Notice(text))
+        return True
+
+    async def put(self, text: str, *, envelope: bool) -> None:
+        self.offer(text, envelope=envelope)
+
+    def overflow(self) -> None:
+        self._end("the run's stream fell too far behind the group; read the group's history")
+
+    def attach(self, subscription: Subscription) -> None:
+        pass
+
+    def detach(self, subscription: Subscription) -> None:
+        self._end("the group's stream ended (the group was deleted or you left it)")
+
+    def _end(self, why: str) -> None:
+        if self.failure is None:
+            self.failure = why
+            self.queue.put_nowait(_CLOSED)
+
+
+class _Notice(str):
+    """A frame that is no envelope: a gap, a revocation, a deletion."""
+
+
+def _notice_text(notice: str) -> str:
+    try:
+        frame = json.loads(notice)
+    except ValueError:
+        return "the group's stream was interrupted"
+    message = frame.get("message") if isinstance(frame, dict) else None
+    return str(message or "the group's stream was interrupted")
+
+
+async def envelopes(sink: RunSink, group_id: str) -> AsyncIterator[dict[str, Any]]:
+    """The sink's envelopes, decoded, as they arrive; :class:`StreamEnded` when they stop.
+
+    Never ends on its own: the caller stops reading once its turns are over.
+    """
+    while True:
+        item = await sink.queue.get()
+        if item is _CLOSED:
+            raise StreamEnded("stream_ended", sink.failure or "the stream ended")
+        if isinstance(item, _Notice):
+            # A gap or a revocation: the turns' ends may never be seen.
+            raise StreamEnded("stream_interrupted", _notice_text(item))
+        try:
+            envelope = json.loads(str(item))
+        except ValueError:
+            log.warning("run stream: an envelope of %s is not JSON", group_id)
+            continue
+        if isinstance(envelope, dict):
+            yield envelope
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The request body, read no further than one byte past ``limit`` (the caller refuses it)."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > limit:
+            break
+    return b"".join(chunks)
