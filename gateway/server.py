@@ -229,11 +229,13 @@ def create_app(
     app.include_router(usage_http.router)
     app.include_router(agui_router)
     app.add_api_websocket_route("/ws", ws.websocket_endpoint)
-    # Imported here: the MCP SDK loads with the gateway's app, not with every
-    # process that imports this module (a VP host's, for one).
+    # Imported here: the MCP and A2A SDKs load with the gateway's app, not with
+    # every process that imports this module (a VP host's, for one).
+    from gateway.a2a_serve import mount as mount_a2a
     from gateway.mcp_serve import mount as mount_mcp_server
 
     mount_mcp_server(app)
+    mount_a2a(app)
     # The UI's files are written separately and may not exist yet; the mount
     # is made anyway and answers 404 until they do.
     app.mount("/static", StaticFiles(directory=STATIC_DIR, check_dir=False), name="static")

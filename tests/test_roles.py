@@ -31,8 +31,16 @@ PUBLIC = {
     "/api/invites/accept",
 }
 
-# Routes outside /api that check the bearer token themselves: the MCP server.
-SELF_AUTH = {"/mcp"}
+# Routes outside /api that check the bearer token themselves: the MCP server
+# and the A2A agents (a stranger to a group: tests/test_a2a_serve.py).
+SELF_AUTH = {
+    "/mcp",
+    "/a2a/groups",
+    "/a2a/groups/{group_id}",
+    "/a2a/groups/{group_id}/.well-known/agent-card.json",
+    "/a2a/groups/{group_id}/vps/{vp_id}",
+    "/a2a/groups/{group_id}/vps/{vp_id}/.well-known/agent-card.json",
+}
 
 # What the admin panel calls (gateway/static/admin_*.js).
 ADMIN_PANEL_ROUTES = {
