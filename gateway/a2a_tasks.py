@@ -123,6 +123,11 @@ class TaskTracker:
         # Set when the log no longer holds the task's start: the state then
         # comes from the turn records alone, and no reply text is known.
         self.incomplete = False
+        if not self.turns:
+            # No VP was addressed (or a team task took the message): nothing to wait for.
+            self.state = TaskState.TASK_STATE_COMPLETED
+            said = "sent; no VP was addressed, so none answers"
+            self.status_message = _agent_message(ref, said, None)
 
     # -- what the stream asks ----------------------------------------------------
     @property

@@ -36,6 +36,7 @@ from google.protobuf.json_format import MessageToDict
 from engine.providers.base import ModelRequest
 from engine.providers.scripted import Reply, ScriptedModel
 from gateway import disabling
+from gateway.a2a_tasks import TaskRef, TaskTracker
 from protocol import MAX_TEXT_LENGTH
 from tests.fixtures.gateway import Gateway, StartGateway
 from tests.fixtures.ray_cluster import MakeRuntime
@@ -264,7 +265,12 @@ async def test_a_stranger_gets_nothing_and_bad_tokens_are_refused(
     assert added.status_code < 300, added.text
     async with a2a_client(gw, "ann", f"/a2a/groups/{shared}") as (client, _):
         events = await _all(client, _message("@steve hi"))
+        # A message for a person, not a VP: a task with nothing to wait for.
+        (told,) = await _all(client, _message("@bob have a look"))
     task_id = events[0].task.id
+    assert told.task.status.state == TaskState.TASK_STATE_COMPLETED
+    assert "no VP was addressed" in told.task.status.message.parts[0].text
+    assert not told.task.artifacts
 
     listed = await gw.http.get("/a2a/groups", headers=gw.auth("bob"))
     assert [g["id"] for g in listed.json()["groups"]] == [shared]
@@ -405,3 +411,59 @@ async def test_the_documented_python_example_runs(
     assert "steve: this is steve speaking" in printed
     assert "linus: this is linus speaking" in printed
     assert "TASK_STATE_COMPLETED" in printed
+
+
+def _out(turn: str, vp: str, data: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "yeaft_output", "groupId": "g", "vpId": vp, "turnId": turn, "data": data}
+
+
+def _said(*blocks: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "assistant", "message": {"role": "assistant", "content": list(blocks)}}
+
+
+def _end(error: str | None = None, stop: str = "end_turn") -> dict[str, Any]:
+    return {
+        "type": "result",
+        "is_error": error is not None,
+        "error": error,
+        "stop_reason": stop,
+        "message_id": None if error else "msg_r",
+    }
+
+
+def test_task_ids_name_the_message_and_the_log_position() -> None:
+    ref = TaskRef("grp_1", "msg_abc", 41)
+    assert ref.id == "msg_abc-41"
+    assert TaskRef.parse("grp_1", ref.id) == ref
+    for bad in ("msg_abc", "msg_abc-", "-4", "msg abc-4", "msg_abc-4x", "msg_abc-" + "9" * 19):
+        assert TaskRef.parse("grp_1", bad) is None, bad
+
+
+def test_the_tracker_streams_chunks_tool_calls_and_ends_failed_or_canceled() -> None:
+    tracker = TaskTracker(TaskRef("g", "msg_1", 0), [("steve", "t1"), ("linus", "t2")])
+    assert tracker.state == TaskState.TASK_STATE_WORKING
+    first = tracker.feed(_out("t1", "steve", _said({"type": "text", "text": "he"})))
+    more = tracker.feed(_out("t1", "steve", _said({"type": "text", "text": "llo"})))
+    assert [(e.append, e.last_chunk) for e in first + more] == [(False, False), (True, False)]
+    (call,) = tracker.feed(_out("t1", "steve", _said({"type": "tool_use", "id": "c", "name": "x"})))
+    assert call.status.message.parts[0].text == "steve calls x"
+    # Another turn's envelopes are not the task's.
+    assert tracker.feed(_out("t9", "martin", _said({"type": "text", "text": "no"}))) == []
+    ended = tracker.feed(_out("t1", "steve", _end("model failed")))
+    assert ended[0].last_chunk and not tracker.done
+    last = tracker.feed(_out("t2", "linus", _end("model failed")))
+    assert last[-1].status.state == TaskState.TASK_STATE_FAILED
+    assert "steve: model failed" in last[-1].status.message.parts[0].text
+    task = tracker.task()
+    assert {a.name: "".join(p.text for p in a.parts) for a in task.artifacts} == {
+        "steve": "hello",
+        "linus": "",
+    }
+    # A stopped turn makes the task canceled.
+    stopped = TaskTracker(TaskRef("g", "msg_2", 0), [("steve", "t3")])
+    stopped.feed(_out("t3", "steve", _end("aborted", stop="aborted")))
+    assert stopped.state == TaskState.TASK_STATE_CANCELED
+    # A turn the records call finished, its end no longer in the log.
+    old = TaskTracker(TaskRef("g", "msg_3", 0), [("steve", "t4")])
+    old.end_from_records({"t4": True})
+    assert old.state == TaskState.TASK_STATE_COMPLETED and old.incomplete
