@@ -49,7 +49,7 @@ from gateway.agui_events import RunTranslator, parse_interrupt_id
 from gateway.context import GatewayContext
 from gateway.errors import GatewayError
 from gateway.http import Ctx, User
-from gateway.run_stream import RunSink, StreamEnded, envelopes, read_body
+from gateway.run_stream import RunSink, StreamEnded, envelopes, keep_alive, read_body
 from gateway.tail import Subscription
 from protocol import MAX_TEXT_LENGTH, Channel, ErrorCode
 from protocol.common import is_id
@@ -215,7 +215,7 @@ async def agui_run(group_id: str, request: Request, user: User, ctx: Ctx) -> Str
         raise
     stream = _events(run, translator, sink, extra)
     return StreamingResponse(
-        _encoded(stream, ctx, sub),
+        keep_alive(_encoded(stream, ctx, sub), ctx.settings.sse_keep_alive_s),
         media_type=EventEncoder().get_content_type(),
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         # Also after a stream that never started (the client left at once).

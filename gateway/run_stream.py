@@ -106,6 +106,40 @@ async def envelopes(sink: RunSink, group_id: str) -> AsyncIterator[dict[str, Any
             yield envelope
 
 
+KEEP_ALIVE = ": keep-alive\n\n"
+
+
+async def keep_alive(source: AsyncIterator[str], every_s: float) -> AsyncIterator[str]:
+    """``source``'s chunks, with an SSE comment after each ``every_s`` of silence.
+
+    A turn can think or wait on a tool for minutes without writing; proxies
+    and load balancers close a connection idle for about a minute, and a
+    client cannot tell a quiet run from a dead one. Clients ignore comments.
+    """
+    pending: asyncio.Task[str] | None = None
+    try:
+        while True:
+            if pending is None:
+                pending = asyncio.ensure_future(anext(source))
+            done, _ = await asyncio.wait({pending}, timeout=every_s)
+            if not done:
+                yield KEEP_ALIVE
+                continue
+            try:
+                chunk = pending.result()
+            except StopAsyncIteration:
+                return
+            pending = None
+            yield chunk
+    finally:
+        if pending is not None and not pending.done():
+            pending.cancel()
+            await asyncio.gather(pending, return_exceptions=True)
+        aclose = getattr(source, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
+
 async def read_body(request: Request, limit: int) -> bytes:
     """The request body, read no further than one byte past ``limit`` (the caller refuses it)."""
     chunks: list[bytes] = []

@@ -171,6 +171,10 @@ class GatewaySettings(StoreSettings):
     # (never more than YEAFT_CLIENT_QUEUE_SIZE: a batch must fit in a queue).
     tail_wait_s: float = Field(default=5.0, gt=0)
     tail_batch: int = Field(default=500, ge=1)
+    # YEAFT_SSE_KEEP_ALIVE_S: an AG-UI run's event stream sends an SSE
+    # comment after this many seconds without an event, so proxies keep a
+    # quiet run's connection open (the A2A streams ping every 15 s).
+    sse_keep_alive_s: float = Field(default=15.0, gt=0, le=300)
     # YEAFT_HISTORY_PAGE_MAX: the largest ``limit`` of the history endpoint.
     history_page_max: int = Field(default=500, ge=1)
     # YEAFT_LOGIN_MAX_FAILURES failed logins for one username (from any

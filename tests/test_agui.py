@@ -2,13 +2,15 @@
 refusals of bad input, and whole runs read by the official ``@ag-ui/client``
 under Node.js (tests/agui, installed by ``make test``), which verifies the
 order of every event it parses: two VPs, one thinking and calling a tool; a
-question as an interrupt, resumed; a team task as state snapshots."""
+question as an interrupt, resumed; a team task as state snapshots; a quiet
+run kept alive by SSE comments."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import shutil
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,7 @@ from engine.providers.scripted import Reply, ScriptedModel
 from gateway.agui import parse_run
 from gateway.agui_events import ASK_USER_EVENT, RunTranslator, parse_interrupt_id
 from gateway.errors import GatewayError
+from gateway.run_stream import KEEP_ALIVE, keep_alive
 from tests.fixtures.gateway import StartGateway
 from tests.fixtures.ray_cluster import MakeRuntime
 from tests.group_helpers import ROSTER, ask_then_answer, last_is_tool_result
@@ -448,3 +451,48 @@ async def test_a_team_task_streams_its_cards_as_state_and_its_runs_as_steps(
     assert finished == {r["turnId"] for r in runs}
     assert any(e["type"] == "TOOL_CALL_START" and e["toolCallName"] == "rethink" for e in events)
     assert done["done"] is True
+
+
+async def test_keep_alive_comments_fill_only_the_silences() -> None:
+    """A quiet source gets a comment per silent interval; chunks pass through in order."""
+    gate = asyncio.Event()
+
+    async def source() -> AsyncIterator[str]:
+        yield "data: 1\n\n"
+        await gate.wait()
+        yield "data: 2\n\n"
+
+    seen: list[str] = []
+    stream = keep_alive(source(), 0.01)
+    async for chunk in stream:
+        seen.append(chunk)
+        if seen.count(KEEP_ALIVE) == 3:
+            gate.set()
+    assert seen[0] == "data: 1\n\n" and seen[-1] == "data: 2\n\n"
+    assert seen[1:-1] == [KEEP_ALIVE] * 3
+
+
+def _slow_linus(request: ModelRequest) -> Reply:
+    return Reply("after a long think", delay=0.8)
+
+
+@pytest.mark.parametrize("store_factory", ["embedded"], indirect=True)
+async def test_a_quiet_run_is_kept_alive_and_the_official_client_reads_it(
+    start_gateway: StartGateway, make_runtime: MakeRuntime
+) -> None:
+    runtime = make_runtime(provider_overrides={"offline": ScriptedModel(_slow_linus)})
+    gw = await start_gateway(runtime, sse_keep_alive_s=0.1)
+    await gw.user("ann")
+    made = await gw.http.post(
+        "/api/groups", json={"name": "team", "roster": ["linus"]}, headers=gw.auth("ann")
+    )
+    url = f"{gw.base_url}/api/groups/{made.json()['id']}/agui"
+    ann = {**gw.auth("ann"), "Content-Type": "application/json"}
+    async with gw.http.stream("POST", url, content=_body(runId="quiet-1"), headers=ann) as raw:
+        body = "".join([chunk async for chunk in raw.aiter_text()])
+    assert body.count(KEEP_ALIVE) >= 3, body[:500]
+    assert body.index("RUN_STARTED") < body.index(KEEP_ALIVE) < body.index("RUN_FINISHED")
+    # The official client skips the comments and verifies the run as usual.
+    lines = await _client(url, gw.tokens["ann"], "@linus still there?", "quiet-2")
+    text = "".join(e["delta"] for e in lines[:-1] if e["type"] == "TEXT_MESSAGE_CONTENT")
+    assert text == "after a long think" and lines[-1]["done"] is True
