@@ -206,7 +206,7 @@ class YeaftRequestHandler(RequestHandler):
         if sent.duplicate:
             # The same message sent again: the task it started, as the store has it.
             turns = [(r.vp_id, r.turn_id) for r in await self._records(ref)]
-        return TaskTracker(ref, turns), sub, sink
+        return TaskTracker(ref, turns, team=sent.trigger == "task"), sub, sink
 
     def _mentions(self, target: Target, message: Message) -> list[str] | None:
         """VPs to address besides the @mentions: a VP agent's own, or ``metadata.mentions``."""
@@ -292,7 +292,8 @@ class YeaftRequestHandler(RequestHandler):
         if ref.after_seq > head:
             raise TaskNotFoundError(f"task {task_id!r} not found")
         records = await self._records(ref)
-        tracker = TaskTracker(ref, [(r.vp_id, r.turn_id) for r in records])
+        team = stored.meta.get("trigger") == "task"  # the team took it (coordinator.team)
+        tracker = TaskTracker(ref, [(r.vp_id, r.turn_id) for r in records], team=team)
         after = ref.after_seq
         while not tracker.done and after < head:
             batch = await store.read_events(ref.group_id, after, limit=_REPLAY_BATCH)

@@ -17,7 +17,13 @@ each one becomes in A2A terms:
   ``input-required`` once every running turn waits on one; the status
   message carries the question, and a message to the task answers it;
 * the task ends ``completed`` once every turn has, ``canceled`` when a turn
-  was stopped, ``failed`` when every turn ended in an error.
+  was stopped, ``failed`` when every turn ended in an error;
+* a message the team takes (``/task``, team mode) is followed through its
+  task's cards: each card is a ``working`` status update carrying it (a
+  data part), each run the card names is an artifact like a VP's reply,
+  and the task ends with the attempt (``failed`` when it failed,
+  ``canceled`` when the task was abandoned, else ``completed``: the
+  people then accept or revise it in the group).
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ from a2a.types import (
 from google.protobuf.struct_pb2 import Struct
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from gateway.task_follow import TaskFollower
 from protocol.common import is_id
 
 # What a task's stream yields besides the task itself.
@@ -113,18 +120,21 @@ class TurnArtifact:
 class TaskTracker:
     """The A2A view of one task, fed the group's envelopes in order."""
 
-    def __init__(self, ref: TaskRef, turns: list[tuple[str, str]]) -> None:
-        # turns: (vpId, turnId) in dispatch order.
+    def __init__(self, ref: TaskRef, turns: list[tuple[str, str]], team: bool = False) -> None:
+        # turns: (vpId, turnId) in dispatch order; team: the team took the
+        # message (``/task``, team mode), and its runs are followed as its
+        # cards name them (``gateway.task_follow``).
         self.ref = ref
         self.turns = {turn: TurnArtifact(vp, turn) for vp, turn in turns}
+        self.team = TaskFollower(ref.message_id) if team else None
         self.state = TaskState.TASK_STATE_WORKING
         self.status_message: Message | None = None
         self.status_time = _now()
         # Set when the log no longer holds the task's start: the state then
         # comes from the turn records alone, and no reply text is known.
         self.incomplete = False
-        if not self.turns:
-            # No VP was addressed (or a team task took the message): nothing to wait for.
+        if not self.turns and self.team is None:
+            # No VP was addressed: nothing to wait for.
             self.state = TaskState.TASK_STATE_COMPLETED
             said = "sent; no VP was addressed, so none answers"
             self.status_message = _agent_message(ref, said, None)
@@ -132,7 +142,9 @@ class TaskTracker:
     # -- what the stream asks ----------------------------------------------------
     @property
     def done(self) -> bool:
-        return all(t.ended for t in self.turns.values())
+        if not all(t.ended for t in self.turns.values()):
+            return False
+        return self.team is None or self.team.over
 
     @property
     def blocked(self) -> bool:
@@ -175,10 +187,15 @@ class TaskTracker:
     # -- feeding -----------------------------------------------------------------
     def feed(self, envelope: dict[str, Any]) -> list[TaskEvent]:
         """The A2A events one envelope of the group's log becomes (often none)."""
+        kind = envelope.get("type")
+        if kind == "task_changed":
+            return self._card(envelope)
         turn = self.turns.get(str(envelope.get("turnId")))
+        if turn is None and self.team is not None and envelope.get("turnId"):
+            self.team.hold(envelope)
+            return []
         if turn is None or turn.ended:
             return []
-        kind = envelope.get("type")
         events: list[TaskEvent] = []
         if kind == "ask_user_question":
             turn.waiting = envelope
@@ -233,6 +250,23 @@ class TaskTracker:
             return [self._move(self.state, _agent_message(self.ref, said, detail))]
         return []
 
+    def _card(self, envelope: dict[str, Any]) -> list[TaskEvent]:
+        """A card of the team's task: a status update carrying it, and its new runs followed."""
+        seen = self.team.card(envelope) if self.team is not None else None
+        if seen is None or self.team is None:
+            return []
+        card, runs = seen
+        said = f"task “{card.get('title') or card.get('id')}”: {card.get('status')}"
+        events: list[TaskEvent] = []
+        for vp, turn_id in runs:
+            if turn_id not in self.turns:
+                self.turns[turn_id] = TurnArtifact(vp, turn_id)
+                for early in self.team.early(turn_id):
+                    events += self.feed(early)
+        state = self._final_state() if self.done else self.state
+        events.append(self._move(state, _agent_message(self.ref, said, {"task": card})))
+        return events
+
     def _end(self, turn: TurnArtifact, data: dict[str, Any]) -> list[TaskEvent]:
         turn.ended = True
         turn.outcome = {
@@ -248,10 +282,22 @@ class TaskTracker:
         return events
 
     def _final_state(self) -> TaskState:
+        if self.team is not None:
+            return self._team_state()
         ends = [t.outcome for t in self.turns.values()]
         if any(o.get("stopReason") == "aborted" for o in ends):
             return TaskState.TASK_STATE_CANCELED
         if ends and all(o.get("isError") for o in ends):
+            return TaskState.TASK_STATE_FAILED
+        return TaskState.TASK_STATE_COMPLETED
+
+    def _team_state(self) -> TaskState:
+        """A finished attempt: failed, stopped (the task abandoned) or ready for review."""
+        cards = list(self.team.tasks.values()) if self.team is not None else []
+        if any(c.get("status") == "abandoned" for c in cards):
+            return TaskState.TASK_STATE_CANCELED
+        last = [(c.get("attempts") or [{}])[-1] for c in cards]
+        if last and all(a.get("failed") for a in last):
             return TaskState.TASK_STATE_FAILED
         return TaskState.TASK_STATE_COMPLETED
 

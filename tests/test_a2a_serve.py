@@ -40,7 +40,8 @@ from gateway.a2a_tasks import TaskRef, TaskTracker
 from protocol import MAX_TEXT_LENGTH
 from tests.fixtures.gateway import Gateway, StartGateway
 from tests.fixtures.ray_cluster import MakeRuntime
-from tests.group_helpers import ask_then_answer, last_is_tool_result
+from tests.group_helpers import ROSTER, ask_then_answer, last_is_tool_result
+from tests.test_team_mode import team_model
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "web-api.md"
 RPC_HEADERS = {"A2A-Version": "1.0", "Content-Type": "application/json"}
@@ -467,3 +468,39 @@ def test_the_tracker_streams_chunks_tool_calls_and_ends_failed_or_canceled() -> 
     old = TaskTracker(TaskRef("g", "msg_3", 0), [("steve", "t4")])
     old.end_from_records({"t4": True})
     assert old.state == TaskState.TASK_STATE_COMPLETED and old.incomplete
+
+
+@pytest.mark.parametrize("store_factory", ["embedded"], indirect=True)
+async def test_a_team_task_is_followed_through_its_cards_and_runs(
+    start_gateway: StartGateway, make_runtime: MakeRuntime
+) -> None:
+    runtime = make_runtime(provider_overrides={"offline": ScriptedModel(team_model)})
+    gw = await start_gateway(runtime)
+    await gw.user("ann")
+    made = await gw.http.post(
+        "/api/groups", json={"name": "launch", "roster": ROSTER}, headers=gw.auth("ann")
+    )
+    gid = made.json()["id"]
+    async with a2a_client(gw, "ann", f"/a2a/groups/{gid}") as (client, _):
+        events = await _all(client, _message("/task plan the launch"))
+    task_id = events[0].task.id
+    cards = [
+        MessageToDict(e.status_update.status.message.parts[1].data)["task"]
+        for e in events
+        if e.HasField("status_update")
+        and len(e.status_update.status.message.parts) > 1
+        and "task" in MessageToDict(e.status_update.status.message.parts[1].data)
+    ]
+    assert cards and cards[-1]["attempts"][-1]["finishedAt"] is not None
+    runs = cards[-1]["attempts"][-1]["runs"]
+    # Every run is an artifact named by its VP; the synthesis is among them.
+    texts = _texts(events)
+    assert set(texts) == {r["vp"] for r in runs}
+    assert any(t.startswith("SYNTH") for t in texts.values())
+    assert _last_state(events) == TaskState.TASK_STATE_COMPLETED
+
+    # Read again from the store: the same runs, the same end.
+    async with a2a_client(gw, "ann", f"/a2a/groups/{gid}") as (again, _):
+        task = await again.get_task(GetTaskRequest(id=task_id))
+    assert task.status.state == TaskState.TASK_STATE_COMPLETED
+    assert {a.artifact_id for a in task.artifacts} == {r["turnId"] for r in runs}
