@@ -214,6 +214,7 @@ class TurnRunner:
             usage=used,
             accounts=accounts,
             row=self.usage_key(),
+            mentions=self.ended.mentions,
         )
         await self.save(ctx.conv)
         return self.ended

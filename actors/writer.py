@@ -60,6 +60,7 @@ from protocol import (
     Handoff,
     MessageChanged,
     QueueOutcome,
+    ReplyRouted,
     ResultData,
     SystemData,
     ToolApproval,
@@ -201,6 +202,13 @@ class GroupEvents:
         """Tell every member a stored message changed (deleted, superseded); returns its seq."""
         return await until_stored(
             lambda: self.store.append_event(self.group_id, frame), f"change of {frame.message_id}"
+        )
+
+    async def reply_routed(self, frame: ReplyRouted) -> int:
+        """Tell every member where a VP's reply went on (``protocol.reply_routes``); its seq."""
+        return await until_stored(
+            lambda: self.store.append_event(self.group_id, frame),
+            f"routing of {frame.message_id}",
         )
 
     async def task_changed(self, task: Task) -> int:
@@ -352,6 +360,7 @@ class TurnWriter:
         self._end = TurnEnd.ANSWERED
         # The id of the reply stored in the group log, named by the result.
         self._message_id: str | None = None
+        self._mentions: tuple[str, ...] = ()
         # What goes with the result (``finish``): the last status and the usage.
         self._last: AgentStatus | None = None
         self._usage: TurnUsage | None = None
@@ -370,7 +379,10 @@ class TurnWriter:
         if isinstance(data, ResultData):
             await self._send_status()
             if self._message_id is not None:
-                data = data.model_copy(update={"message_id": self._message_id})
+                update: dict[str, object] = {"message_id": self._message_id}
+                if self._mentions:
+                    update["mentions"] = list(self._mentions)
+                data = data.model_copy(update=update)
             self._result_sent = True
             last = self._last
             self.ended = await self.events.result(
@@ -484,13 +496,16 @@ class TurnWriter:
         usage: Usage | None = None,
         accounts: Sequence[str] = (),
         row: UsageKey | None = None,
+        mentions: Sequence[str] = (),
     ) -> StopEvent:
         """Send the turn's ``result`` (``stop``, else the engine's) and its last status.
 
         ``message_id`` is the reply the turn stored in the group log, if any;
-        the result names it. ``usage``, if given, is what the turn used: it is
-        added to the group's totals, and charged to the budget ``accounts``, in
-        the result's write, and to the usage record ``row`` (``store.quotas``).
+        the result names it, and ``mentions``, the VPs that reply addresses
+        (a ``reply_routed`` frame follows: ``coordinator.shard.after_turn``).
+        ``usage``, if given, is what the turn used: it is added to the
+        group's totals, and charged to the budget ``accounts``, in the
+        result's write, and to the usage record ``row`` (``store.quotas``).
 
         The turn is ``FINISHED`` from the first line on, before any await: a
         second call, whenever it comes, raises
@@ -508,6 +523,7 @@ class TurnWriter:
             final = error_stop(StopReason.ERROR, "the turn ended without a result", "internal")
         self._end = end
         self._message_id = message_id
+        self._mentions = tuple(mentions)
         state = AgentState.ERROR if final.reason == StopReason.ERROR else AgentState.IDLE
         if state is not self.state:
             self._last = self.events.status_frame(self.vp_id, self.turn_id, state, self.trigger_id)

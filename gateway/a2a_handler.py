@@ -64,7 +64,7 @@ from google.protobuf.json_format import MessageToDict
 from gateway.a2a_tasks import TERMINAL, TaskEvent, TaskRef, TaskTracker, user_message
 from gateway.context import GatewayContext
 from gateway.errors import GatewayError
-from gateway.run_stream import RunSink, StreamEnded, envelopes
+from gateway.run_stream import ROUTING_WAIT_S, EnvelopeReader, RunSink, StreamEnded
 from gateway.tail import Subscription
 from protocol import MAX_TEXT_LENGTH, Channel, ErrorCode
 from protocol.common import is_id
@@ -265,16 +265,23 @@ class YeaftRequestHandler(RequestHandler):
 
     async def _follow(self, tracker: TaskTracker, sink: RunSink) -> AsyncIterator[TaskEvent]:
         """The task's events as the group's envelopes arrive, until it ends or waits for input."""
-        stream = envelopes(sink, tracker.ref.group_id)
-        while not tracker.done and not tracker.blocked:
-            try:
-                envelope = await anext(stream)
-            except StreamEnded as ended:
-                raise InternalError(
-                    f"{ended.message}; GetTask reads the task", {"reason": ended.code}
-                ) from None
-            for event in tracker.feed(envelope):
-                yield event
+        reader = EnvelopeReader(sink, tracker.ref.group_id)
+        try:
+            while not tracker.done and not tracker.blocked:
+                # Once every turn has ended, only word of a hand-off is awaited, for a while.
+                within = ROUTING_WAIT_S if tracker.turns_over else None
+                try:
+                    envelope = await reader.next(within)
+                except StreamEnded as ended:
+                    raise InternalError(
+                        f"{ended.message}; GetTask reads the task", {"reason": ended.code}
+                    ) from None
+                for event in (
+                    tracker.give_up_routing() if envelope is None else tracker.feed(envelope)
+                ):
+                    yield event
+        finally:
+            await reader.aclose()
 
     # -- reading a task again -----------------------------------------------------------
     async def _records(self, ref: TaskRef) -> list[Any]:

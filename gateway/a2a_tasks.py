@@ -47,7 +47,7 @@ from a2a.types import (
 from google.protobuf.struct_pb2 import Struct
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from gateway.task_follow import TaskFollower
+from gateway.run_follow import ChainFollower, TaskFollower
 from protocol.common import is_id
 
 # What a task's stream yields besides the task itself.
@@ -123,10 +123,12 @@ class TaskTracker:
     def __init__(self, ref: TaskRef, turns: list[tuple[str, str]], team: bool = False) -> None:
         # turns: (vpId, turnId) in dispatch order; team: the team took the
         # message (``/task``, team mode), and its runs are followed as its
-        # cards name them (``gateway.task_follow``).
+        # cards name them (``gateway.run_follow``).
         self.ref = ref
         self.turns = {turn: TurnArtifact(vp, turn) for vp, turn in turns}
         self.team = TaskFollower(ref.message_id) if team else None
+        # The turns the chain hands on to (replies naming VPs, route_forward) join the task.
+        self.chain = ChainFollower(ref.message_id)
         self.state = TaskState.TASK_STATE_WORKING
         self.status_message: Message | None = None
         self.status_time = _now()
@@ -142,9 +144,19 @@ class TaskTracker:
     # -- what the stream asks ----------------------------------------------------
     @property
     def done(self) -> bool:
+        return self.turns_over and self.chain.settled
+
+    @property
+    def turns_over(self) -> bool:
+        """Whether every turn known so far (and the team's attempt) has ended."""
         if not all(t.ended for t in self.turns.values()):
             return False
         return self.team is None or self.team.over
+
+    def give_up_routing(self) -> list[TaskEvent]:
+        """Stop waiting for word of where replies went on; the task's end, if that was all."""
+        self.chain.awaiting.clear()
+        return self._settle()
 
     @property
     def blocked(self) -> bool:
@@ -190,20 +202,23 @@ class TaskTracker:
         kind = envelope.get("type")
         if kind == "task_changed":
             return self._card(envelope)
-        turn = self.turns.get(str(envelope.get("turnId")))
+        turn_id = str(envelope.get("turnId"))
+        turn = self.turns.get(turn_id)
+        events: list[TaskEvent] = []
+        for vp, joined in self.chain.saw(envelope, known=turn is not None):
+            events += self._join(vp, joined, self.chain.early(joined))
+        turn = self.turns.get(turn_id)
         if turn is None and self.team is not None and envelope.get("turnId"):
             self.team.hold(envelope)
-            return []
         if turn is None or turn.ended:
-            return []
-        events: list[TaskEvent] = []
+            return events + self._settle()
         if kind == "ask_user_question":
             turn.waiting = envelope
             if self.blocked:
                 events.append(self._move(TaskState.TASK_STATE_INPUT_REQUIRED, self._question()))
             return events
         if kind != "yeaft_output":
-            return []
+            return events
         if turn.waiting is not None:
             turn.waiting = None
             if self.state is TaskState.TASK_STATE_INPUT_REQUIRED:
@@ -250,6 +265,22 @@ class TaskTracker:
             return [self._move(self.state, _agent_message(self.ref, said, detail))]
         return []
 
+    def _settle(self) -> list[TaskEvent]:
+        """The task's end, once the last word it waited for (a routing) has come."""
+        if self.done and self.state not in TERMINAL:
+            return [self._move(self._final_state(), self._summary())]
+        return []
+
+    def _join(self, vp: str, turn_id: str, early: list[dict[str, Any]]) -> list[TaskEvent]:
+        """A turn joins the task (a hand-off): what it wrote so far, as A2A events."""
+        if turn_id in self.turns:
+            return []
+        self.turns[turn_id] = TurnArtifact(vp, turn_id)
+        events: list[TaskEvent] = []
+        for envelope in early:
+            events += self.feed(envelope)
+        return events
+
     def _card(self, envelope: dict[str, Any]) -> list[TaskEvent]:
         """A card of the team's task: a status update carrying it, and its new runs followed."""
         seen = self.team.card(envelope) if self.team is not None else None
@@ -259,10 +290,7 @@ class TaskTracker:
         said = f"task “{card.get('title') or card.get('id')}”: {card.get('status')}"
         events: list[TaskEvent] = []
         for vp, turn_id in runs:
-            if turn_id not in self.turns:
-                self.turns[turn_id] = TurnArtifact(vp, turn_id)
-                for early in self.team.early(turn_id):
-                    events += self.feed(early)
+            events += self._join(vp, turn_id, self.team.early(turn_id))
         state = self._final_state() if self.done else self.state
         events.append(self._move(state, _agent_message(self.ref, said, {"task": card})))
         return events

@@ -49,7 +49,14 @@ from gateway.agui_events import RunTranslator, parse_interrupt_id
 from gateway.context import GatewayContext
 from gateway.errors import GatewayError
 from gateway.http import Ctx, User
-from gateway.run_stream import RunSink, StreamEnded, envelopes, keep_alive, read_body
+from gateway.run_stream import (
+    ROUTING_WAIT_S,
+    EnvelopeReader,
+    RunSink,
+    StreamEnded,
+    keep_alive,
+    read_body,
+)
 from gateway.tail import Subscription
 from protocol import MAX_TEXT_LENGTH, Channel, ErrorCode
 from protocol.common import is_id
@@ -203,7 +210,9 @@ async def agui_run(group_id: str, request: Request, user: User, ctx: Ctx) -> Str
                 channel=Channel.API,
             )
             task = result.message_id if result.trigger == "task" else None
-            translator = RunTranslator(dict(result.turns), task_message=task)
+            translator = RunTranslator(
+                dict(result.turns), task_message=task, chain_id=result.message_id
+            )
             extra = {
                 "groupId": group_id,
                 "messageId": result.message_id,
@@ -240,27 +249,35 @@ async def _events(
     yield RunStartedEvent(
         thread_id=run.thread_id, run_id=run.run_id, protocol_version=PROTOCOL_VERSION
     )
-    stream = envelopes(sink, extra["groupId"])
-    while not translator.done:
-        try:
-            envelope = await anext(stream)
-        except StreamEnded as ended:
-            yield RunErrorEvent(message=ended.message, code=ended.code)
-            return
-        for event in translator.feed(envelope):
-            yield event
-        if translator.blocked:
-            # Every turn still running waits on a person: the run ends here,
-            # and a run that resumes the interrupts continues those turns.
-            for event in translator.suspend():
+    reader = EnvelopeReader(sink, extra["groupId"])
+    try:
+        while not translator.done:
+            # Once every turn has ended, only word of a hand-off is awaited, for a while.
+            within = ROUTING_WAIT_S if translator.turns_over else None
+            try:
+                envelope = await reader.next(within)
+            except StreamEnded as ended:
+                yield RunErrorEvent(message=ended.message, code=ended.code)
+                return
+            if envelope is None:
+                translator.give_up_routing()
+                continue
+            for event in translator.feed(envelope):
                 yield event
-            yield RunFinishedEvent(
-                thread_id=run.thread_id,
-                run_id=run.run_id,
-                result={**extra, "turns": translator.outcomes()},
-                outcome=RunFinishedInterruptOutcome(interrupts=translator.interrupts()),
-            )
-            return
+            if translator.blocked:
+                # Every turn still running waits on a person: the run ends here,
+                # and a run that resumes the interrupts continues those turns.
+                for event in translator.suspend():
+                    yield event
+                yield RunFinishedEvent(
+                    thread_id=run.thread_id,
+                    run_id=run.run_id,
+                    result={**extra, "turns": translator.outcomes()},
+                    outcome=RunFinishedInterruptOutcome(interrupts=translator.interrupts()),
+                )
+                return
+    finally:
+        await reader.aclose()
     yield RunFinishedEvent(
         thread_id=run.thread_id,
         run_id=run.run_id,

@@ -52,7 +52,7 @@ from ag_ui.core import (
     ToolCallStartEvent,
 )
 
-from gateway.task_follow import TaskFollower
+from gateway.run_follow import ChainFollower, TaskFollower
 from protocol.common import is_id
 
 ASK_USER_EVENT = "yeaft.ask_user_question"
@@ -93,6 +93,7 @@ class RunTranslator:
         turns: dict[str, str],
         resumed_by: str | None = None,
         task_message: str | None = None,
+        chain_id: str | None = None,
     ) -> None:
         # turns: vpId -> turnId, in dispatch order (``IngestResult.turns``);
         # resumed_by: the run id of a run that resumes these turns after interrupts;
@@ -101,10 +102,19 @@ class RunTranslator:
         self.suffix = f".{resumed_by}" if resumed_by else ""
         self.turns = {turn: TurnStream(vp, turn, suffix=self.suffix) for vp, turn in turns.items()}
         self.team = TaskFollower(task_message) if task_message else None
+        # chain_id: the person's message; the turns its chain hands on to join the run.
+        self.chain = ChainFollower(chain_id) if chain_id else None
 
     @property
     def done(self) -> bool:
         """Whether every turn of the run, and the attempt of its task if any, has ended."""
+        if not self.turns_over:
+            return False
+        return self.chain is None or self.chain.settled
+
+    @property
+    def turns_over(self) -> bool:
+        """Whether every turn known so far (and the task's attempt) has ended."""
         if not all(t.ended for t in self.turns.values()):
             return False
         return self.team is None or self.team.over
@@ -162,12 +172,16 @@ class RunTranslator:
             return self._task(envelope)
         turn_id = str(envelope.get("turnId"))
         turn = self.turns.get(turn_id)
+        events: list[BaseEvent] = []
+        if self.chain is not None:
+            for vp, joined in self.chain.saw(envelope, known=turn is not None):
+                events += self._join(vp, joined, self.chain.early(joined))
+            turn = self.turns.get(turn_id)
         if turn is None and self.team is not None:
             self.team.hold(envelope)
-            return []
+            return events
         if turn is None or turn.ended:
-            return []
-        events: list[BaseEvent] = []
+            return events
         if not turn.started:
             turn.started = True
             # A step per turn, named by its VP; a VP with two turns at once (a
@@ -190,12 +204,23 @@ class RunTranslator:
             return []
         events: list[BaseEvent] = [StateSnapshotEvent(snapshot={"tasks": dict(self.team.tasks)})]
         for vp, turn_id in seen[1]:
-            if turn_id in self.turns:
-                continue
-            self.turns[turn_id] = TurnStream(vp, turn_id, suffix=self.suffix)
-            for early in self.team.early(turn_id):
-                events += self.feed(early)
+            events += self._join(vp, turn_id, self.team.early(turn_id))
         return events
+
+    def _join(self, vp: str, turn_id: str, early: list[dict[str, Any]]) -> list[BaseEvent]:
+        """A turn joins the run (a task's run, a hand-off): what it wrote so far, translated."""
+        if turn_id in self.turns:
+            return []
+        self.turns[turn_id] = TurnStream(vp, turn_id, suffix=self.suffix)
+        events: list[BaseEvent] = []
+        for envelope in early:
+            events += self.feed(envelope)
+        return events
+
+    def give_up_routing(self) -> None:
+        """Stop waiting for word of where replies went on (it did not come in time)."""
+        if self.chain is not None:
+            self.chain.awaiting.clear()
 
     def _data(self, turn: TurnStream, data: dict[str, Any]) -> list[BaseEvent]:
         kind = data.get("type")

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 from starlette.requests import Request
@@ -85,7 +85,7 @@ def _notice_text(notice: str) -> str:
     return str(message or "the group's stream was interrupted")
 
 
-async def envelopes(sink: RunSink, group_id: str) -> AsyncIterator[dict[str, Any]]:
+async def envelopes(sink: RunSink, group_id: str) -> AsyncGenerator[dict[str, Any]]:
     """The sink's envelopes, decoded, as they arrive; :class:`StreamEnded` when they stop.
 
     Never ends on its own: the caller stops reading once its turns are over.
@@ -105,6 +105,39 @@ async def envelopes(sink: RunSink, group_id: str) -> AsyncIterator[dict[str, Any
         if isinstance(envelope, dict):
             yield envelope
 
+
+class EnvelopeReader:
+    """:func:`envelopes` read with an optional bound on each wait.
+
+    A run whose turns have all ended may still wait for the coordinator to
+    say where a reply went on (``reply_routed``); that wait is bounded, and
+    a read that times out leaves the stream as it was.
+    """
+
+    def __init__(self, sink: RunSink, group_id: str) -> None:
+        self._stream = envelopes(sink, group_id)
+        self._pending: asyncio.Future[dict[str, Any]] | None = None
+
+    async def next(self, within: float | None = None) -> dict[str, Any] | None:
+        """The next envelope; None when ``within`` seconds passed first; raises StreamEnded."""
+        if self._pending is None:
+            self._pending = asyncio.ensure_future(anext(self._stream))
+        done, _ = await asyncio.wait({self._pending}, timeout=within)
+        if not done:
+            return None
+        pending, self._pending = self._pending, None
+        return pending.result()
+
+    async def aclose(self) -> None:
+        if self._pending is not None and not self._pending.done():
+            self._pending.cancel()
+            await asyncio.gather(self._pending, return_exceptions=True)
+        self._pending = None
+        await self._stream.aclose()
+
+
+ROUTING_WAIT_S = 30.0
+"""How long a run whose turns have ended waits for word of where a reply went on."""
 
 KEEP_ALIVE = ": keep-alive\n\n"
 

@@ -90,6 +90,7 @@ from protocol.reactions import (
     PinView,
     ReactionView,
 )
+from protocol.reply_routes import ReplyRouted
 from protocol.server import (
     Ack,
     AgentState,
@@ -176,6 +177,7 @@ __all__ = [
     "ReactionView",
     "RemoveVp",
     "RenameGroup",
+    "ReplyRouted",
     "ResultData",
     "ResultUsage",
     "ResumeConversation",

@@ -122,6 +122,9 @@ class ResultData(DataModel):
     model: str | None = None
     attempts: list[dict[str, Any]] | None = None
     message_id: str | None = None
+    # The VPs the stored reply addresses: a ``reply_routed`` frame follows with
+    # the turns the coordinator started for them, or why none (``protocol.reply_routes``).
+    mentions: list[str] | None = None
 
 
 class SystemData(DataModel):

@@ -23,6 +23,7 @@ from protocol.message_changes import MessageChanged
 from protocol.queueing import QueueOutcome
 from protocol.quotas import QuotaMeter
 from protocol.reactions import MessagePins, MessageReactions
+from protocol.reply_routes import ReplyRouted
 from protocol.tasks import TaskChanged
 
 
@@ -154,8 +155,9 @@ class GroupMessageFrame(ServerModel):
     ``assistant``, with ``handoff``). A VP's reply is not repeated here: its
     text streams in its turn's ``yeaft_output`` frames, and the turn's
     ``result`` names the stored reply (``data.message_id``). A reply that
-    names other VPs hands on without a frame of its own: the turns it
-    starts name it as their ``triggerId``.
+    names other VPs hands on without a message of its own: the turns it
+    starts name it as their ``triggerId``, and a ``reply_routed`` frame
+    says which they are.
 
     ``causedBy`` lists the group-log ids that led to this message, the
     person's message first; ``chainId`` is the id of the person's message
@@ -245,6 +247,7 @@ GroupEventFrame = (
     | MessageReactions
     | MessagePins
     | TaskChanged
+    | ReplyRouted
 )
 """The frames a group's event log holds; the log assigns their ``seq``.
 
@@ -307,6 +310,7 @@ ServerFrame = Annotated[
     | MessageReactions
     | MessagePins
     | TaskChanged
+    | ReplyRouted
     | ErrorFrame
     | Ack
     | GroupUpdate

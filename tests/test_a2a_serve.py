@@ -504,3 +504,31 @@ async def test_a_team_task_is_followed_through_its_cards_and_runs(
         task = await again.get_task(GetTaskRequest(id=task_id))
     assert task.status.state == TaskState.TASK_STATE_COMPLETED
     assert {a.artifact_id for a in task.artifacts} == {r["turnId"] for r in runs}
+
+
+def _hands_on(request: ModelRequest) -> Reply:
+    """Steve hands the question to Linus by naming him; Linus answers."""
+    if request.context.speaker_id == "steve":
+        return Reply("over to @linus for the details")
+    return Reply("linus has the details")
+
+
+@pytest.mark.parametrize("store_factory", ["embedded"], indirect=True)
+async def test_a_hand_off_is_part_of_the_task(
+    start_gateway: StartGateway, make_runtime: MakeRuntime
+) -> None:
+    runtime = make_runtime(provider_overrides={"offline": ScriptedModel(_hands_on)})
+    gw = await start_gateway(runtime)
+    await gw.user("ann")
+    gid = await _group(gw, "ann")
+    async with a2a_client(gw, "ann", f"/a2a/groups/{gid}") as (client, _):
+        events = await _all(client, _message("@steve who knows?"))
+        task_id = events[0].task.id
+        assert _texts(events) == {
+            "steve": "over to @linus for the details",
+            "linus": "linus has the details",
+        }
+        assert _last_state(events) == TaskState.TASK_STATE_COMPLETED
+        task = await client.get_task(GetTaskRequest(id=task_id))
+    assert _replies(task) == _texts(events)
+    assert task.status.state == TaskState.TASK_STATE_COMPLETED

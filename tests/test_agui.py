@@ -22,7 +22,7 @@ from engine.providers.scripted import Reply, ScriptedModel
 from gateway.agui import parse_run
 from gateway.agui_events import ASK_USER_EVENT, RunTranslator, parse_interrupt_id
 from gateway.errors import GatewayError
-from gateway.run_stream import KEEP_ALIVE, keep_alive
+from gateway.run_stream import KEEP_ALIVE, ROUTING_WAIT_S, keep_alive
 from tests.fixtures.gateway import StartGateway
 from tests.fixtures.ray_cluster import MakeRuntime
 from tests.group_helpers import ROSTER, ask_then_answer, last_is_tool_result
@@ -496,3 +496,48 @@ async def test_a_quiet_run_is_kept_alive_and_the_official_client_reads_it(
     lines = await _client(url, gw.tokens["ann"], "@linus still there?", "quiet-2")
     text = "".join(e["delta"] for e in lines[:-1] if e["type"] == "TEXT_MESSAGE_CONTENT")
     assert text == "after a long think" and lines[-1]["done"] is True
+
+
+def _hands_on(request: ModelRequest) -> Reply:
+    """Steve hands the question to Linus by naming him; Linus answers."""
+    if request.context.speaker_id == "steve":
+        return Reply("over to @linus for the details")
+    return Reply("linus has the details")
+
+
+@pytest.mark.parametrize("store_factory", ["embedded"], indirect=True)
+async def test_a_hand_off_joins_the_run_and_a_refused_one_ends_it(
+    start_gateway: StartGateway, make_runtime: MakeRuntime
+) -> None:
+    runtime = make_runtime(provider_overrides={"offline": ScriptedModel(_hands_on)})
+    gw = await start_gateway(runtime)
+    await gw.user("ann")
+    made = await gw.http.post(
+        "/api/groups", json={"name": "team", "roster": ["steve", "linus"]}, headers=gw.auth("ann")
+    )
+    gid = made.json()["id"]
+    url = f"{gw.base_url}/api/groups/{gid}/agui"
+
+    lines = await _client(url, gw.tokens["ann"], "@steve who knows?", "hand-1")
+    events = lines[:-1]
+    steps = [e["stepName"] for e in events if e["type"] == "STEP_FINISHED"]
+    assert steps == ["steve", "linus"]
+    names = {e["messageId"]: e["name"] for e in events if e["type"] == "TEXT_MESSAGE_START"}
+    said = {name: "" for name in names.values()}
+    for e in events:
+        if e["type"] == "TEXT_MESSAGE_CONTENT":
+            said[names[e["messageId"]]] += e["delta"]
+    assert said == {"steve": "over to @linus for the details", "linus": "linus has the details"}
+    assert [t["vpId"] for t in events[-1]["result"]["turns"]] == ["steve", "linus"]
+
+    # Replies may not dispatch in this group: the run ends with Steve's turn, without a wait.
+    off = await gw.http.patch(
+        f"/api/groups/{gid}/settings",
+        json={"settings": {"vpMentionsDispatch": False}},
+        headers=gw.auth("ann"),
+    )
+    assert off.status_code == 200, off.text
+    started = asyncio.get_running_loop().time()
+    lines = await _client(url, gw.tokens["ann"], "@steve who knows now?", "hand-2")
+    assert asyncio.get_running_loop().time() - started < ROUTING_WAIT_S / 2
+    assert [t["vpId"] for t in lines[-2]["result"]["turns"]] == ["steve"]
