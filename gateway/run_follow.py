@@ -90,13 +90,14 @@ class ChainFollower(_Held):
     join the run: those a ``reply_routed`` of the chain started, and those
     a ``route_forward`` of the chain started (by their ``triggerId``).
     :attr:`settled` is False while a reply that names VPs waits for its
-    ``reply_routed``.
+    ``reply_routed``, or a ``route_forward`` for its turn.
     """
 
     def __init__(self, chain_id: str) -> None:
         super().__init__()
         self.chain_id = chain_id
-        # Replies whose result named VPs, until their reply_routed is seen.
+        # Replies whose result named VPs, until their reply_routed is seen, and
+        # route_forward messages of the chain, until their turn is seen.
         self.awaiting: set[str] = set()
         # The chain's route_forward messages: their turns name them as triggerId.
         self._forwards: set[str] = set()
@@ -120,7 +121,10 @@ class ChainFollower(_Held):
             return [(str(vp), str(turn)) for vp, turn in turns.items()]
         if kind == "group_message":
             if envelope.get("handoff") and envelope.get("chainId") == self.chain_id:
-                self._forwards.add(str(envelope.get("messageId")))
+                # Stored once its turn was admitted: that turn is on its way.
+                forward = str(envelope.get("messageId"))
+                self._forwards.add(forward)
+                self.awaiting.add(forward)
             return []
         if known:
             data = envelope.get("data") or {}
@@ -129,9 +133,10 @@ class ChainFollower(_Held):
                     self.awaiting.add(str(data["message_id"]))
             return []
         turn_id, vp = envelope.get("turnId"), envelope.get("vpId")
-        if kind == "agent_status" and envelope.get("triggerId") in self._forwards:
-            if turn_id and vp:
-                return [(str(vp), str(turn_id))]
+        trigger = envelope.get("triggerId")
+        if kind == "agent_status" and trigger in self._forwards and turn_id and vp:
+            self.awaiting.discard(str(trigger))
+            return [(str(vp), str(turn_id))]
         if self.awaiting:
             self.hold(envelope)
         return []

@@ -40,7 +40,12 @@ from gateway.a2a_tasks import TaskRef, TaskTracker
 from protocol import MAX_TEXT_LENGTH
 from tests.fixtures.gateway import Gateway, StartGateway
 from tests.fixtures.ray_cluster import MakeRuntime
-from tests.group_helpers import ROSTER, ask_then_answer, last_is_tool_result
+from tests.group_helpers import (
+    ROSTER,
+    ask_then_answer,
+    last_is_tool_result,
+    steve_forwards_to_linus,
+)
 from tests.test_team_mode import team_model
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "web-api.md"
@@ -532,3 +537,18 @@ async def test_a_hand_off_is_part_of_the_task(
         task = await client.get_task(GetTaskRequest(id=task_id))
     assert _replies(task) == _texts(events)
     assert task.status.state == TaskState.TASK_STATE_COMPLETED
+
+
+@pytest.mark.parametrize("store_factory", ["embedded"], indirect=True)
+async def test_a_route_forward_is_part_of_the_task(
+    start_gateway: StartGateway, make_runtime: MakeRuntime
+) -> None:
+    runtime = make_runtime(provider_overrides={"offline": ScriptedModel(steve_forwards_to_linus)})
+    gw = await start_gateway(runtime)
+    await gw.user("ann")
+    gid = await _group(gw, "ann")
+    async with a2a_client(gw, "ann", f"/a2a/groups/{gid}") as (client, _):
+        events = await _all(client, _message("@steve please pass this on"))
+    # Steve's turn ends with the hand-off; Linus's answer is part of the same task.
+    assert _texts(events) == {"steve": "", "linus": "done"}
+    assert _last_state(events) == TaskState.TASK_STATE_COMPLETED
