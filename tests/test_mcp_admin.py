@@ -138,11 +138,18 @@ def _is_result(frame: dict[str, Any]) -> bool:
     return frame.get("type") == "yeaft_output" and frame["data"].get("type") == "result"
 
 
-async def test_removing_a_server_the_vps_are_still_connecting_to_answers_at_once(
-    start_gateway: StartGateway, make_runtime: MakeRuntime
+async def test_a_server_the_vps_are_still_connecting_to_holds_up_no_turn_nor_its_removal(
+    start_gateway: StartGateway, make_runtime: MakeRuntime, fake_llm: FakeLLM
 ) -> None:
+    engine = {
+        "model": "openai:gpt-test",
+        "openai_api_key": SecretStr("sk-test-0123456789"),
+        "openai_base_url": fake_llm.openai_base_url,
+        "max_retries": 0,
+    }
     with silent_http() as url:
-        gw = await start_gateway(make_runtime(), admins="root", mcp_connect_timeout=60)
+        runtime = make_runtime(engine=engine)
+        gw = await start_gateway(runtime, admins="root", mcp_connect_timeout=60)
         await gw.user("root")
         roster = {"name": "t", "roster": ["linus", "ada"]}
         created = await gw.http.post("/api/groups", json=roster, headers=gw.auth("root"))
@@ -158,13 +165,28 @@ async def test_removing_a_server_the_vps_are_still_connecting_to_answers_at_once
                 if server["hosts"] and all(h["state"] == "connecting" for h in server["hosts"]):
                     break
                 await asyncio.sleep(0.1)  # nothing to await: the hosts are polled as people do
+        # A turn meanwhile is offered the servers that are ready (none) and answers at once.
+        client = await WsClient.open(gw, "root")
+        gid = created.json()["id"]
+        await client.request({"type": "subscribe", "groupId": gid})
+        fake_llm.text("Hello.")
+        began = time.monotonic()
+        await client.request({"type": "yeaft_session_chat", "groupId": gid, "text": "@linus hi"})
+        await client.recv_until(_is_result, within=20)
+        answered = time.monotonic() - began
+        await client.close()
+        assert not any(
+            t["function"]["name"].startswith("silent__")
+            for t in fake_llm.requests[-1].body.get("tools", [])
+        )
         began = time.monotonic()
         # Before, every host waited out the connect timeout before letting go of it.
         async with asyncio.timeout(10):
             gone = await gw.http.delete("/api/mcp/servers/silent", headers=gw.auth("root"))
         print(
-            f"\nremoved a server {len(server['hosts'])} VP hosts were connecting to in "
-            f"{time.monotonic() - began:.2f}s (connect timeout 60 s)"
+            f"\nwith a server {len(server['hosts'])} VP hosts were connecting to (connect "
+            f"timeout 60 s): a turn answered in {answered:.2f}s, the server was removed in "
+            f"{time.monotonic() - began:.2f}s"
         )
         assert gone.status_code == 204
         listing = await gw.http.get("/api/mcp/servers", headers=gw.auth("root"))
