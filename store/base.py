@@ -4,11 +4,12 @@ The contract is split by role (``GroupStore``, ``GroupLog``, ``EventLog``,
 ``TurnLog``, ``TranscriptStore``, ``UserStore``, ..., ``TaskLog`` in
 ``store.tasks``, ``PlacementStore`` in ``store.placement``, ``LoginLog``
 in ``store.logins``, ``SessionLog`` in ``store.sessions``, ``ReactionLog`` in
-``store.reactions``, ``MentionLog`` in ``store.mentions``, ``AuditLog`` in
-``store.audit``, ``InviteLog`` in ``store.invites``, ``Quotas`` in
-``store.quotas`` and ``DisabledAccounts`` in ``store.disabled``); ``Store``
-is all of them plus ``close``. Both backends implement ``Store``, and one
-test suite runs against both through a parametrised fixture.
+``store.reactions``, ``ThreadLog`` in ``store.threads``, ``MentionLog`` in
+``store.mentions``, ``AuditLog`` in ``store.audit``, ``InviteLog`` in
+``store.invites``, ``Quotas`` in ``store.quotas`` and ``DisabledAccounts`` in
+``store.disabled``); ``Store`` is all of them plus ``close``. Both backends
+implement ``Store``, and one test suite runs against both through a
+parametrised fixture.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from store.quotas import Quotas
 from store.reactions import ReactionLog
 from store.sessions import SessionLog
 from store.tasks import TaskLog
+from store.threads import ThreadLog
 from store.turns import TurnEnd, TurnRecord
 
 
@@ -449,6 +451,7 @@ class Store(
     LoginLog,
     SessionLog,
     ReactionLog,
+    ThreadLog,
     MentionLog,
     AuditLog,
     InviteLog,
