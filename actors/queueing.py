@@ -284,7 +284,7 @@ class BusyLanes:
     async def _status(
         self, req: TurnRequest, state: AgentState, how: QueueOutcome, other: str | None
     ) -> None:
-        events = GroupEvents(self.store, req.group_id)
+        events = GroupEvents(self.store, req.group_id, req.origin.thread_id)
         try:
             trigger = req.origin.trigger_id
             await events.status(
@@ -299,7 +299,7 @@ class BusyLanes:
     ) -> TurnOutcome:
         """End a turn whose message another turn answers: a status naming it, an empty result."""
         await self._status(req, AgentState.IDLE, how, into)
-        writer = GroupEvents(self.store, req.group_id).turn(
+        writer = GroupEvents(self.store, req.group_id, req.origin.thread_id).turn(
             self.vp_id, req.turn_id, tracker, req.origin.trigger_id
         )
         await writer.finish(StopEvent(StopReason.END_TURN, Usage(), 0.0, 0))

@@ -72,6 +72,7 @@ from store.base import GroupMessage, Store, StoreError
 from store.chatviews import TurnUsage
 from store.quotas import UsageKey
 from store.retry import until_stored
+from store.threads import THREAD_KEY, thread_of
 from store.turns import TurnEnd, TurnRecord
 
 log = logging.getLogger(__name__)
@@ -97,11 +98,17 @@ def error_stop(reason: StopReason, message: str, kind: str, duration_ms: int = 0
 
 
 class GroupEvents:
-    """Builds and appends every frame of one group's event log."""
+    """Builds and appends every frame of one group's event log.
 
-    def __init__(self, store: Store, group_id: str) -> None:
+    With ``thread_id`` (a turn answering in a thread, ``store.threads``) its
+    turn frames, statuses, questions and notices carry it, and its notices
+    are stored in the thread.
+    """
+
+    def __init__(self, store: Store, group_id: str, thread_id: str | None = None) -> None:
         self.store = store
         self.group_id = group_id
+        self.thread_id = thread_id
 
     def _frame(self, vp_id: str, turn_id: str, data: Payload) -> YeaftOutput:
         return YeaftOutput(
@@ -110,6 +117,7 @@ class GroupEvents:
             vp_id=vp_id,
             turn_id=turn_id,
             data=data,
+            thread_id=self.thread_id,
         )
 
     async def output(
@@ -174,6 +182,7 @@ class GroupEvents:
             turn_id=turn_id,
             state=state,
             trigger_id=trigger_id,
+            thread_id=self.thread_id,
         )
 
     async def begin(
@@ -251,6 +260,7 @@ class GroupEvents:
             vp_id=vp_id,
             turn_id=turn_id,
             expires_at=expires_at,
+            thread_id=self.thread_id,
         )
         return await self.store.append_event(self.group_id, frame)
 
@@ -264,6 +274,8 @@ class GroupEvents:
             text=message,
             meta={"notice": {"rule": rule, **detail}, "chainId": chain_id},
         )
+        if self.thread_id is not None:
+            stored.meta[THREAD_KEY] = self.thread_id
         # The same message id on every attempt: a retry of a write that did
         # land is then a repeat the group log ignores.
         await until_stored(
@@ -315,6 +327,7 @@ def message_frame(group_id: str, message: GroupMessage) -> GroupMessageFrame:
         chain_id=chain_id,
         handoff=handoff,
         attachments=message_attachments(group_id, meta.get("attachments")),
+        thread_id=thread_of(meta),
     )
 
 

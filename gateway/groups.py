@@ -32,7 +32,7 @@ from coordinator.membership import GroupEdit, MemberOp
 from gateway.audit import edit_detail, record
 from gateway.errors import GatewayError, coordinator_refusal, not_found
 from gateway.traces import received
-from gateway.views import message_view, with_reactions
+from gateway.views import message_view, with_reactions, with_threads
 from protocol import Channel, ErrorCode, GroupSettingsPatch
 from protocol.common import is_id
 from protocol.tasks import Task
@@ -97,6 +97,7 @@ class GroupService:
         messages = await store.read_messages(group_id, before=before, limit=limit)
         views = [message_view(m, group_id) for m in messages]
         await with_reactions(store, group_id, views)
+        await with_threads(store, group_id, views)
         return {
             "groupId": group_id,
             "messages": views,
@@ -263,11 +264,13 @@ class GroupService:
         client_message_id: str | None,
         attachments: list[dict[str, Any]] | None = None,
         channel: Channel = Channel.API,
+        thread_id: str | None = None,
     ) -> IngestResult:
         """Store a user's message and fan it out; returns once it is stored.
 
         The coordinator, which holds the group, checks that ``username`` is a
-        member (one store read less on the way to the first token).
+        member (one store read less on the way to the first token). A reply
+        in a thread (``thread_id``) is checked first (``gateway.threads``).
         """
         if not is_id(group_id):
             raise not_found("group")
@@ -283,6 +286,7 @@ class GroupService:
                         attachments,
                         member_of=GroupKind.GROUP,
                         channel=channel,
+                        thread_id=thread_id,
                     )
                 )
         except Exception as exc:

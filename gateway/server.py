@@ -47,6 +47,7 @@ from gateway import (
     oidc_http,
     reactions,
     tasks_http,
+    threads,
     usage_http,
     ws,
 )
@@ -224,6 +225,7 @@ def create_app(
     app.include_router(admin_http.router)
     app.include_router(admin_groups_http.router)
     app.include_router(reactions.router)
+    app.include_router(threads.router)
     app.include_router(audit_http.router)
     app.include_router(invites_http.router)
     app.include_router(usage_http.router)

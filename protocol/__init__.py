@@ -112,6 +112,7 @@ from protocol.server import (
 )
 from protocol.settings import GroupSettings, GroupSettingsPatch
 from protocol.tasks import TaskChanged
+from protocol.threads import ThreadMessages, ThreadOpen, ThreadRefusal, ThreadSummary
 
 __all__ = [
     "CLIENT_ADAPTER",
@@ -190,6 +191,10 @@ __all__ = [
     "TaskChanged",
     "TextBlock",
     "ThinkingBlock",
+    "ThreadMessages",
+    "ThreadOpen",
+    "ThreadRefusal",
+    "ThreadSummary",
     "ToolApproval",
     "ToolResultBlock",
     "ToolUseBlock",

@@ -42,6 +42,7 @@ from protocol.members import (
 )
 from protocol.reactions import MessagePin, MessageReact
 from protocol.settings import GroupSettingsPatch
+from protocol.threads import ThreadOpen
 
 GROUP_CHAT_TYPE = "yeaft_session_chat"
 LEGACY_GROUP_CHAT_TYPE = "unify_group_chat"
@@ -109,6 +110,8 @@ class YeaftSessionChat(ClientModel):
     attachments: list[Attachment] | None = Field(default=None, max_length=MAX_ATTACHMENTS)
     client_message_id: Id | None = None
     conversation_id: Id | None = None
+    # A reply in the thread under this message of the group (``protocol.threads``).
+    thread_id: Id | None = None
 
     @field_validator("type")
     @classmethod
@@ -307,6 +310,7 @@ ClientFrame = Annotated[
     | UpdateGroupSettings
     | MessageReact
     | MessagePin
+    | ThreadOpen
     | LlmConfig
     | YeaftSettings,
     Field(discriminator="type"),

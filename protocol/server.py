@@ -25,6 +25,7 @@ from protocol.quotas import QuotaMeter
 from protocol.reactions import MessagePins, MessageReactions
 from protocol.reply_routes import ReplyRouted
 from protocol.tasks import TaskChanged
+from protocol.threads import ThreadMessages
 
 
 class AgentState(WireEnum):
@@ -76,6 +77,8 @@ class YeaftOutput(ServerModel):
     turn_id: str
     seq: int | None = Field(default=None, ge=0)
     data: DataPayload
+    # Set when the turn answers in a thread: the thread's root (``protocol.threads``).
+    thread_id: str | None = None
 
 
 class SessionReady(ServerModel):
@@ -119,6 +122,8 @@ class AgentStatus(ServerModel):
     # beats come; a busy VP silent for several times that has hung.
     phase: AgentState | None = None
     heartbeat_s: float | None = Field(default=None, gt=0)
+    # Set when the turn answers in a thread: the thread's root (``protocol.threads``).
+    thread_id: str | None = None
 
 
 class Handoff(ServerModel):
@@ -182,6 +187,8 @@ class GroupMessageFrame(ServerModel):
     handoff: Handoff | None = None
     attachments: list[MessageAttachment] | None = None
     seq: int | None = Field(default=None, ge=0)
+    # Set for a reply in a thread: the thread's root (``protocol.threads``).
+    thread_id: str | None = None
 
 
 class ToolApproval(ServerModel):
@@ -216,6 +223,8 @@ class AskUserQuestion(ServerModel):
     seq: int | None = Field(default=None, ge=0)
     # Set when the question asks to allow a tool call (engine.tools.approval).
     tool: ToolApproval | None = None
+    # Set when the turn asking answers in a thread (``protocol.threads``).
+    thread_id: str | None = None
 
 
 class GroupUpdate(ServerModel):
@@ -311,6 +320,7 @@ ServerFrame = Annotated[
     | MessagePins
     | TaskChanged
     | ReplyRouted
+    | ThreadMessages
     | ErrorFrame
     | Ack
     | GroupUpdate

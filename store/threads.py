@@ -20,18 +20,14 @@ Both backends find a thread's replies through an index of the group log:
 the embedded store an expression index on ``meta.threadId`` of its
 ``messages`` table (``store.embedded_threads``), Redis a sorted set of
 ``root:reply`` postings written before the message (``store.redis_threads``).
-Deleting a group deletes both.
+Deleting a group deletes both. The contract is ``store.base.ThreadLog``.
 """
 
 from __future__ import annotations
 
-from abc import abstractmethod
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
-
-if TYPE_CHECKING:
-    from store.base import GroupMessage
+from typing import Any, Protocol
 
 THREAD_KEY = "threadId"
 """The ``meta`` key of a reply in a thread: the id of the thread's root."""
@@ -65,12 +61,22 @@ def thread_of(meta: dict[str, Any]) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def counts_in_summary(message: GroupMessage) -> bool:
+class Said(Protocol):
+    """What the rules read of a group message (``store.base.GroupMessage``)."""
+
+    id: str
+    ts: float
+    author: str
+    role: str
+    meta: dict[str, Any]
+
+
+def counts_in_summary(message: Said) -> bool:
     """Whether a reply counts in its thread's summary: said, and not since deleted."""
     return message.role != "system" and not message.meta.get("deleted")
 
 
-def summarize(root_id: str, replies: Iterable[GroupMessage]) -> ThreadSummary | None:
+def summarize(root_id: str, replies: Iterable[Said]) -> ThreadSummary | None:
     """The summary of a thread from its replies (oldest first); None when none counts."""
     counted = [m for m in replies if counts_in_summary(m)]
     if not counted:
@@ -78,22 +84,3 @@ def summarize(root_id: str, replies: Iterable[GroupMessage]) -> ThreadSummary | 
     last = counted[-1]
     people = tuple(dict.fromkeys(m.author for m in counted))
     return ThreadSummary(root_id, len(counted), last.ts, last.id, people)
-
-
-class ThreadLog(Protocol):
-    """The replies of a group's threads (rules in the module docstring)."""
-
-    @abstractmethod
-    async def thread_replies(
-        self, group_id: str, root_id: str, *, limit: int = MAX_THREAD_READ
-    ) -> list[GroupMessage]:
-        """The newest ``limit`` replies in the thread under ``root_id``, oldest first.
-
-        Deleted replies are there as their tombstones, as in the group log.
-        """
-
-    @abstractmethod
-    async def thread_summaries(
-        self, group_id: str, root_ids: Sequence[str]
-    ) -> dict[str, ThreadSummary]:
-        """The summaries of those of ``root_ids`` that have a reply that counts."""

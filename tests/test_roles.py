@@ -144,6 +144,7 @@ async def test_every_route_and_frame_refuses_who_does_not_belong(
         "name": "fx",
         "vp_id": "linus",
         "message_id": "msg_x",
+        "thread_id": "msg_x",
         "task_id": "task_x",
         "file_id": "file_x",
         "path": "README.md",
@@ -202,6 +203,7 @@ async def test_every_route_and_frame_refuses_who_does_not_belong(
     # Every client frame that names a group, sent by a stranger to it, is refused.
     values = {"text": "hello", "name": "x", "vp_id": "linus", "username": "mia"}
     values.update(request_id="q_1", answer="yes", message_id="msg_x", emoji="👍", pinned=True)
+    values.update(thread_id="msg_x")
     client = await WsClient.open(gw, "sam")
     walked = []
     for model in typing.get_args(typing.get_args(ClientFrame)[0]):
