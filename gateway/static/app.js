@@ -36,6 +36,7 @@ import { TaskCards } from './tasks.js';
 import { presenceChip, Timeline } from './timeline.js';
 import { QuotaMeter } from './quotameter.js';
 import { Reactions } from './reactions.js';
+import { ThreadPanel } from './threadpanel.js';
 
 const LAST_GROUP_KEY = 'yeaft.lastGroup';
 const BUSY = new Set(['queued', 'thinking', 'streaming', 'tool']);
@@ -96,6 +97,7 @@ const taskCards = new TaskCards({ timeline, persona, toast: (text, kind) => toas
 // "Load earlier messages", and a search hit older than the page shown.
 const pager = new HistoryPager({ timeline, taskCards, groupId: () => state.groupId });
 new Reactions({ timeline, pager, groupId: () => (conversations.active ? null : state.groupId), toast });
+new ThreadPanel({ timeline, persona, groupId: () => (conversations.active ? null : state.groupId), me: () => state.me, connection: () => connection, roster: () => (currentGroup()?.roster || []).map(persona), toast });
 
 const ops = new MessageOps({
   groupId: () => (conversations.active ? null : state.groupId),
