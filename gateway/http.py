@@ -276,10 +276,13 @@ async def history(
     ctx: Ctx,
     before: Annotated[str | None, Query(max_length=200)] = None,
     limit: Annotated[int, Query(ge=1)] = 100,
+    include_threads: Annotated[bool, Query(alias="includeThreads")] = False,
 ) -> dict[str, Any]:
-    """A page of the group log (oldest first, ``before`` a message id) and ``lastSeq``.
+    """A page of the group's main timeline (oldest first, ``before`` a message id) and ``lastSeq``.
 
-    Subscribe with ``lastSeq`` to continue from exactly this page.
+    Replies in threads are left out unless ``includeThreads=true``; each
+    thread's root carries its summary. Subscribe with ``lastSeq`` to
+    continue from exactly this page.
     """
     if limit > ctx.settings.history_page_max:
         raise GatewayError(
@@ -287,7 +290,7 @@ async def history(
             f"limit is at most {ctx.settings.history_page_max}",
             field="limit",
         )
-    return await ctx.groups.history(user, group_id, before, limit)
+    return await ctx.groups.history(user, group_id, before, limit, include_threads)
 
 
 # -- personas ------------------------------------------------------------------

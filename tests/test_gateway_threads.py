@@ -128,6 +128,25 @@ async def test_a_thread_keeps_its_replies_and_its_vps_context_apart(
     assert summary["count"] == 2 and summary["lastId"] == answer
     assert summary["participants"] == ["bob", "linus"]
     assert all("thread" not in m for m in page if m["id"] != root)
+    # The history is the main timeline: a thread's replies are read with the thread.
+    assert all("threadId" not in m["meta"] for m in page)
+    everything = await gw.http.get(
+        f"/api/groups/{gid}/messages?includeThreads=true", headers=gw.auth("bob")
+    )
+    assert [m["id"] for m in everything.json()["messages"] if m["meta"].get("threadId")] == [
+        side,
+        answer,
+    ]
+    # A page of two skips the thread's replies between them, and says more are older.
+    small = await gw.http.get(f"/api/groups/{gid}/messages?limit=2", headers=gw.auth("bob"))
+    assert [m["id"] for m in small.json()["messages"]] == [m["id"] for m in page][-2:]
+    assert small.json()["hasMore"] is True
+    older = small.json()["messages"][0]["id"]
+    rest = await gw.http.get(
+        f"/api/groups/{gid}/messages?limit=50&before={older}", headers=gw.auth("bob")
+    )
+    ids = [m["id"] for m in rest.json()["messages"]] + [m["id"] for m in small.json()["messages"]]
+    assert ids == [m["id"] for m in page] and rest.json()["hasMore"] is False
 
     # A second turn in the thread, asked over HTTP, sees its own earlier answer.
     posted = await gw.http.post(
