@@ -23,9 +23,11 @@ import time
 from dataclasses import dataclass
 
 from engine.messages import Usage
+from protocol.inbox import ActivityEvent
 from protocol.settings import GroupSettings
 from store.base import Store, StoreError
 from store.budgets import BudgetLimit, BudgetRefusal, chain_account, day_account
+from store.mentions import ACTIVITY_LOG
 from store.quotas import PersonQuota, month_account
 
 log = logging.getLogger(__name__)
@@ -174,6 +176,17 @@ class TurnBudget:
         unreserved, self.unreserved = self.unreserved, []
         return tuple(unreserved)
 
+    async def _tell_spent(self, person: str) -> None:
+        """Every gateway moves the person's quota meter in every group they watch."""
+        spent = ActivityEvent(
+            kind="spent",
+            group_id=self.group_id,
+            user=person,
+            message_id=self.turn_id,
+            ts=time.time(),
+        )
+        await self.store.append_event(ACTIVITY_LOG, spent)
+
     async def settle(self, usage: Usage, cost: float) -> None:
         """Charge what the turn used (``cost`` in US dollars) and release its reservations (once).
 
@@ -192,6 +205,8 @@ class TurnBudget:
                 await self.store.charge_budget(self.group_id, unreserved, tokens, cost)
             if self.person is not None and mine:
                 await self.store.settle_person(self.person, self.turn_id, tokens, cost)
+                if tokens or cost:
+                    await self._tell_spent(self.person)
             elif self.person is not None and mine_unreserved and (tokens or cost):
                 await self.store.charge_person(self.person, mine_unreserved, tokens, cost)
         except StoreError as exc:

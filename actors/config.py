@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from engine.a2a import A2aConfig
 from engine.mcp import McpConfig
 from engine.providers.base import Provider
 from engine.settings import EngineConfig
@@ -56,6 +57,9 @@ class RuntimeConfig:
     # The MCP servers VPs may use (read from mcp.json by the driver; env and
     # header values are masked secrets).
     mcp: McpConfig = field(default_factory=McpConfig)
+    # The remote A2A agents VPs may call (read from a2a.json by the driver;
+    # tokens and header values are masked secrets).
+    a2a: A2aConfig = field(default_factory=A2aConfig)
     # Where spans go (read from the gateway's OTEL_* variables; off by default).
     tracing: TracingConfig = field(default_factory=TracingConfig)
     personas_dir: str | None = None

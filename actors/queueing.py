@@ -36,6 +36,7 @@ from engine.events import StopEvent, StopReason
 from engine.messages import Message, Usage
 from protocol import AgentState, QueueMode, QueueOutcome
 from store.base import GroupMessage, Store, StoreError
+from store.threads import thread_of
 
 log = logging.getLogger(__name__)
 
@@ -63,9 +64,11 @@ class SteerInbox:
     the newest it took in): the turn's cursor when it saves its transcript.
     """
 
-    def __init__(self, turn_id: str, seen: str) -> None:
+    def __init__(self, turn_id: str, seen: str, thread_id: str | None = None) -> None:
         self.turn_id = turn_id
         self.seen = seen
+        # Where the turn answers: only messages of the same place join it (actors.threads).
+        self.thread_id = thread_id
         self.open = True
         self._offered = seen
         self._pending: list[_Offer] = []
@@ -129,8 +132,12 @@ class SteerInbox:
 class CollectBatch:
     """Messages that one waiting turn (the carrier) will answer together."""
 
-    def __init__(self, carrier: str, trigger: str, now: float) -> None:
+    def __init__(
+        self, carrier: str, trigger: str, now: float, thread_id: str | None = None
+    ) -> None:
         self.carrier = carrier
+        # Only messages of the same thread (or of the main timeline) join one batch.
+        self.thread_id = thread_id
         self.triggers = [trigger]
         self.last = now
         self.open = True
@@ -220,18 +227,24 @@ class BusyLanes:
         group, trigger = req.group_id, req.origin.trigger_id
         mode = req.queue.mode
         running = self.inboxes.get(group)
+        place = req.origin.thread_id
         if mode is QueueMode.STEER and running is not None and running.open:
             log_ = await self.store.read_messages(group, limit=STEER_READ)
+            if running.thread_id != place:
+                log_ = []  # another place's turn: this message waits for the lane
+            # The running turn takes in only what was said where it answers.
+            log_ = [m for m in log_ if thread_of(m.meta) == place]
             taken = await running.offer(log_, self.vp_id, trigger, self.opener)
             if taken is not None and await taken:
                 return await self._fold(req, tracker, QueueOutcome.STEERED, running.turn_id)
         elif mode is QueueMode.COLLECT:
             batch = self.batches.get(group)
             if batch is not None and batch.open:
-                if await batch.join(trigger, self.clock()):
+                if batch.thread_id == place and await batch.join(trigger, self.clock()):
                     return await self._fold(req, tracker, QueueOutcome.MERGED, batch.carrier)
             else:
-                batch = self.batches[group] = CollectBatch(req.turn_id, trigger, self.clock())
+                batch = CollectBatch(req.turn_id, trigger, self.clock(), place)
+                self.batches[group] = batch
                 await self._status(req, AgentState.QUEUED, QueueOutcome.QUEUED, None)
                 return batch
         elif mode is QueueMode.INTERRUPT:
@@ -273,7 +286,8 @@ class BusyLanes:
 
     def open_inbox(self, req: TurnRequest) -> SteerInbox:
         """The inbox of the turn that now holds its lane."""
-        inbox = self.inboxes[req.group_id] = SteerInbox(req.turn_id, req.origin.trigger_id)
+        inbox = SteerInbox(req.turn_id, req.origin.trigger_id, req.origin.thread_id)
+        self.inboxes[req.group_id] = inbox
         return inbox
 
     def close_inbox(self, group_id: str, inbox: SteerInbox) -> None:
@@ -284,7 +298,7 @@ class BusyLanes:
     async def _status(
         self, req: TurnRequest, state: AgentState, how: QueueOutcome, other: str | None
     ) -> None:
-        events = GroupEvents(self.store, req.group_id)
+        events = GroupEvents(self.store, req.group_id, req.origin.thread_id)
         try:
             trigger = req.origin.trigger_id
             await events.status(
@@ -299,7 +313,7 @@ class BusyLanes:
     ) -> TurnOutcome:
         """End a turn whose message another turn answers: a status naming it, an empty result."""
         await self._status(req, AgentState.IDLE, how, into)
-        writer = GroupEvents(self.store, req.group_id).turn(
+        writer = GroupEvents(self.store, req.group_id, req.origin.thread_id).turn(
             self.vp_id, req.turn_id, tracker, req.origin.trigger_id
         )
         await writer.finish(StopEvent(StopReason.END_TURN, Usage(), 0.0, 0))

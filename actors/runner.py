@@ -28,6 +28,7 @@ from actors.coordinator_link import CoordinatorLink
 from actors.hooks import BeforeTurn, context_window
 from actors.queueing import SteerInbox, shorten_overflow
 from actors.services import VPServices
+from actors.threads import main_timeline, thread_context
 from actors.turn_tools import TurnToolkit, turn_mode
 from actors.turns import TurnOutcome, TurnRequest, TurnState, TurnTracker
 from actors.version_view import refresh_versions
@@ -49,6 +50,7 @@ from store.base import Group, GroupMessage, StoreError
 from store.budgets import day_account
 from store.conversation import GroupKind
 from store.quotas import NO_PERSON, UsageKey
+from store.threads import THREAD_KEY
 from store.workspaces import WorkspaceNameError, files_of, read_project_doc
 from telemetry import tracing
 
@@ -96,7 +98,8 @@ class TurnRunner:
         self.abort = abort
         self.tracker = tracker
         self.host = host
-        self.writer: TurnWriter = GroupEvents(services.store, req.group_id).turn(
+        events = GroupEvents(services.store, req.group_id, req.origin.thread_id)
+        self.writer: TurnWriter = events.turn(
             services.vp_id, req.turn_id, tracker, req.origin.trigger_id, services.heartbeat_s
         )
         self.toolkit = TurnToolkit(services, req, self.writer, host)
@@ -182,6 +185,7 @@ class TurnRunner:
             _drop(early)
             return await self._end_with(error_stop(StopReason.ERROR, refused, "budget"))
         ctx.offered.extend(self.toolkit.add_mcp_tools(ctx.group, ctx.tools))
+        ctx.offered.extend(self.toolkit.add_a2a_tools(ctx.tools))
         memory, document = await asyncio.gather(
             self.recall(ctx, early), self.project_doc(ctx.group)
         )
@@ -214,6 +218,7 @@ class TurnRunner:
             usage=used,
             accounts=accounts,
             row=self.usage_key(),
+            mentions=self.ended.mentions,
         )
         await self.save(ctx.conv)
         return self.ended
@@ -226,19 +231,14 @@ class TurnRunner:
         group, recent = await store.group_and_messages(req.group_id, QUICK_CATCH_UP)
         if self.abort.is_set() or group is None or self.s.vp_id not in group.roster:
             return None
-        conv = await self.s.transcripts.take(store, req.group_id)
-        cursor = conv.meta.get("cursor")
-        recent = await self._catch_up(cursor, recent)
-        forget_deleted(conv.messages, recent)
-        hidden = refresh_versions(conv.messages, recent, self.s.vp_id)
-        if req.regenerates:
-            context: list[Message] = []
-            trigger = rewind(conv.messages, recent, self.s.vp_id, req.origin.trigger_id)
-        else:
-            context, trigger = group_view(
-                recent, self.s.vp_id, cursor, req.origin.trigger_id, hidden
+        if req.origin.thread_id is not None:
+            # A thread's own view, read afresh (actors.threads).
+            conv = Conversation(id=f"{req.group_id}:{self.s.vp_id}:{req.origin.thread_id}")
+            context, trigger = await thread_context(
+                store, req.group_id, req.origin.thread_id, self.s.vp_id, req.origin.trigger_id
             )
-            context = shorten_overflow(context, self.overflow)
+        else:
+            conv, context, trigger = await self._group_context(recent)
         conv.messages.extend(await open_files(context, self.s.attachments))
         if trigger is not None:
             [trigger] = await open_files([trigger], self.s.attachments)
@@ -252,6 +252,23 @@ class TurnRunner:
         allowed = self.toolkit.allowed()
         offered = [t.name for t in self.s.engine.tools.offered(tools, allowed)]
         return _Context(group, conv, trigger, tools, allowed, offered)
+
+    async def _group_context(
+        self, recent: list[GroupMessage]
+    ) -> tuple[Conversation, list[Message], Message | None]:
+        """The VP's transcript of the group, caught up on the main timeline, and the trigger."""
+        store, req = self.s.store, self.req
+        conv = await self.s.transcripts.take(store, req.group_id)
+        cursor = conv.meta.get("cursor")
+        # Threads' replies are not the main timeline's context (actors.threads).
+        recent = main_timeline(await self._catch_up(cursor, recent))
+        forget_deleted(conv.messages, recent)
+        hidden = refresh_versions(conv.messages, recent, self.s.vp_id)
+        if req.regenerates:
+            trigger = rewind(conv.messages, recent, self.s.vp_id, req.origin.trigger_id)
+            return conv, [], trigger
+        context, trigger = group_view(recent, self.s.vp_id, cursor, req.origin.trigger_id, hidden)
+        return conv, shorten_overflow(context, self.overflow), trigger
 
     async def recall(
         self, ctx: _Context, early: asyncio.Task[tuple[BeforeTurn, list[str]]] | None = None
@@ -412,6 +429,8 @@ class TurnRunner:
             meta["model"] = stop.model
         if req.regenerates:
             meta["regenerates"] = req.regenerates
+        if req.origin.thread_id is not None:
+            meta[THREAD_KEY] = req.origin.thread_id
         if req.delegation is not None:
             d = req.delegation
             meta["task"] = {
@@ -463,6 +482,8 @@ class TurnRunner:
         return self.writer.bridge.usage
 
     async def save(self, conv: Conversation) -> None:
+        if self.req.origin.thread_id is not None:
+            return  # a thread's view is read afresh each turn (actors.threads)
         conv.meta["cursor"] = self.req.origin.trigger_id
         if self.inbox is not None:
             # The newest message that joined the turn: later turns start after it.

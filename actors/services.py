@@ -15,6 +15,7 @@ from pathlib import Path
 from actors.hooks import TurnHooks
 from actors.questions import QuestionBox
 from actors.transcripts import TranscriptCache
+from engine.a2a import A2aConfig, A2aManager
 from engine.engine import Engine
 from engine.mcp import McpManager
 from personas.directory import PersonaDirectory
@@ -47,6 +48,8 @@ class VPServices:
     clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
     # How often a running turn writes its busy heartbeat (actors.heartbeat; 0: never).
     heartbeat_s: float = 0.0
+    # This actor's remote A2A agents, shared by all its turns.
+    a2a: A2aManager = field(default_factory=lambda: A2aManager(A2aConfig()))
 
     @property
     def vp_id(self) -> str:

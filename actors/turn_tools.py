@@ -22,6 +22,7 @@ from engine.mcp import select_servers
 from engine.messages import Conversation
 from engine.tools.approval import ApprovalGate, ApprovalRules
 from engine.tools.registry import ToolContext
+from engine.tools.sources import joined
 from personas.prompts import Mode
 from store.base import Group
 
@@ -117,5 +118,19 @@ class TurnToolkit:
         if not servers:
             return []
         toolset = self.s.mcp.toolset(servers, self.s.vp_id)
-        tools.more_tools = toolset
+        tools.more_tools = joined(tools.more_tools, toolset)
+        return [t.name for t in toolset.tools()]
+
+    def add_a2a_tools(self, tools: ToolContext) -> list[str]:
+        """Give the turn a tool per remote A2A agent (``a2a__<agent>``); their names.
+
+        Each is offered at once: its card is read in the background from
+        now, and its description says so until it is in. Nothing here
+        waits for an agent; a call to one goes through the approval gate
+        like any tool (A2A tools ask by default).
+        """
+        if not self.s.a2a.agents:
+            return []
+        toolset = self.s.a2a.toolset()
+        tools.more_tools = joined(tools.more_tools, toolset)
         return [t.name for t in toolset.tools()]

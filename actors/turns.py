@@ -22,6 +22,7 @@ from protocol.queueing import QueueMode
 from protocol.settings import GroupSettings
 from protocol.tasks import ToolUse
 from store.base import GroupMessage
+from store.threads import thread_of
 from store.turns import TurnRecord
 from team.delegation import Delegation
 
@@ -92,6 +93,8 @@ class TurnOrigin:
     hold for every turn of the chain, and for no other message's.
     ``channel`` is how that person's message came in (web, terminal, API),
     None when nobody knows (a message stored before channels were kept).
+    ``thread_id`` is the thread the person's message was written in (its
+    root's id; ``store.threads``): every turn of the chain answers there.
     """
 
     trigger_id: str
@@ -100,6 +103,7 @@ class TurnOrigin:
     user_id: str | None = None
     approvals: tuple[str, ...] = ()
     channel: Channel | None = None
+    thread_id: str | None = None
 
     def next_hop(self, trigger_id: str) -> TurnOrigin:
         """The origin of a turn caused by this turn's output ``trigger_id``."""
@@ -110,6 +114,7 @@ class TurnOrigin:
             user_id=self.user_id,
             approvals=self.approvals,
             channel=self.channel,
+            thread_id=self.thread_id,
         )
 
     @property
@@ -126,6 +131,7 @@ class TurnOrigin:
             user_id=message.author,
             approvals=approval_marks(message.text),
             channel=channel_of(message),
+            thread_id=thread_of(message.meta),
         )
 
     @classmethod
@@ -138,6 +144,7 @@ class TurnOrigin:
             record.user_id,
             tuple(record.approvals),
             record.channel,
+            record.thread_id,
         )
 
 
@@ -229,6 +236,7 @@ class TurnRequest:
             user_id=origin.user_id,
             approvals=list(origin.approvals),
             channel=origin.channel,
+            thread_id=origin.thread_id,
             task_id=self.delegation.task_id if self.delegation else None,
             trace=self.trace,
         )

@@ -51,6 +51,7 @@ from actors.vp_commands import (
     VPCommand,
     VPStats,
 )
+from engine.a2a import A2aConfig, A2aManager
 from engine.access import ProviderState
 from engine.engine import Engine
 from engine.mcp import ALL, McpConfig, McpManager, select_servers
@@ -82,6 +83,7 @@ class VPShared:
     personas: PersonaDirectory
     mcp: McpManager
     coordinators: dict[str, CoordinatorLink] = field(default_factory=dict)
+    a2a: A2aManager = field(default_factory=lambda: A2aManager(A2aConfig()))
 
     def start_mcp(self) -> None:
         """Open, in the background, every MCP server some persona here may use."""
@@ -93,6 +95,7 @@ class VPShared:
     async def close(self) -> None:
         """Close the connections (the process serves another configuration from now on)."""
         await self.mcp.aclose()
+        await self.a2a.aclose()
         await self.store.close()
         await self.memory.close()
         await self.provider_state.aclose()
@@ -107,6 +110,7 @@ class VPShared:
             config.store.open_attachments(),
             PersonaDirectory.open(config.personas_dir),
             McpManager(config.mcp),
+            a2a=A2aManager(config.a2a),
         )
 
 
@@ -174,6 +178,7 @@ class VPActor:
             questions=QuestionBox(vp_id, config.ask_timeout_s),
             hooks=TurnHooks([]),
             mcp=shared.mcp,
+            a2a=shared.a2a,
             attachments=shared.attachments,
             data_dir=config.store.data_dir,
             heartbeat_s=config.heartbeat_s,

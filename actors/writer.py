@@ -60,6 +60,7 @@ from protocol import (
     Handoff,
     MessageChanged,
     QueueOutcome,
+    ReplyRouted,
     ResultData,
     SystemData,
     ToolApproval,
@@ -71,6 +72,7 @@ from store.base import GroupMessage, Store, StoreError
 from store.chatviews import TurnUsage
 from store.quotas import UsageKey
 from store.retry import until_stored
+from store.threads import THREAD_KEY, thread_of
 from store.turns import TurnEnd, TurnRecord
 
 log = logging.getLogger(__name__)
@@ -96,11 +98,17 @@ def error_stop(reason: StopReason, message: str, kind: str, duration_ms: int = 0
 
 
 class GroupEvents:
-    """Builds and appends every frame of one group's event log."""
+    """Builds and appends every frame of one group's event log.
 
-    def __init__(self, store: Store, group_id: str) -> None:
+    With ``thread_id`` (a turn answering in a thread, ``store.threads``) its
+    turn frames, statuses, questions and notices carry it, and its notices
+    are stored in the thread.
+    """
+
+    def __init__(self, store: Store, group_id: str, thread_id: str | None = None) -> None:
         self.store = store
         self.group_id = group_id
+        self.thread_id = thread_id
 
     def _frame(self, vp_id: str, turn_id: str, data: Payload) -> YeaftOutput:
         return YeaftOutput(
@@ -109,6 +117,7 @@ class GroupEvents:
             vp_id=vp_id,
             turn_id=turn_id,
             data=data,
+            thread_id=self.thread_id,
         )
 
     async def output(
@@ -173,6 +182,7 @@ class GroupEvents:
             turn_id=turn_id,
             state=state,
             trigger_id=trigger_id,
+            thread_id=self.thread_id,
         )
 
     async def begin(
@@ -201,6 +211,13 @@ class GroupEvents:
         """Tell every member a stored message changed (deleted, superseded); returns its seq."""
         return await until_stored(
             lambda: self.store.append_event(self.group_id, frame), f"change of {frame.message_id}"
+        )
+
+    async def reply_routed(self, frame: ReplyRouted) -> int:
+        """Tell every member where a VP's reply went on (``protocol.reply_routes``); its seq."""
+        return await until_stored(
+            lambda: self.store.append_event(self.group_id, frame),
+            f"routing of {frame.message_id}",
         )
 
     async def task_changed(self, task: Task) -> int:
@@ -243,6 +260,7 @@ class GroupEvents:
             vp_id=vp_id,
             turn_id=turn_id,
             expires_at=expires_at,
+            thread_id=self.thread_id,
         )
         return await self.store.append_event(self.group_id, frame)
 
@@ -256,6 +274,8 @@ class GroupEvents:
             text=message,
             meta={"notice": {"rule": rule, **detail}, "chainId": chain_id},
         )
+        if self.thread_id is not None:
+            stored.meta[THREAD_KEY] = self.thread_id
         # The same message id on every attempt: a retry of a write that did
         # land is then a repeat the group log ignores.
         await until_stored(
@@ -307,6 +327,7 @@ def message_frame(group_id: str, message: GroupMessage) -> GroupMessageFrame:
         chain_id=chain_id,
         handoff=handoff,
         attachments=message_attachments(group_id, meta.get("attachments")),
+        thread_id=thread_of(meta),
     )
 
 
@@ -352,6 +373,7 @@ class TurnWriter:
         self._end = TurnEnd.ANSWERED
         # The id of the reply stored in the group log, named by the result.
         self._message_id: str | None = None
+        self._mentions: tuple[str, ...] = ()
         # What goes with the result (``finish``): the last status and the usage.
         self._last: AgentStatus | None = None
         self._usage: TurnUsage | None = None
@@ -370,7 +392,10 @@ class TurnWriter:
         if isinstance(data, ResultData):
             await self._send_status()
             if self._message_id is not None:
-                data = data.model_copy(update={"message_id": self._message_id})
+                update: dict[str, object] = {"message_id": self._message_id}
+                if self._mentions:
+                    update["mentions"] = list(self._mentions)
+                data = data.model_copy(update=update)
             self._result_sent = True
             last = self._last
             self.ended = await self.events.result(
@@ -484,13 +509,16 @@ class TurnWriter:
         usage: Usage | None = None,
         accounts: Sequence[str] = (),
         row: UsageKey | None = None,
+        mentions: Sequence[str] = (),
     ) -> StopEvent:
         """Send the turn's ``result`` (``stop``, else the engine's) and its last status.
 
         ``message_id`` is the reply the turn stored in the group log, if any;
-        the result names it. ``usage``, if given, is what the turn used: it is
-        added to the group's totals, and charged to the budget ``accounts``, in
-        the result's write, and to the usage record ``row`` (``store.quotas``).
+        the result names it, and ``mentions``, the VPs that reply addresses
+        (a ``reply_routed`` frame follows: ``coordinator.shard.after_turn``).
+        ``usage``, if given, is what the turn used: it is added to the
+        group's totals, and charged to the budget ``accounts``, in the
+        result's write, and to the usage record ``row`` (``store.quotas``).
 
         The turn is ``FINISHED`` from the first line on, before any await: a
         second call, whenever it comes, raises
@@ -508,6 +536,7 @@ class TurnWriter:
             final = error_stop(StopReason.ERROR, "the turn ended without a result", "internal")
         self._end = end
         self._message_id = message_id
+        self._mentions = tuple(mentions)
         state = AgentState.ERROR if final.reason == StopReason.ERROR else AgentState.IDLE
         if state is not self.state:
             self._last = self.events.status_frame(self.vp_id, self.turn_id, state, self.trigger_id)

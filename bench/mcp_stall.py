@@ -14,6 +14,11 @@ Two measurements, each against a baseline taken in the same run:
    with the default ``scope: shared`` and with ``scope: vp`` (each VP its
    own copy, as every VP had before servers were shared). Prints the server
    processes and their summed RSS.
+3. **Letting go of a server that is still connecting.** A silent HTTP
+   server and a stdio server that never answers its handshake, both being
+   opened (default 15 s connect timeout): the time to remove them (what a
+   VP host does when an administrator deletes a server) and to close the
+   rest (a host stopping or reconfigured).
 
     .venv/bin/python bench/mcp_stall.py --turns 10 --vps 2 --servers 6
 
@@ -45,7 +50,7 @@ from actors.vp_actor import VPActor, VPShared
 from actors.vp_commands import RunTurn
 from bench.model_server import ModelServer
 from bench.proctree import tree
-from engine.mcp import parse_mcp_config
+from engine.mcp import McpManager, ServerState, parse_mcp_config
 from engine.settings import EngineConfig
 from protocol.settings import GroupSettings
 from store import StoreConfig
@@ -135,6 +140,28 @@ async def processes(model_url: str, vps: int, servers: int, scope: str) -> tuple
             await shared.close()
 
 
+async def letting_go(silent_url: str) -> tuple[float, float]:
+    """Seconds to remove two servers still connecting, then to close what is left."""
+    hangs = {"command": sys.executable, "args": ["-c", "import time; time.sleep(600)"]}
+    fx = {"command": sys.executable, "args": [SERVER, "stdio"]}
+    servers = {"silent": {"url": silent_url}, "hangs": hangs, "fx": fx}
+    manager = McpManager(parse_mcp_config({"mcpServers": servers}))
+    try:
+        await manager.open(["fx"])
+        manager.start(["silent", "hangs"])
+        await asyncio.sleep(0.5)  # the openings are under way (the handshakes never end)
+        connecting = {r.server for r in manager.reports() if r.state is ServerState.CONNECTING}
+        assert connecting == {"silent", "hangs"}, connecting
+        started = time.perf_counter()
+        await manager.reconfigure(parse_mcp_config({"mcpServers": {"fx": fx}}))
+        removed = time.perf_counter() - started
+        started = time.perf_counter()
+        await manager.aclose()
+        return removed, time.perf_counter() - started
+    finally:
+        await manager.aclose()
+
+
 def _silent() -> socket.socket:
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
@@ -169,6 +196,9 @@ async def main() -> None:
         for scope in ("shared", "vp"):
             count, rss = await processes(model.url, args.vps, args.servers, scope)
             print(f"  scope {scope:6}  {count:3d} server processes, {rss / 2**20:7.1f} MiB RSS")
+        removed, closed = await letting_go(url)
+        print("\na silent HTTP and a silent stdio server, still connecting (15 s timeout):")
+        print(f"  removed in {removed:.3f} s; the rest (one ready stdio) closed in {closed:.3f} s")
 
 
 if __name__ == "__main__":

@@ -168,6 +168,8 @@ class Ingest(GroupCommand[IngestResult]):
     member_of: GroupKind | None = None
     # How the message came in (the gateway connection's); the VP's prompt names it.
     channel: Channel = Channel.API
+    # A reply in the thread under this message (checked by the gateway: gateway.threads).
+    thread_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

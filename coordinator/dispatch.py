@@ -277,7 +277,7 @@ class Dispatcher:
 
     async def withdraw(self, req: TurnRequest, message: str) -> None:
         """End a recorded turn that will not be sent after all, with an aborted result."""
-        writer = GroupEvents(self.store, req.group_id).turn(
+        writer = GroupEvents(self.store, req.group_id, req.origin.thread_id).turn(
             req.vp_id, req.turn_id, trigger_id=req.origin.trigger_id
         )
         await writer.finish(error_stop(StopReason.ABORTED, message, "aborted"), TurnEnd.INTERRUPTED)
@@ -354,7 +354,7 @@ class Dispatcher:
         message gets a new answer from this VP.
         """
         req = turn.request
-        writer = GroupEvents(self.store, req.group_id).turn(
+        writer = GroupEvents(self.store, req.group_id, req.origin.thread_id).turn(
             req.vp_id, req.turn_id, trigger_id=req.origin.trigger_id
         )
         # The result says how long the turn went on, from when the coordinator sent it.

@@ -38,6 +38,7 @@ from personas.routing import Selection, Source
 from protocol import Channel, split_queue_prefix
 from store.base import Group, GroupMessage
 from store.conversation import GroupKind
+from store.threads import THREAD_KEY
 from telemetry import tracing
 
 
@@ -74,11 +75,13 @@ async def _ingest(shard: Shard, cmd: Ingest) -> IngestResult:
     if group.kind is GroupKind.CONVERSATION:
         names = []  # its one VP answers everything; an "@word" is just text
     attachments = cmd.attachments
-    if takes_task_path(group, text, names):
+    sel, people = people_mentioned(shard.select(group, names, Source.PERSON, None), group.members)
+    if cmd.thread_id is None and takes_task_path(group, text, names):
         # A team may give every VP of the group a turn.
         with shard.turns.admission.reserve(group.id, list(group.roster)):
-            return await shard.team.ingest(group, sender, text, cmd.client_message_id, attachments)
-    sel, people = people_mentioned(shard.select(group, names, Source.PERSON, None), group.members)
+            return await shard.team.ingest(
+                group, sender, text, cmd.client_message_id, attachments, cmd.channel, people
+            )
     tracing.event(
         "route",
         {
@@ -90,7 +93,16 @@ async def _ingest(shard: Shard, cmd: Ingest) -> IngestResult:
     )
     with shard.turns.admission.reserve(group.id, sel.targets):
         return await _accept(
-            shard, group, sel, sender, text, cmd.client_message_id, attachments, cmd.channel, people
+            shard,
+            group,
+            sel,
+            sender,
+            text,
+            cmd.client_message_id,
+            attachments,
+            cmd.channel,
+            people,
+            cmd.thread_id,
         )
 
 
@@ -104,11 +116,14 @@ async def _accept(
     attachments: list[dict[str, Any]] | None,
     channel: Channel,
     people: list[str],
+    thread_id: str | None = None,
 ) -> IngestResult:
     """Store an admitted message with its turns, then dispatch them.
 
     ``people`` are the members it mentions (``coordinator.people``): stored
     with it, and a message that names only people is for them, not for a VP.
+    A reply in a thread (``thread_id``) keeps it in ``meta``; its turns, and
+    the notices about it, answer in the thread (``store.threads``).
     """
     mode, text = split_queue_prefix(text)
     meta: dict[str, object] = {"trigger": str(sel.trigger)}
@@ -119,6 +134,8 @@ async def _accept(
     if attachments:
         meta["attachments"] = list(attachments)
     meta["channel"] = str(channel)
+    if thread_id is not None:
+        meta[THREAD_KEY] = thread_id
     msg = GroupMessage(
         author=sender, role="user", text=text, mentions=sel.targets, people=people, meta=meta
     )
@@ -133,7 +150,7 @@ async def _accept(
     # The message and the turns that answer it are stored in one write:
     # nothing is acked without its turns, and a repeat records none.
     records = [req.record() for req in reqs]
-    events = GroupEvents(shard.store, group.id)
+    events = GroupEvents(shard.store, group.id, thread_id)
     stored, created = await events.store_message(msg, records)
     if not created:
         await quota_gate.release(shard.store, group.id, reqs)

@@ -21,6 +21,7 @@ from actors.turns import TurnOrigin, channel_of
 from coordinator.errors import GroupError, GroupErrorCode
 from engine.tools.approval import approval_marks
 from store.base import Group, GroupLog, GroupMessage
+from store.threads import thread_of
 
 # How far back the newest reply of a VP is looked for.
 REPLY_WINDOW = 200
@@ -89,4 +90,6 @@ async def origin_of(log: GroupLog, group_id: str, reply: GroupMessage, by: str) 
         user_id=by,
         approvals=approvals,
         channel=channel_of(first) if first is not None else None,
+        # A regenerated reply in a thread is answered again there.
+        thread_id=thread_of(reply.meta),
     )

@@ -176,14 +176,18 @@ class Runtime:
         """
         self.config = dataclasses.replace(self.config, mcp=config)
         await self._on_every_shard(SetMcp(config))
-        told = 0
-        for handle in self._running_hosts():
-            try:
-                await handle.set_mcp.remote(config)
-                told += 1
-            except ray.exceptions.RayActorError:
-                pass  # gone since it was listed: a new one starts with the new servers
-        return told
+        # Told together: no host waits for another to let go of its servers.
+        hosts = await asyncio.to_thread(self._running_hosts)
+        answers = await asyncio.gather(
+            *(h.set_mcp.remote(config) for h in hosts), return_exceptions=True
+        )
+        for answer in answers:
+            # A host gone since it was listed: a new one starts with the new servers.
+            if isinstance(answer, BaseException) and not isinstance(
+                answer, ray.exceptions.RayActorError
+            ):
+                raise answer
+        return sum(not isinstance(a, BaseException) for a in answers)
 
     async def mcp_reports(self, within_s: float = 5.0) -> list[tuple[str, list[ConnectionReport]]]:
         """The MCP connections of every running VP host, each with the host's name.

@@ -41,6 +41,7 @@ from engine.embeddings import open_embedder
 from engine.events import StopReason
 from personas.directory import PersonaDirectory
 from personas.routing import Selection, Source, select_targets
+from protocol.reply_routes import ReplyRouted
 from store.base import Group, GroupMessage, Store
 from store.turns import TurnRecord
 from team.skills import EmbeddingRetriever
@@ -301,17 +302,36 @@ class Shard:
         this only routes it on.
         """
         group = await self.groups.get(req.group_id)
-        if group is None or outcome.message_id is None or req.delegation is not None:
-            return  # a task's run answers its attempt, which routes nothing on
-        if outcome.reason in _NOT_ROUTED or not group.settings.vp_mentions_dispatch:
+        if group is None or outcome.message_id is None:
+            return
+        routed = ReplyRouted(
+            group_id=group.id,
+            chain_id=req.origin.chain_id,
+            from_vp=req.vp_id,
+            message_id=outcome.message_id,
+        )
+        events = GroupEvents(self.store, group.id)
+        if (
+            req.delegation is not None  # a task's run answers its attempt, which routes nothing on
+            or outcome.reason in _NOT_ROUTED
+            or not group.settings.vp_mentions_dispatch
+        ):
+            if outcome.mentions:  # its result promised a reply_routed (actors.writer)
+                await events.reply_routed(routed.model_copy(update={"refused": "not_routed"}))
             return
         if outcome.unknown:
-            events = GroupEvents(self.store, group.id)
             await unknown_names(events, group, outcome.unknown, outcome.message_id)
         chain = self.guard(group).chain(req.origin.chain_id)
         origin = req.origin.next_hop(outcome.message_id)
         targets = [vp for vp in outcome.mentions if vp in group.roster]
-        await self.dispatch(group, chain, targets, origin, source=req.vp_id)
+        started = await self.dispatch(group, chain, targets, origin, source=req.vp_id)
+        if outcome.mentions:
+            refused = None
+            if len(started) < len(targets):
+                refused = str(chain.stopped or ("quota" if chain.quota_noticed else "refused"))
+            await events.reply_routed(
+                routed.model_copy(update={"turns": started, "refused": refused})
+            )
 
     async def refused(self, group: Group, chain: Chain, verdict: Verdict) -> None:
         """Tell the group the loop guard stopped a chain (once per chain)."""

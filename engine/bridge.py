@@ -33,6 +33,7 @@ from engine.events import (
     TextDelta,
     ThinkingDelta,
     ToolCallEvent,
+    ToolOutputEvent,
     ToolResultEvent,
     UsageEvent,
 )
@@ -109,6 +110,12 @@ def tool_result_payload(event: ToolResultEvent) -> UserData:
     """A ``user`` payload echoing a tool's result under the call it answers."""
     block = ToolResultBlock(tool_use_id=event.id, content=event.content, is_error=event.is_error)
     return UserData(message=UserMessage(content=[block]))
+
+
+def tool_output_payload(event: ToolOutputEvent) -> SystemData:
+    """A ``system`` ``tool_output`` payload: part of a running tool's output, under its call."""
+    detail = {"tool_use_id": event.id, "name": event.name}
+    return SystemData(subtype="tool_output", message=event.text, detail=detail)
 
 
 def notice_payload(event: NoticeEvent) -> SystemData:
@@ -261,6 +268,8 @@ class WebBridge:
         elif isinstance(event, ToolResultEvent):
             self._final_text = []
             await self._send(tool_result_payload(event))
+        elif isinstance(event, ToolOutputEvent):
+            await self._send(tool_output_payload(event))
         elif isinstance(event, NoticeEvent):
             if event.detail.get("discard_partial"):
                 # The model call is retried or falls back: what it streamed so

@@ -88,6 +88,20 @@ class ToolResultEvent:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolOutputEvent:
+    """Part of a running tool's output, before its result (a remote agent's stream).
+
+    ``id`` is the call's. What a tool streams this way is for the people
+    watching; the model reads only the tool's result.
+    """
+
+    id: str
+    name: str
+    text: str
+    type: Literal["tool_output"] = "tool_output"
+
+
+@dataclass(frozen=True, slots=True)
 class UsageEvent:
     """Usage of one model call (not cumulative)."""
 
@@ -144,6 +158,7 @@ EngineEvent = (
     | ThinkingDelta
     | ToolCallEvent
     | ToolResultEvent
+    | ToolOutputEvent
     | UsageEvent
     | NoticeEvent
     | StopEvent

@@ -33,11 +33,19 @@ from engine.events import (
     NoticeKind,
     StopEvent,
     StopReason,
+    ToolOutputEvent,
     ToolResultEvent,
     UsageEvent,
 )
 from engine.history import repair, truncate_tool_result
-from engine.messages import Conversation, Message, Usage, estimate_tokens, message_tokens
+from engine.messages import (
+    Conversation,
+    Message,
+    ToolCall,
+    Usage,
+    estimate_tokens,
+    message_tokens,
+)
 from engine.pricing import PriceTable
 from engine.providers.base import ModelStop
 from engine.settings import EngineConfig
@@ -316,7 +324,13 @@ class TurnLoop:
         if result.text:
             self.texts.append(result.text)
 
+    async def tool_output(self, call: ToolCall, text: str) -> None:
+        """Part of a running call's output, for the people watching."""
+        await self.emit(ToolOutputEvent(call.id, call.name, text))
+
     async def run_tools(self, result: CallResult) -> _Stop | None:
+        if self.ctx.on_output is None:
+            self.ctx.on_output = self.tool_output
         for call in result.tool_calls:
             outcome = await self.e.tools.execute(call, self.ctx, self.allowed)
             content = truncate_tool_result(

@@ -26,9 +26,7 @@ deleted, the caller left it).
 
 from __future__ import annotations
 
-import asyncio
 import json
-import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -51,65 +49,19 @@ from gateway.agui_events import RunTranslator, parse_interrupt_id
 from gateway.context import GatewayContext
 from gateway.errors import GatewayError
 from gateway.http import Ctx, User
+from gateway.run_stream import (
+    ROUTING_WAIT_S,
+    EnvelopeReader,
+    RunSink,
+    StreamEnded,
+    keep_alive,
+    read_body,
+)
 from gateway.tail import Subscription
 from protocol import MAX_TEXT_LENGTH, Channel, ErrorCode
 from protocol.common import is_id
 
-log = logging.getLogger(__name__)
-
 router = APIRouter()
-
-# What ends the queue: the subscription overflowed or was ended by the hub.
-_CLOSED = object()
-
-
-class RunSink:
-    """The hub's client for one run: envelopes queue here until the stream reads them."""
-
-    def __init__(self, username: str, limit: int) -> None:
-        self.username = username
-        self.queue: asyncio.Queue[object] = asyncio.Queue()
-        self.limit = limit
-        self.failure: str | None = None
-
-    def offer(self, text: str, *, envelope: bool) -> bool:
-        if self.failure is not None:
-            return False
-        if self.queue.qsize() >= self.limit:
-            self.overflow()
-            return False
-        self.queue.put_nowait(text if envelope else _Notice(text))
-        return True
-
-    async def put(self, text: str, *, envelope: bool) -> None:
-        self.offer(text, envelope=envelope)
-
-    def overflow(self) -> None:
-        self._end("the run's stream fell too far behind the group; read the group's history")
-
-    def attach(self, subscription: Subscription) -> None:
-        pass
-
-    def detach(self, subscription: Subscription) -> None:
-        self._end("the group's stream ended (the group was deleted or you left it)")
-
-    def _end(self, why: str) -> None:
-        if self.failure is None:
-            self.failure = why
-            self.queue.put_nowait(_CLOSED)
-
-
-class _Notice(str):
-    """A frame that is no envelope: a gap, a revocation, a deletion."""
-
-
-def _notice_text(notice: str) -> str:
-    try:
-        frame = json.loads(notice)
-    except ValueError:
-        return "the group's stream was interrupted"
-    message = frame.get("message") if isinstance(frame, dict) else None
-    return str(message or "the group's stream was interrupted")
 
 
 def parse_run(raw: bytes, max_bytes: int) -> tuple[RunAgentInput, str]:
@@ -183,18 +135,6 @@ def _mentions(run: RunAgentInput) -> list[str] | None:
     return list(given)
 
 
-async def _read_body(request: Request, limit: int) -> bytes:
-    """The request body, read no further than one byte past ``limit`` (``parse_run`` refuses it)."""
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        chunks.append(chunk)
-        size += len(chunk)
-        if size > limit:
-            break
-    return b"".join(chunks)
-
-
 def _resumed(run: RunAgentInput) -> list[tuple[str, str, str]]:
     """``(requestId, vpId, turnId)`` of each interrupt the run resumes (none: a new message)."""
     out = []
@@ -247,7 +187,7 @@ async def agui_run(group_id: str, request: Request, user: User, ctx: Ctx) -> Str
     """Send the last user message of an AG-UI ``RunAgentInput``; stream the VPs' turns as SSE."""
     await ctx.groups.member_group(user, group_id)
     run, text = parse_run(
-        await _read_body(request, ctx.settings.frame_max_bytes), ctx.settings.frame_max_bytes
+        await read_body(request, ctx.settings.frame_max_bytes), ctx.settings.frame_max_bytes
     )
     resumed = _resumed(run)
     mentions = None if resumed else _mentions(run)
@@ -270,7 +210,9 @@ async def agui_run(group_id: str, request: Request, user: User, ctx: Ctx) -> Str
                 channel=Channel.API,
             )
             task = result.message_id if result.trigger == "task" else None
-            translator = RunTranslator(dict(result.turns), task_message=task)
+            translator = RunTranslator(
+                dict(result.turns), task_message=task, chain_id=result.message_id
+            )
             extra = {
                 "groupId": group_id,
                 "messageId": result.message_id,
@@ -282,7 +224,7 @@ async def agui_run(group_id: str, request: Request, user: User, ctx: Ctx) -> Str
         raise
     stream = _events(run, translator, sink, extra)
     return StreamingResponse(
-        _encoded(stream, ctx, sub),
+        keep_alive(_encoded(stream, ctx, sub), ctx.settings.sse_keep_alive_s),
         media_type=EventEncoder().get_content_type(),
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         # Also after a stream that never started (the client left at once).
@@ -307,35 +249,35 @@ async def _events(
     yield RunStartedEvent(
         thread_id=run.thread_id, run_id=run.run_id, protocol_version=PROTOCOL_VERSION
     )
-    while not translator.done:
-        item = await sink.queue.get()
-        if item is _CLOSED:
-            yield RunErrorEvent(message=sink.failure or "the stream ended", code="stream_ended")
-            return
-        if isinstance(item, _Notice):
-            # A gap (envelopes trimmed before they were read) or a revocation:
-            # the turns' ends may never be seen.
-            yield RunErrorEvent(message=_notice_text(item), code="stream_interrupted")
-            return
-        try:
-            envelope = json.loads(str(item))
-        except ValueError:
-            log.warning("agui: an envelope of %s is not JSON", extra["groupId"])
-            continue
-        for event in translator.feed(envelope):
-            yield event
-        if translator.blocked:
-            # Every turn still running waits on a person: the run ends here,
-            # and a run that resumes the interrupts continues those turns.
-            for event in translator.suspend():
+    reader = EnvelopeReader(sink, extra["groupId"])
+    try:
+        while not translator.done:
+            # Once every turn has ended, only word of a hand-off is awaited, for a while.
+            within = ROUTING_WAIT_S if translator.turns_over else None
+            try:
+                envelope = await reader.next(within)
+            except StreamEnded as ended:
+                yield RunErrorEvent(message=ended.message, code=ended.code)
+                return
+            if envelope is None:
+                translator.give_up_routing()
+                continue
+            for event in translator.feed(envelope):
                 yield event
-            yield RunFinishedEvent(
-                thread_id=run.thread_id,
-                run_id=run.run_id,
-                result={**extra, "turns": translator.outcomes()},
-                outcome=RunFinishedInterruptOutcome(interrupts=translator.interrupts()),
-            )
-            return
+            if translator.blocked:
+                # Every turn still running waits on a person: the run ends here,
+                # and a run that resumes the interrupts continues those turns.
+                for event in translator.suspend():
+                    yield event
+                yield RunFinishedEvent(
+                    thread_id=run.thread_id,
+                    run_id=run.run_id,
+                    result={**extra, "turns": translator.outcomes()},
+                    outcome=RunFinishedInterruptOutcome(interrupts=translator.interrupts()),
+                )
+                return
+    finally:
+        await reader.aclose()
     yield RunFinishedEvent(
         thread_id=run.thread_id,
         run_id=run.run_id,

@@ -52,11 +52,10 @@ from ag_ui.core import (
     ToolCallStartEvent,
 )
 
+from gateway.run_follow import ChainFollower, TaskFollower
 from protocol.common import is_id
 
 ASK_USER_EVENT = "yeaft.ask_user_question"
-# How many envelopes of not yet named turns a team run keeps.
-EARLY_LIMIT = 5000
 
 
 @dataclass
@@ -94,6 +93,7 @@ class RunTranslator:
         turns: dict[str, str],
         resumed_by: str | None = None,
         task_message: str | None = None,
+        chain_id: str | None = None,
     ) -> None:
         # turns: vpId -> turnId, in dispatch order (``IngestResult.turns``);
         # resumed_by: the run id of a run that resumes these turns after interrupts;
@@ -101,20 +101,23 @@ class RunTranslator:
         # runs' turns the run follows as the task's cards name them.
         self.suffix = f".{resumed_by}" if resumed_by else ""
         self.turns = {turn: TurnStream(vp, turn, suffix=self.suffix) for vp, turn in turns.items()}
-        self.task_message = task_message
-        self.tasks: dict[str, dict[str, Any]] = {}
-        # A team run's envelopes of turns no card has named yet, kept until one does.
-        self.early: dict[str, list[dict[str, Any]]] = {}
-        self.early_count = 0
+        self.team = TaskFollower(task_message) if task_message else None
+        # chain_id: the person's message; the turns its chain hands on to join the run.
+        self.chain = ChainFollower(chain_id) if chain_id else None
 
     @property
     def done(self) -> bool:
         """Whether every turn of the run, and the attempt of its task if any, has ended."""
+        if not self.turns_over:
+            return False
+        return self.chain is None or self.chain.settled
+
+    @property
+    def turns_over(self) -> bool:
+        """Whether every turn known so far (and the task's attempt) has ended."""
         if not all(t.ended for t in self.turns.values()):
             return False
-        if self.task_message is None:
-            return True
-        return bool(self.tasks) and all(_attempt_over(t) for t in self.tasks.values())
+        return self.team is None or self.team.over
 
     @property
     def blocked(self) -> bool:
@@ -169,14 +172,16 @@ class RunTranslator:
             return self._task(envelope)
         turn_id = str(envelope.get("turnId"))
         turn = self.turns.get(turn_id)
-        if turn is None and self.task_message is not None and envelope.get("turnId"):
-            if self.early_count < EARLY_LIMIT:
-                self.early.setdefault(turn_id, []).append(envelope)
-                self.early_count += 1
-            return []
-        if turn is None or turn.ended:
-            return []
         events: list[BaseEvent] = []
+        if self.chain is not None:
+            for vp, joined in self.chain.saw(envelope, known=turn is not None):
+                events += self._join(vp, joined, self.chain.early(joined))
+            turn = self.turns.get(turn_id)
+        if turn is None and self.team is not None:
+            self.team.hold(envelope)
+            return events
+        if turn is None or turn.ended:
+            return events
         if not turn.started:
             turn.started = True
             # A step per turn, named by its VP; a VP with two turns at once (a
@@ -194,23 +199,28 @@ class RunTranslator:
 
     def _task(self, envelope: dict[str, Any]) -> list[BaseEvent]:
         """A card of the run's task: a state snapshot, and the turns of its runs followed."""
-        task = envelope.get("task")
-        if self.task_message is None or not isinstance(task, dict):
+        seen = self.team.card(envelope) if self.team is not None else None
+        if seen is None or self.team is None:
             return []
-        attempts = task.get("attempts") or []
-        attempt = attempts[-1] if attempts else None
-        if not isinstance(attempt, dict) or attempt.get("messageId") != self.task_message:
-            return []
-        self.tasks[str(task.get("id"))] = task
-        events: list[BaseEvent] = [StateSnapshotEvent(snapshot={"tasks": dict(self.tasks)})]
-        for run in attempt.get("runs") or []:
-            turn_id, vp = run.get("turnId"), run.get("vp")
-            if not turn_id or not vp or turn_id in self.turns:
-                continue
-            self.turns[turn_id] = TurnStream(str(vp), str(turn_id), suffix=self.suffix)
-            for early in self.early.pop(turn_id, []):
-                events += self.feed(early)
+        events: list[BaseEvent] = [StateSnapshotEvent(snapshot={"tasks": dict(self.team.tasks)})]
+        for vp, turn_id in seen[1]:
+            events += self._join(vp, turn_id, self.team.early(turn_id))
         return events
+
+    def _join(self, vp: str, turn_id: str, early: list[dict[str, Any]]) -> list[BaseEvent]:
+        """A turn joins the run (a task's run, a hand-off): what it wrote so far, translated."""
+        if turn_id in self.turns:
+            return []
+        self.turns[turn_id] = TurnStream(vp, turn_id, suffix=self.suffix)
+        events: list[BaseEvent] = []
+        for envelope in early:
+            events += self.feed(envelope)
+        return events
+
+    def give_up_routing(self) -> None:
+        """Stop waiting for word of where replies went on (it did not come in time)."""
+        if self.chain is not None:
+            self.chain.awaiting.clear()
 
     def _data(self, turn: TurnStream, data: dict[str, Any]) -> list[BaseEvent]:
         kind = data.get("type")
@@ -305,11 +315,6 @@ class RunTranslator:
             return []
         message, turn.reasoning_id = turn.reasoning_id, None
         return [ReasoningMessageEndEvent(message_id=message), ReasoningEndEvent(message_id=message)]
-
-
-def _attempt_over(task: dict[str, Any]) -> bool:
-    attempts = task.get("attempts") or []
-    return bool(attempts) and attempts[-1].get("finishedAt") is not None
 
 
 def interrupt_id(request_id: str, vp_id: str, turn_id: str) -> str:

@@ -1,6 +1,7 @@
 """Session tokens (JWT, HS256) and where a request carries one.
 
-A token's payload is ``{sub, username, jti, iat, exp}``. ``verify_token``
+A token's payload is ``{sub, username, jti, iat, exp}``, and ``kind: "api"``
+for an API token a person made for a program (``gateway.api_tokens``). ``verify_token``
 raises :class:`AuthError` for a missing, malformed, forged or expired token,
 and nothing else. Logging out clears the cookie; a token stays valid until
 it expires (``YEAFT_JWT_TTL``), its user's password is changed (tokens
@@ -19,6 +20,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Mapping
+from datetime import timedelta
 from enum import StrEnum
 from typing import Any
 from urllib.parse import urlsplit
@@ -29,6 +31,7 @@ from gateway.settings import GatewaySettings
 
 SESSION_COOKIE = "yeaft_session"
 ALGORITHM = "HS256"
+API_TOKEN_KIND = "api"
 
 
 class AuthFailure(StrEnum):
@@ -53,21 +56,36 @@ class AuthError(Exception):
         self.message = message
 
 
-def issue_token(settings: GatewaySettings, username: str, jti: str | None = None) -> str:
-    """A signed session token for ``username``, valid for ``settings.jwt_ttl``.
+def issue_token(
+    settings: GatewaySettings,
+    username: str,
+    jti: str | None = None,
+    *,
+    ttl: timedelta | None = None,
+    api: bool = False,
+) -> str:
+    """A signed session token for ``username``, valid for ``ttl`` (``settings.jwt_ttl``).
 
     ``jti`` names the session (``gateway.sessions``): a renewed token keeps
-    its session's; a new one gets a fresh id.
+    its session's; a new one gets a fresh id. ``api`` marks an API token
+    (``gateway.api_tokens``), which is never renewed.
     """
     now = int(time.time())
-    payload = {
+    payload: dict[str, Any] = {
         "sub": username,
         "username": username,
         "jti": jti or uuid.uuid4().hex,
         "iat": now,
-        "exp": now + int(settings.jwt_ttl.total_seconds()),
+        "exp": now + int((ttl or settings.jwt_ttl).total_seconds()),
     }
+    if api:
+        payload["kind"] = API_TOKEN_KIND
     return jwt.encode(payload, settings.jwt_key(), algorithm=ALGORITHM)
+
+
+def is_api_token(claims: Mapping[str, Any]) -> bool:
+    """Whether verified claims are an API token's (kept to its own expiry, never renewed)."""
+    return claims.get("kind") == API_TOKEN_KIND
 
 
 def token_claims(settings: GatewaySettings, token: str | None) -> dict[str, Any]:

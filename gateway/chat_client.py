@@ -8,7 +8,8 @@ elsewhere, in a browser say) appears as it is sent, and so does a VP's
 typed are sent as chat messages (``@mentions`` work as in the web UI).
 Commands are handled here: ``/help`` lists them, ``/cancel [vp]`` stops one
 VP or everyone and says which turns it stopped, ``/answer`` replies to a
-VP's question, ``/quit`` leaves. A server it cannot reach, or a token it
+VP's question, ``/thread`` and ``/main`` open a thread and leave it
+(:mod:`gateway.chat_threads`), ``/quit`` leaves. A server it cannot reach, or a token it
 refuses, is a :class:`ChatError` (one line for the person, no traceback).
 
 Across a lost connection or a server restart it resumes like the web
@@ -37,6 +38,7 @@ from urllib.parse import quote
 import httpx
 
 from gateway.chat_screen import Screen, files_line, render, said_line, typed_answer
+from gateway.chat_threads import ThreadView
 from protocol.common import MAX_TEXT_LENGTH
 
 PING_INTERVAL_S = 20.0
@@ -51,6 +53,8 @@ HELP = """commands:
   /cancel [VP]     stop every running turn of the group, or only VP's
   /answer TEXT     answer the question a VP asked you (a choice's number, or 1,3 for several)
   /attach PATH     upload a file; it goes with your next message
+  /thread [N]      list the recent messages, or open the thread under number N
+  /main            leave the thread, back to the main timeline
   /quit            leave (Ctrl-D too)
 anything else is sent to the group; @name addresses a VP, @all everyone;
 start a line with // to send text that begins with /"""
@@ -93,6 +97,8 @@ class ChatClient:
         # Chat frames sent but not acknowledged, by clientMessageId: sent
         # again after a reconnect, until the server acks (or refuses) them.
         self.outbox: dict[str, dict[str, Any]] = {}
+        # The main timeline, or the thread open here (gateway.chat_threads).
+        self.threads = ThreadView()
 
     def _headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token}"}
@@ -158,6 +164,11 @@ class ChatClient:
             self.screen.line(await self.attach(rest.strip()))
         elif word == "/cancel":
             self.screen.line(await self.cancel(rest.strip().lstrip("@") or None))
+        elif word == "/main" or (word == "/thread" and rest.strip() == "off"):
+            self.threads.open_id = None
+            self.screen.line("── main timeline ──")
+        elif word == "/thread":
+            self.screen.line(await self.open_thread(rest.strip()))
         elif word == "/answer" and not self.pending_question:
             self.screen.line("  no question is waiting for an answer")
         elif word != "/answer":
@@ -191,6 +202,29 @@ class ChatClient:
             return f"  upload refused: {error.get('message') or reply.status_code}"
         self.files.append(str(reply.json()["id"]))
         return f"  attached {file.name} ({len(data)} bytes); it goes with your next message"
+
+    async def open_thread(self, ref: str) -> str:
+        """List the threads (no ``ref``), or open one and print it; what to say, as lines."""
+        if not ref:
+            return self.threads.listing()
+        root = self.threads.pick(ref)
+        if root is None:
+            return f"  no message {ref!r}: /thread lists them by number"
+        path = f"/api/groups/{quote(self.group_id)}/threads/{quote(root)}"
+        try:
+            async with self._http() as http:
+                reply = await http.get(path)
+        except httpx.TransportError as exc:
+            return f"  cannot open the thread: {self._unreachable(exc)}"
+        if reply.status_code != 200:
+            error = reply.json().get("error", {}) if reply.content else {}
+            return f"  cannot open the thread: {error.get('message') or reply.status_code}"
+        thread = reply.json()
+        self.threads.open_id = root
+        for line in self.threads.header(thread):
+            self.screen.line(line)
+        self._print([thread["root"], *thread.get("messages", [])])
+        return "  (lines you type now go to this thread)"
 
     async def cancel(self, vp: str | None) -> str:
         """Stop the group's running turns (or one VP's); what was stopped, as a line."""
@@ -241,6 +275,8 @@ class ChatClient:
             "text": line,
             "clientMessageId": client_message_id,
         }
+        if self.threads.open_id is not None:
+            frame["threadId"] = self.threads.open_id
         if self.files:
             frame["attachments"] = [{"id": file_id} for file_id in self.files]
             self.files = []
@@ -284,6 +320,12 @@ class ChatClient:
             # An answer that did not fit: the question is still open, answer again.
             if frame.get("requestId") == self.answered.get("requestId"):
                 self.pending_question = self.answered
+        shown_here, note = self.threads.route(frame)
+        if not shown_here:
+            if note and frame.get("clientMessageId") not in self.sent:
+                self.screen.line(note)
+                self.screen.show_prompt()
+            return
         if frame.get("type") == "group_message":
             if frame.get("clientMessageId") in self.sent or frame.get("messageId") in self.shown:
                 return
@@ -303,7 +345,12 @@ class ChatClient:
                 self.last_seq = head
 
     def show_history(self, messages: list[dict[str, Any]]) -> None:
-        """Print stored messages the way they read live."""
+        """Print the main timeline's stored messages the way they read live."""
+        for msg in messages:
+            self.threads.seen(msg)
+        self._print([m for m in messages if not (m.get("meta") or {}).get("threadId")])
+
+    def _print(self, messages: list[dict[str, Any]]) -> None:
         for msg in messages:
             self.shown.add(str(msg.get("id")))
             who, text, meta = msg.get("author", "?"), msg.get("text", ""), msg.get("meta") or {}

@@ -218,5 +218,8 @@ def _render_output(screen: Screen, frame: dict[str, Any]) -> None:
             why = data.get("error") or data.get("stop_reason") or data.get("subtype")
             screen.turn_line(vp, turn, screen.paint(f"  {vp}: {why}", "31"))
         screen.end(vp, turn)
+    elif dtype == "system" and data.get("subtype") == "tool_output":
+        for line in str(data.get("message", "")).splitlines():
+            screen.turn_line(vp, turn, screen.paint(f"  │ {line[:120]}", "2"))
     elif dtype == "system" and data.get("subtype") != "init":  # a turn's start says nothing
         screen.turn_line(vp, turn, screen.paint(f"  ! {data.get('message', '')}", "33"))

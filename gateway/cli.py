@@ -24,6 +24,7 @@ from engine.events import (
     TextDelta,
     ThinkingDelta,
     ToolCallEvent,
+    ToolOutputEvent,
     ToolResultEvent,
 )
 from gateway.chat_screen import question_line, typed_answer
@@ -85,6 +86,8 @@ class TerminalPrinter:
         elif isinstance(event, ToolCallEvent):
             args = json.dumps(event.arguments, ensure_ascii=False)
             self.write("\n" + s.bold(f"⚙ {event.name}") + s.dim(f" {args[:200]}") + "\n")
+        elif isinstance(event, ToolOutputEvent):
+            self.write(s.dim(event.text))
         elif isinstance(event, ToolResultEvent):
             body = event.content.replace("\n", " ")[:200]
             self.write((s.red if event.is_error else s.dim)(f"  → {body}") + "\n")

@@ -10,7 +10,9 @@ kept, marked as such; a superseded reply is kept and says so, because it
 was said. The JSON export carries every stored field of every message in
 the wire spelling of the history endpoint (its ``reactions`` included), so
 it can be read back, and the group's ``pins``; the Markdown export lists a
-message's reactions under it and says which messages are pinned.
+message's reactions under it and says which messages are pinned. Threads'
+replies are marked in the JSON and sit under their root in the Markdown
+(``gateway.export_threads``).
 
 Versions (``store.versions``) are exported whole: an edited message with
 its earlier texts (JSON: ``edits``, Markdown: "edited", then each earlier
@@ -31,6 +33,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import Query, Response
 
+from gateway.export_threads import mark_threads, markdown_with_threads
 from gateway.views import group_view, message_view
 from store.base import Group, GroupLog, GroupMessage, Store
 from store.chatviews import UsageTotals
@@ -154,6 +157,7 @@ def as_json(
     for view in views:
         found = reaction_views(marks.reactions.get(view["id"], ()))
         view["reactions"] = [r.model_dump(by_alias=True) for r in found]
+    mark_threads(views, _kept(messages))
     document: dict[str, Any] = {
         "format": f"yeaft-{subject.kind}-export",
         "version": 1,
@@ -179,18 +183,22 @@ def as_markdown(
         "",
     ]
     pinned = {p.message_id for p in marks.pins}
-    kept = _kept(messages)
-    labels = reply_versions(kept)
-    for m in kept:
+    labels = reply_versions(_kept(messages))
+
+    def section(m: GroupMessage, level: str) -> list[str]:
         heading = _heading(m, labels.get(m.id)) + (" · 📌 pinned" if m.id in pinned else "")
-        lines += ["---", "", f"### {heading}", "", m.text or "_(no text)_", ""]
+        said = ["---", "", f"{level} {heading}", "", m.text or "_(no text)_", ""]
         for n, earlier in enumerate(earlier_texts(m), start=1):
             quoted = "\n".join(f"> {line}" for line in str(earlier.get("text", "")).splitlines())
-            lines += [f"Version {n} ({_when(float(earlier.get('ts', m.ts)))}):", "", quoted, ""]
+            said += [f"Version {n} ({_when(float(earlier.get('ts', m.ts)))}):", "", quoted, ""]
         reactions = marks.reactions.get(m.id, ())
         if reactions:
-            said = " · ".join(f"{r.emoji} {', '.join(r.users)}" for r in reactions)
-            lines += [f"Reactions: {said}", ""]
+            listed = " · ".join(f"{r.emoji} {', '.join(r.users)}" for r in reactions)
+            said += [f"Reactions: {listed}", ""]
+        return said
+
+    # Each thread's replies right under its root (gateway.export_threads).
+    lines += markdown_with_threads(_kept(messages), section)
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -32,15 +32,16 @@ from coordinator.membership import GroupEdit, MemberOp
 from gateway.audit import edit_detail, record
 from gateway.errors import GatewayError, coordinator_refusal, not_found
 from gateway.traces import received
-from gateway.views import message_view, with_reactions
+from gateway.views import message_view, with_reactions, with_threads
 from protocol import Channel, ErrorCode, GroupSettingsPatch
 from protocol.common import is_id
 from protocol.tasks import Task
 from store.attachments import AttachmentStore
 from store.audit import AuditAction
-from store.base import Group, Store
+from store.base import Group, GroupMessage, Store
 from store.conversation import GroupKind
 from store.membership import owner_of
+from store.threads import thread_of
 from store.workspaces import remove_group_files
 
 if TYPE_CHECKING:
@@ -83,26 +84,31 @@ class GroupService:
         return await (await self.store()).head(group_id)
 
     async def history(
-        self, username: str, group_id: str, before: str | None, limit: int
+        self,
+        username: str,
+        group_id: str,
+        before: str | None,
+        limit: int,
+        include_threads: bool = False,
     ) -> dict[str, Any]:
-        """A page of the group log, oldest first, and the event-log head.
+        """A page of the group's main timeline (oldest first) and the event-log head.
 
-        The head is read before the messages: a reply finished in between then
-        shows up twice (in the page and in the replayed stream, told apart by
-        ``meta.turnId``) instead of not at all.
+        Replies in threads are left out (each root carries its thread's
+        summary; ``GET .../threads/{id}`` reads one) unless
+        ``include_threads``: a page is ``limit`` messages of the timeline,
+        however busy its threads. The head is read before the messages: a
+        reply finished in between then shows up twice (in the page and in
+        the replayed stream, told apart by ``meta.turnId``) instead of not
+        at all.
         """
         await self.member_group(username, group_id)
         last_seq = await self.head_seq(group_id)
         store = await self.store()
-        messages = await store.read_messages(group_id, before=before, limit=limit)
+        messages, more = await _timeline_page(store, group_id, before, limit, include_threads)
         views = [message_view(m, group_id) for m in messages]
         await with_reactions(store, group_id, views)
-        return {
-            "groupId": group_id,
-            "messages": views,
-            "lastSeq": last_seq,
-            "hasMore": len(messages) == limit,
-        }
+        await with_threads(store, group_id, views)
+        return {"groupId": group_id, "messages": views, "lastSeq": last_seq, "hasMore": more}
 
     # -- changes -------------------------------------------------------------
     async def create(
@@ -263,11 +269,13 @@ class GroupService:
         client_message_id: str | None,
         attachments: list[dict[str, Any]] | None = None,
         channel: Channel = Channel.API,
+        thread_id: str | None = None,
     ) -> IngestResult:
         """Store a user's message and fan it out; returns once it is stored.
 
         The coordinator, which holds the group, checks that ``username`` is a
-        member (one store read less on the way to the first token).
+        member (one store read less on the way to the first token). A reply
+        in a thread (``thread_id``) is checked first (``gateway.threads``).
         """
         if not is_id(group_id):
             raise not_found("group")
@@ -283,6 +291,7 @@ class GroupService:
                         attachments,
                         member_of=GroupKind.GROUP,
                         channel=channel,
+                        thread_id=thread_id,
                     )
                 )
         except Exception as exc:
@@ -334,3 +343,32 @@ _MEMBER_ACTIONS = {
 
 def _refusal(exc: Exception) -> GatewayError:
     return coordinator_refusal(exc, "group service")
+
+
+# The most reads one history page makes while skipping threads' replies.
+_PAGE_READS = 8
+
+
+async def _timeline_page(
+    store: Store, group_id: str, before: str | None, limit: int, include_threads: bool
+) -> tuple[list[GroupMessage], bool]:
+    """Up to ``limit`` messages before ``before`` (oldest first), and whether older ones exist.
+
+    Without ``include_threads`` the log is read page by page, backwards,
+    keeping the main timeline's messages, for at most :data:`_PAGE_READS`
+    reads (a page may then hold fewer, with ``hasMore`` still true).
+    """
+    if include_threads:
+        messages = await store.read_messages(group_id, before=before, limit=limit)
+        return messages, len(messages) == limit
+    kept: list[GroupMessage] = []
+    cursor = before
+    for _ in range(_PAGE_READS):
+        batch = await store.read_messages(group_id, before=cursor, limit=limit)
+        kept = [m for m in batch if thread_of(m.meta) is None] + kept
+        if len(batch) < limit:
+            return kept[-limit:], len(kept) > limit
+        if len(kept) >= limit:
+            return kept[-limit:], True
+        cursor = batch[0].id
+    return kept[-limit:], True

@@ -30,6 +30,7 @@ from gateway.auth import (
     AuthFailure,
     check_origin,
     find_token,
+    is_api_token,
     issue_token,
     seconds_left,
     token_claims,
@@ -88,7 +89,9 @@ async def current_user(request: Request, response: Response, ctx: Ctx) -> str:
         raise GatewayError(code, exc.message, detail={"reason": exc.reason.value}) from exc
     # The routes about the caller's own sessions need to know which is theirs.
     request.state.claims = claims
-    if seconds_left(claims) < settings.jwt_renew_before.total_seconds():
+    # An API token lives to its own expiry: renewing it would move its session's.
+    renew = not is_api_token(claims)
+    if renew and seconds_left(claims) < settings.jwt_renew_before.total_seconds():
         # A renewed token keeps its session (the same jti), which lives on with it.
         fresh = issue_token(settings, username, session_id(claims) or None)
         await sessions.renewed(store, claims, fresh, settings)
@@ -273,10 +276,13 @@ async def history(
     ctx: Ctx,
     before: Annotated[str | None, Query(max_length=200)] = None,
     limit: Annotated[int, Query(ge=1)] = 100,
+    include_threads: Annotated[bool, Query(alias="includeThreads")] = False,
 ) -> dict[str, Any]:
-    """A page of the group log (oldest first, ``before`` a message id) and ``lastSeq``.
+    """A page of the group's main timeline (oldest first, ``before`` a message id) and ``lastSeq``.
 
-    Subscribe with ``lastSeq`` to continue from exactly this page.
+    Replies in threads are left out unless ``includeThreads=true``; each
+    thread's root carries its summary. Subscribe with ``lastSeq`` to
+    continue from exactly this page.
     """
     if limit > ctx.settings.history_page_max:
         raise GatewayError(
@@ -284,7 +290,7 @@ async def history(
             f"limit is at most {ctx.settings.history_page_max}",
             field="limit",
         )
-    return await ctx.groups.history(user, group_id, before, limit)
+    return await ctx.groups.history(user, group_id, before, limit, include_threads)
 
 
 # -- personas ------------------------------------------------------------------

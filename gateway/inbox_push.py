@@ -72,11 +72,18 @@ class InboxPush:
     """This process's tail of the activity log, and the summaries it pushes."""
 
     def __init__(
-        self, store: Callable[[], Awaitable[Store]], people: People, *, wait_s: float = 5.0
+        self,
+        store: Callable[[], Awaitable[Store]],
+        people: People,
+        *,
+        wait_s: float = 5.0,
+        on_spent: Callable[[str], None] | None = None,
     ) -> None:
         self.store = store
         self.people = people
         self.wait_s = wait_s
+        # Told of each person a turn spent from (``gateway.quota_meter``).
+        self.on_spent = on_spent
         self._task: asyncio.Task[None] | None = None
         self._ready = asyncio.Event()
 
@@ -111,9 +118,14 @@ class InboxPush:
             events = []
             for event in batch:
                 try:
-                    events.append(ActivityEvent.model_validate_json(event.text))
+                    found = ActivityEvent.model_validate_json(event.text)
                 except ValueError:
                     log.warning("activity event %d is not one", event.seq, exc_info=True)
+                    continue
+                if found.kind != "spent":
+                    events.append(found)
+                elif self.on_spent is not None and found.user in self.people.connections:
+                    self.on_spent(found.user)
             if events and self.people.connections:
                 try:
                     await self._push(store, events)

@@ -36,15 +36,14 @@ from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import CallToolResult, ContentBlock, TextContent
 from pydantic import Field
 from starlette.requests import Request
-from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from gateway.accounts import session_user
-from gateway.auth import AuthError, find_token, token_claims
+from gateway.auth import AuthError
+from gateway.bearer import bearer_user, unauthorized
 from gateway.context import GatewayContext
 from gateway.errors import GatewayError
-from protocol import MAX_TEXT_LENGTH, Channel, ErrorCode
+from protocol import MAX_TEXT_LENGTH, Channel
 from protocol.data import ResultData
 from protocol.server import YeaftOutput
 
@@ -232,28 +231,16 @@ class McpEndpoint:
         self.manager = manager
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        request = Request(scope, receive)
         try:
-            user = await self._authenticate(request)
+            user = await bearer_user(self.ctx, Request(scope, receive))
         except AuthError as exc:
-            error = GatewayError(
-                ErrorCode.UNAUTHORIZED, exc.message, detail={"reason": exc.reason.value}
-            )
-            headers = {**error.headers(), "WWW-Authenticate": 'Bearer realm="yeaft"'}
-            response = JSONResponse(error.to_json(), status_code=401, headers=headers)
-            await response(scope, receive, send)
+            await unauthorized(exc)(scope, receive, send)
             return
         scope[_USER_KEY] = user
         scope["user"] = AuthenticatedUser(
             AccessToken(token="", client_id=user, subject=user, scopes=[])
         )
         await self.manager.handle_request(scope, receive, send)
-
-    async def _authenticate(self, request: Request) -> str:
-        """The person a bearer token names; only the header (no cookie, no query)."""
-        token, _ = find_token(request.headers, {}, {})
-        claims = token_claims(self.ctx.settings, token)
-        return await session_user(await self.ctx.runtime.store(), claims)
 
 
 def mount(app: FastAPI) -> None:

@@ -17,12 +17,14 @@
   carries a fresh token for this one (``{token, expiresAt, endedSessions}``;
   the cookie too when the cookie was used): tokens issued before the change
   stop working, as with ``yeaft user passwd``;
-- ``GET /api/me/sessions``: the live sessions, newest first, the current one
-  marked (``current: true``);
+- ``GET /api/me/sessions``: the live sign-in sessions, newest first, the
+  current one marked (``current: true``); API tokens are listed apart
+  (``gateway.api_tokens``);
 - ``DELETE /api/me/sessions/{id}``: end one (404 for an id that is not one of
-  the caller's live sessions); ``DELETE /api/me/sessions``: end all but the
-  current (``{ended}``). An ended session's token is refused at once on every
-  gateway, and its WebSockets close with 4401 (``gateway.sessions``);
+  the caller's live sessions); ``DELETE /api/me/sessions``: end all sign-in
+  sessions but the current (``{ended}``; API tokens stay). An ended
+  session's token is refused at once on every gateway, and its WebSockets
+  close with 4401 (``gateway.sessions``);
 - ``GET /api/me/usage``: tokens and US dollars the caller's own messages
   cost (every turn of the chains they started, hand-offs included), per UTC
   day and per group, over the last 30 days, read from the usage records
@@ -62,6 +64,7 @@ from gateway.users import UserError, authenticate, check_password, hash_password
 from protocol import ErrorCode
 from store.audit import AuditAction
 from store.budgets import day_account
+from store.sessions import SignIn
 
 router = APIRouter()
 
@@ -192,7 +195,8 @@ async def my_sessions(request: Request, user: User, ctx: Ctx) -> dict[str, Any]:
     store = await ctx.runtime.store()
     current = _current(request)
     live = await store.user_sessions(user, time.time())
-    return {"sessions": [sessions.session_view(s, current) for s in live], "current": current}
+    signed_in = [s for s in live if s.how is not SignIn.API_TOKEN]  # gateway.api_tokens
+    return {"sessions": [sessions.session_view(s, current) for s in signed_in], "current": current}
 
 
 @router.delete("/api/me/sessions/{sid}", status_code=204)
@@ -207,9 +211,12 @@ async def end_session(sid: str, user: User, ctx: Ctx) -> None:
 
 @router.delete("/api/me/sessions")
 async def end_other_sessions(request: Request, user: User, ctx: Ctx) -> dict[str, Any]:
-    """End every session of the caller but the current one."""
+    """End every sign-in session of the caller but the current one (API tokens stay)."""
     store = await ctx.runtime.store()
-    ended = await sessions.end(store, user, None, keep=_current(request))
+    current = _current(request)
+    live = await store.user_sessions(user, time.time())
+    others = [s.id for s in live if s.how is not SignIn.API_TOKEN and s.id != current]
+    ended = await sessions.end(store, user, others) if others else []
     detail = {"ended": len(ended), "allButCurrent": True}
     await record_audit(store, AuditAction.SESSIONS_ENDED, actor=user, target=user, detail=detail)
     return {"ended": len(ended)}

@@ -12,8 +12,12 @@ group, and, after each ``result`` of a turn that used tokens or money in a
 group this process tails, sends every subscriber of that group theirs (one
 computation per person, however many tabs). Only a meter with a limit goes
 out: a person with no limit anywhere never gets the frame, and a client
-hides its meter when it subscribes to a group until one comes. Refreshes of one group are
-coalesced: results arriving while one runs cause one more, not one each.
+hides its meter when it subscribes to a group until one comes. A turn that
+spends from a person's quota also tells every gateway through the store's
+activity log (a ``spent`` event, written as the turn settles), so their
+meter moves in whichever group they watch, not only in the one that spent.
+Refreshes are coalesced: results arriving while one runs cause one more,
+not one each.
 """
 
 from __future__ import annotations
@@ -124,7 +128,8 @@ class QuotaMeters:
     def __init__(self, store: Callable[[], Awaitable[Store]], hub: Hub) -> None:
         self._store = store
         self._hub = hub
-        self._dirty: set[str] = set()
+        self._dirty: set[str] = set()  # groups whose subscribers' meters are stale
+        self._dirty_people: set[str] = set()  # people whose meters are stale everywhere
         self._task: asyncio.Task[None] | None = None
         hub.on_result = self.turn_ended
 
@@ -145,16 +150,51 @@ class QuotaMeters:
         if not spent_something(event):
             return
         self._dirty.add(group_id)
+        self._start()
+
+    def person_spent(self, username: str) -> None:
+        """A turn spent from the person's quota, in any group, on any gateway.
+
+        Told by the activity log (``gateway.inbox_push``): their meter moves
+        in whatever group they watch here, not only in the one that spent.
+        """
+        self._dirty_people.add(username)
+        self._start()
+
+    def _start(self) -> None:
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._drain(), name="quota-meters")
 
     async def _drain(self) -> None:
-        while self._dirty:
-            group_id = self._dirty.pop()
+        while self._dirty or self._dirty_people:
+            if self._dirty:
+                group_id = self._dirty.pop()
+                try:
+                    await self._refresh(group_id)
+                except Exception:
+                    log.warning("quota meters of %s not refreshed", group_id, exc_info=True)
+                continue
+            username = self._dirty_people.pop()
             try:
-                await self._refresh(group_id)
+                await self._refresh_person(username)
             except Exception:
-                log.warning("quota meters of %s not refreshed", group_id, exc_info=True)
+                log.warning("quota meters of %s not refreshed", username, exc_info=True)
+
+    async def _refresh_person(self, username: str) -> None:
+        subs = self._hub.user_subscriptions(username)
+        if not subs:
+            return
+        store = await self._store()
+        texts: dict[str, str | None] = {}
+        for sub in subs:
+            group_id = sub.group_id
+            if group_id not in texts:
+                group = await store.get_group(group_id)
+                found = await meter(store, username, group) if group is not None else None
+                texts[group_id] = dumps(found) if found and found.percent is not None else None
+            text = texts[group_id]
+            if text is not None and not sub.ended:
+                sub.sink.offer(text, envelope=False)
 
     async def _refresh(self, group_id: str) -> None:
         subs = self._hub.group_subscriptions(group_id)

@@ -34,6 +34,7 @@ from actors.process import settle
 from gateway import (
     admin_groups_http,
     admin_http,
+    api_tokens,
     attachments_http,
     audit_http,
     conversations_http,
@@ -47,6 +48,7 @@ from gateway import (
     oidc_http,
     reactions,
     tasks_http,
+    threads,
     usage_http,
     ws,
 )
@@ -152,6 +154,7 @@ def create_app(
     groups = GroupService(runtime, hub, attachments)
     personas = load_personas(Path(personas_dir) if personas_dir else None)
     people = People(runtime.store, hub, wait_s=settings.tail_wait_s)
+    meters = QuotaMeters(runtime.store, hub)
     ctx = GatewayContext(
         settings=settings,
         runtime=runtime,
@@ -169,10 +172,12 @@ def create_app(
         lag=LagProbe(LagMeter()),
         mcp=McpCatalog(runtime.config.mcp, McpServersFile.of(settings), runtime.mcp_reports),
         people=people,
-        inbox=InboxPush(runtime.store, people, wait_s=settings.tail_wait_s),
+        inbox=InboxPush(
+            runtime.store, people, wait_s=settings.tail_wait_s, on_spent=meters.person_spent
+        ),
         conversations=ConversationService(runtime, groups, personas, settings.data_dir),
         attachments=AttachmentService(attachments, settings.attachment_limits()),
-        meters=QuotaMeters(runtime.store, hub),
+        meters=meters,
     )
 
     @contextlib.asynccontextmanager
@@ -213,6 +218,7 @@ def create_app(
     app.include_router(oidc_http.router)
     app.include_router(http_members.router)
     app.include_router(me_http.router)
+    app.include_router(api_tokens.router)
     app.include_router(messages_api.router)
     app.include_router(attachments_http.router)
     app.include_router(files_http.router)
@@ -221,16 +227,19 @@ def create_app(
     app.include_router(admin_groups_http.router)
     app.include_router(reactions.router)
     app.include_router(edits.router)
+    app.include_router(threads.router)
     app.include_router(audit_http.router)
     app.include_router(invites_http.router)
     app.include_router(usage_http.router)
     app.include_router(agui_router)
     app.add_api_websocket_route("/ws", ws.websocket_endpoint)
-    # Imported here: the MCP SDK loads with the gateway's app, not with every
-    # process that imports this module (a VP host's, for one).
+    # Imported here: the MCP and A2A SDKs load with the gateway's app, not with
+    # every process that imports this module (a VP host's, for one).
+    from gateway.a2a_serve import mount as mount_a2a
     from gateway.mcp_serve import mount as mount_mcp_server
 
     mount_mcp_server(app)
+    mount_a2a(app)
     # The UI's files are written separately and may not exist yet; the mount
     # is made anyway and answers 404 until they do.
     app.mount("/static", StaticFiles(directory=STATIC_DIR, check_dir=False), name="static")
@@ -382,6 +391,7 @@ def runtime_config(settings: GatewaySettings, engine: EngineConfig) -> RuntimeCo
         lane_gap_s=settings.lane_gap_s,
         heartbeat_s=settings.agent_heartbeat_s,
         mcp=settings.mcp(),
+        a2a=settings.a2a(),
         tracing=TracingConfig.from_env(os.environ),
     )
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, Protocol
 
 from fastapi import Request
@@ -55,10 +56,22 @@ def _client(request: Request) -> tuple[str, str]:
 
 
 async def begin(
-    store: SessionLog, settings: GatewaySettings, username: str, request: Request, how: SignIn
+    store: SessionLog,
+    settings: GatewaySettings,
+    username: str,
+    request: Request,
+    how: SignIn,
+    *,
+    ttl: timedelta | None = None,
+    label: str = "",
 ) -> Begun:
-    """Issue a token for a new session of ``username`` and record the session."""
-    token = issue_token(settings, username)
+    """Issue a token for a new session of ``username`` and record the session.
+
+    ``ttl`` and ``label`` are an API token's (``gateway.api_tokens``): its
+    lifetime and its name; a sign-in lives ``settings.jwt_ttl``.
+    """
+    api = how is SignIn.API_TOKEN
+    token = issue_token(settings, username, ttl=ttl, api=api)
     claims = token_claims(settings, token)
     address, agent = _client(request)
     now = time.time()
@@ -72,6 +85,7 @@ async def begin(
             how=how,
             user_agent=agent,
             address=address,
+            label=label,
         )
     )
     return Begun(token, claims)

@@ -27,6 +27,7 @@ from pydantic import Field, PrivateAttr, SecretStr, field_validator, model_valid
 from pydantic_settings import SettingsConfigDict
 
 from actors.config import Placement
+from engine.a2a import A2aConfig, load_a2a_config
 from engine.mcp import McpConfig, load_mcp_config
 from gateway.attachments import AttachmentLimits
 from protocol.common import MAX_ATTACHMENTS
@@ -170,6 +171,10 @@ class GatewaySettings(StoreSettings):
     # (never more than YEAFT_CLIENT_QUEUE_SIZE: a batch must fit in a queue).
     tail_wait_s: float = Field(default=5.0, gt=0)
     tail_batch: int = Field(default=500, ge=1)
+    # YEAFT_SSE_KEEP_ALIVE_S: an AG-UI run's event stream sends an SSE
+    # comment after this many seconds without an event, so proxies keep a
+    # quiet run's connection open (the A2A streams ping every 15 s).
+    sse_keep_alive_s: float = Field(default=15.0, gt=0, le=300)
     # YEAFT_HISTORY_PAGE_MAX: the largest ``limit`` of the history endpoint.
     history_page_max: int = Field(default=500, ge=1)
     # YEAFT_LOGIN_MAX_FAILURES failed logins for one username (from any
@@ -216,6 +221,13 @@ class GatewaySettings(StoreSettings):
     # own "timeout" wins).
     mcp_connect_timeout: float = Field(default=15.0, gt=0)
     mcp_call_timeout: float = Field(default=60.0, gt=0)
+    # YEAFT_A2A_CONFIG: the remote A2A agents VPs may call, in the a2aAgents
+    # shape (unset: <data_dir>/a2a.json; no file: no agents).
+    a2a_config: Path | None = None
+    # YEAFT_A2A_CARD_TIMEOUT / YEAFT_A2A_CALL_TIMEOUT: seconds to read an
+    # agent's card; seconds one call may take (an agent's own "timeout" wins).
+    a2a_card_timeout: float = Field(default=10.0, gt=0)
+    a2a_call_timeout: float = Field(default=300.0, gt=0)
     # YEAFT_ATTACHMENT_MAX_BYTES / YEAFT_ATTACHMENT_MAX_COUNT /
     # YEAFT_ATTACHMENT_MAX_MESSAGE_BYTES: bytes per file, files per message
     # and bytes of all of a message's files; over them: attachment_too_large.
@@ -319,6 +331,18 @@ class GatewaySettings(StoreSettings):
             self.mcp_path(),
             connect_timeout_s=self.mcp_connect_timeout,
             call_timeout_s=self.mcp_call_timeout,
+        )
+
+    def a2a_path(self) -> Path:
+        """The remote A2A agents file (it may not exist yet)."""
+        return (self.a2a_config or self.data_dir / "a2a.json").expanduser()
+
+    def a2a(self) -> A2aConfig:
+        """The remote A2A agents, read by the driver at start."""
+        return load_a2a_config(
+            self.a2a_path(),
+            card_timeout_s=self.a2a_card_timeout,
+            call_timeout_s=self.a2a_call_timeout,
         )
 
     def persona_dir(self) -> Path:

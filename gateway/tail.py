@@ -411,6 +411,15 @@ class Hub:
         """This process's subscriptions to a group (``gateway.people`` ends some)."""
         return self._subscriptions(group_id)
 
+    def user_subscriptions(self, username: str) -> list[Subscription]:
+        """This process's subscriptions of one person, to any group."""
+        return [
+            sub
+            for tail in list(self.tails.values())
+            for sub in list(tail.subscriptions)
+            if sub.sink.username == username
+        ]
+
     def _subscriptions(self, group_id: str) -> list[Subscription]:
         tail = self.tails.get(group_id)
         return list(tail.subscriptions) if tail is not None else []

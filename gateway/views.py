@@ -14,6 +14,7 @@ from protocol.attachments import attachment_dicts
 from store.base import Group, GroupMessage, Store
 from store.membership import group_view as store_group_view
 from store.reactions import reaction_views
+from store.threads import thread_of
 
 
 def group_view(group: Group) -> dict[str, Any]:
@@ -64,3 +65,13 @@ async def with_reactions(store: Store, group_id: str, views: list[dict[str, Any]
     for view in views:
         reactions = reaction_views(found.get(view["id"], ()))
         view["reactions"] = [r.model_dump(by_alias=True) for r in reactions]
+
+
+async def with_threads(store: Store, group_id: str, views: list[dict[str, Any]]) -> None:
+    """Give each message view of a history page that has replies its ``thread`` summary."""
+    roots = [v["id"] for v in views if thread_of(v.get("meta") or {}) is None]
+    summaries = await store.thread_summaries(group_id, roots)
+    for view in views:
+        summary = summaries.get(view["id"])
+        if summary is not None:
+            view["thread"] = summary.view()

@@ -52,11 +52,13 @@ from gateway.errors import GatewayError
 from gateway.inflight import InFlight
 from gateway.limits import AbuseMeter, LagMeter, TokenBucket
 from gateway.sessions import session_id
+from gateway.threads import thread_root
 from gateway.views import group_update, group_view
 from gateway.ws_edits import edit_handlers
 from gateway.ws_members import member_handlers
 from gateway.ws_reactions import reaction_handlers
 from gateway.ws_settings import settings_handlers
+from gateway.ws_threads import thread_handlers
 from protocol import (
     Ack,
     AddVp,
@@ -139,6 +141,7 @@ class ClientSession:
         self._handlers.update(member_handlers(self))
         self._handlers.update(reaction_handlers(self))
         self._handlers.update(edit_handlers(self))
+        self._handlers.update(thread_handlers(self))
         # The seed's settings queries: llm_config, yeaft_settings (gateway.ws_settings).
         self._handlers.update(settings_handlers(self))
 
@@ -346,6 +349,9 @@ class ClientSession:
 
     # -- conversation ------------------------------------------------------------
     async def _chat(self, frame: YeaftSessionChat) -> None:
+        if frame.thread_id is not None:
+            # Checked before anything is stored (gateway.threads).
+            await thread_root(self.ctx, self.username, frame.group_id, frame.thread_id)
         files: list[dict[str, Any]] = []
         if frame.attachments:
             await self.ctx.groups.member_group(self.username, frame.group_id)
@@ -360,6 +366,7 @@ class ClientSession:
             frame.client_message_id,
             attachments=files,
             channel=self.conn.channel,
+            thread_id=frame.thread_id,
         )
         # Sent only now: ingest returns after the message is stored.
         self.conn.send(

@@ -90,6 +90,7 @@ from protocol.reactions import (
     PinView,
     ReactionView,
 )
+from protocol.reply_routes import ReplyRouted
 from protocol.server import (
     Ack,
     AgentState,
@@ -111,6 +112,7 @@ from protocol.server import (
 )
 from protocol.settings import GroupSettings, GroupSettingsPatch
 from protocol.tasks import TaskChanged
+from protocol.threads import ThreadMessages, ThreadOpen, ThreadRefusal, ThreadSummary
 from protocol.versions import (
     MAX_VERSIONS,
     MessageEdit,
@@ -190,6 +192,7 @@ __all__ = [
     "ReactionView",
     "RemoveVp",
     "RenameGroup",
+    "ReplyRouted",
     "ReplyVersionChoose",
     "ReplyVersions",
     "ResultData",
@@ -204,6 +207,10 @@ __all__ = [
     "TaskChanged",
     "TextBlock",
     "ThinkingBlock",
+    "ThreadMessages",
+    "ThreadOpen",
+    "ThreadRefusal",
+    "ThreadSummary",
     "ToolApproval",
     "ToolResultBlock",
     "ToolUseBlock",

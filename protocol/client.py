@@ -42,6 +42,7 @@ from protocol.members import (
 )
 from protocol.reactions import MessagePin, MessageReact
 from protocol.settings import GroupSettingsPatch
+from protocol.threads import ThreadOpen
 from protocol.versions import MessageEdit, MessageResend, ReplyVersionChoose
 
 GROUP_CHAT_TYPE = "yeaft_session_chat"
@@ -110,6 +111,8 @@ class YeaftSessionChat(ClientModel):
     attachments: list[Attachment] | None = Field(default=None, max_length=MAX_ATTACHMENTS)
     client_message_id: Id | None = None
     conversation_id: Id | None = None
+    # A reply in the thread under this message of the group (``protocol.threads``).
+    thread_id: Id | None = None
 
     @field_validator("type")
     @classmethod
@@ -311,6 +314,7 @@ ClientFrame = Annotated[
     | MessageEdit
     | MessageResend
     | ReplyVersionChoose
+    | ThreadOpen
     | LlmConfig
     | YeaftSettings,
     Field(discriminator="type"),

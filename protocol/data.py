@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 ResultSubtype = Literal["success", "error_max_turns", "error_during_execution"]
-SystemSubtype = Literal["init", "compact", "notice", "error"]
+SystemSubtype = Literal["init", "compact", "notice", "error", "tool_output"]
 
 
 class DataModel(BaseModel):
@@ -122,6 +122,9 @@ class ResultData(DataModel):
     model: str | None = None
     attempts: list[dict[str, Any]] | None = None
     message_id: str | None = None
+    # The VPs the stored reply addresses: a ``reply_routed`` frame follows with
+    # the turns the coordinator started for them, or why none (``protocol.reply_routes``).
+    mentions: list[str] | None = None
 
 
 class SystemData(DataModel):
@@ -129,7 +132,9 @@ class SystemData(DataModel):
 
     ``init`` opens every VP turn in a group and names its ``model``, ``tools`` and
     ``session_id`` (the conversation); ``error`` reports a failure that is
-    not the turn's result (a compaction whose summary call failed, say).
+    not the turn's result (a compaction whose summary call failed, say);
+    ``tool_output`` is part of a running tool's output (``message``), under
+    the call it belongs to (``detail.tool_use_id`` and ``detail.name``).
     Clients that do not use ``init`` ignore it.
     """
 

@@ -78,10 +78,13 @@ class ActivityEvent(ServerModel):
     are the members it mentions, ``excerpt`` its first words when it mentions
     anyone. ``read``: ``user``'s read mark in ``groupId`` moved to
     ``messageId``. ``deleted``: ``user`` deleted the message ``messageId``.
+    ``spent``: a turn (``messageId`` is its id) in ``groupId`` spent from
+    ``user``'s quota, so their quota meter moves in every group they watch
+    (``gateway.quota_meter``).
     """
 
     type: Literal["activity"] = "activity"
-    kind: Literal["message", "read", "deleted"]
+    kind: Literal["message", "read", "deleted", "spent"]
     group_id: str
     user: str
     message_id: str

@@ -23,7 +23,9 @@ from protocol.message_changes import MessageChanged
 from protocol.queueing import QueueOutcome
 from protocol.quotas import QuotaMeter
 from protocol.reactions import MessagePins, MessageReactions
+from protocol.reply_routes import ReplyRouted
 from protocol.tasks import TaskChanged
+from protocol.threads import ThreadMessages
 from protocol.versions import MessageEdited, MessageResent, ReplyVersions
 
 
@@ -76,6 +78,8 @@ class YeaftOutput(ServerModel):
     turn_id: str
     seq: int | None = Field(default=None, ge=0)
     data: DataPayload
+    # Set when the turn answers in a thread: the thread's root (``protocol.threads``).
+    thread_id: str | None = None
 
 
 class SessionReady(ServerModel):
@@ -119,6 +123,8 @@ class AgentStatus(ServerModel):
     # beats come; a busy VP silent for several times that has hung.
     phase: AgentState | None = None
     heartbeat_s: float | None = Field(default=None, gt=0)
+    # Set when the turn answers in a thread: the thread's root (``protocol.threads``).
+    thread_id: str | None = None
 
 
 class Handoff(ServerModel):
@@ -155,8 +161,9 @@ class GroupMessageFrame(ServerModel):
     ``assistant``, with ``handoff``). A VP's reply is not repeated here: its
     text streams in its turn's ``yeaft_output`` frames, and the turn's
     ``result`` names the stored reply (``data.message_id``). A reply that
-    names other VPs hands on without a frame of its own: the turns it
-    starts name it as their ``triggerId``.
+    names other VPs hands on without a message of its own: the turns it
+    starts name it as their ``triggerId``, and a ``reply_routed`` frame
+    says which they are.
 
     ``causedBy`` lists the group-log ids that led to this message, the
     person's message first; ``chainId`` is the id of the person's message
@@ -181,6 +188,8 @@ class GroupMessageFrame(ServerModel):
     handoff: Handoff | None = None
     attachments: list[MessageAttachment] | None = None
     seq: int | None = Field(default=None, ge=0)
+    # Set for a reply in a thread: the thread's root (``protocol.threads``).
+    thread_id: str | None = None
 
 
 class ToolApproval(ServerModel):
@@ -215,6 +224,8 @@ class AskUserQuestion(ServerModel):
     seq: int | None = Field(default=None, ge=0)
     # Set when the question asks to allow a tool call (engine.tools.approval).
     tool: ToolApproval | None = None
+    # Set when the turn asking answers in a thread (``protocol.threads``).
+    thread_id: str | None = None
 
 
 class GroupUpdate(ServerModel):
@@ -248,6 +259,7 @@ GroupEventFrame = (
     | MessageEdited
     | ReplyVersions
     | TaskChanged
+    | ReplyRouted
 )
 """The frames a group's event log holds; the log assigns their ``seq``.
 
@@ -313,6 +325,8 @@ ServerFrame = Annotated[
     | ReplyVersions
     | MessageResent
     | TaskChanged
+    | ReplyRouted
+    | ThreadMessages
     | ErrorFrame
     | Ack
     | GroupUpdate

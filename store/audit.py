@@ -46,6 +46,8 @@ class AuditAction(StrEnum):
     LOCKOUT_LIFTED = "lockout_lifted"
     PASSWORD_CHANGED = "password_changed"
     SESSIONS_ENDED = "sessions_ended"
+    API_TOKEN_CREATED = "api_token_created"
+    API_TOKEN_REVOKED = "api_token_revoked"
     USER_ADDED = "user_added"
     MCP_SERVER_ADDED = "mcp_server_added"
     MCP_SERVER_REMOVED = "mcp_server_removed"

@@ -4,11 +4,12 @@ The contract is split by role (``GroupStore``, ``GroupLog``, ``EventLog``,
 ``TurnLog``, ``TranscriptStore``, ``UserStore``, ..., ``TaskLog`` in
 ``store.tasks``, ``PlacementStore`` in ``store.placement``, ``LoginLog``
 in ``store.logins``, ``SessionLog`` in ``store.sessions``, ``ReactionLog`` in
-``store.reactions``, ``MentionLog`` in ``store.mentions``, ``AuditLog`` in
-``store.audit``, ``InviteLog`` in ``store.invites``, ``Quotas`` in
-``store.quotas`` and ``DisabledAccounts`` in ``store.disabled``); ``Store``
-is all of them plus ``close``. Both backends implement ``Store``, and one
-test suite runs against both through a parametrised fixture.
+``store.reactions``, ``ThreadLog`` (rules in ``store.threads``), ``MentionLog`` in
+``store.mentions``, ``AuditLog`` in ``store.audit``, ``InviteLog`` in
+``store.invites``, ``Quotas`` in ``store.quotas`` and ``DisabledAccounts`` in
+``store.disabled``); ``Store`` is all of them plus ``close``. Both backends
+implement ``Store``, and one test suite runs against both through a
+parametrised fixture.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from store.quotas import Quotas
 from store.reactions import ReactionLog
 from store.sessions import SessionLog
 from store.tasks import TaskLog
+from store.threads import MAX_THREAD_READ, ThreadSummary
 from store.turns import TurnEnd, TurnRecord
 
 
@@ -194,6 +196,25 @@ class GroupLog(Protocol):
             store.get_group(group_id), self.read_messages(group_id, limit=limit)
         )
         return group, messages
+
+
+class ThreadLog(Protocol):
+    """The replies of a group's threads (rules in ``store.threads``)."""
+
+    @abstractmethod
+    async def thread_replies(
+        self, group_id: str, root_id: str, *, limit: int = MAX_THREAD_READ
+    ) -> list[GroupMessage]:
+        """The newest ``limit`` replies in the thread under ``root_id``, oldest first.
+
+        Deleted replies are there as their tombstones, as in the group log.
+        """
+
+    @abstractmethod
+    async def thread_summaries(
+        self, group_id: str, root_ids: Sequence[str]
+    ) -> dict[str, ThreadSummary]:
+        """The summaries of those of ``root_ids`` that have a reply that counts."""
 
 
 class EventLog(Protocol):
@@ -470,6 +491,7 @@ class Store(
     SessionLog,
     ReactionLog,
     VersionLog,
+    ThreadLog,
     MentionLog,
     AuditLog,
     InviteLog,

@@ -62,6 +62,7 @@ from store.embedded_schema import event_counter, setup_schema
 from store.embedded_sessions import EmbeddedSessions
 from store.embedded_tasks import GROUP_TABLES as TASK_TABLES
 from store.embedded_tasks import EmbeddedTasks
+from store.embedded_threads import EmbeddedThreads
 from store.embedded_transcripts import GROUP_TABLES as TRANSCRIPT_TABLES
 from store.embedded_transcripts import EmbeddedTranscripts
 from store.embedded_wake import EventWaker
@@ -92,6 +93,7 @@ class EmbeddedStore(
     EmbeddedSessions,
     EmbeddedReactions,
     MessageVersions,
+    EmbeddedThreads,
     EmbeddedMentions,
     EmbeddedAudit,
     EmbeddedInvites,

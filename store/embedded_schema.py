@@ -20,6 +20,7 @@ from store import (
     embedded_reactions,
     embedded_sessions,
     embedded_tasks,
+    embedded_threads,
 )
 from store.sqlite import write_txn
 
@@ -154,3 +155,4 @@ def setup_schema(conn: sqlite3.Connection) -> None:
     embedded_audit.setup(conn)
     embedded_invites.setup(conn)
     embedded_disabled.setup(conn)
+    embedded_threads.setup(conn)

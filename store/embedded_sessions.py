@@ -22,17 +22,22 @@ CREATE TABLE IF NOT EXISTS sessions (
     how TEXT NOT NULL,
     user_agent TEXT NOT NULL,
     address TEXT NOT NULL,
-    ended REAL
+    ended REAL,
+    label TEXT NOT NULL DEFAULT ''
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS sessions_by_user ON sessions (username);
 CREATE INDEX IF NOT EXISTS sessions_by_expiry ON sessions (expires);
 """
 
-_COLUMNS = "id, username, created, expires, last_seen, how, user_agent, address, ended"
+_COLUMNS = "id, username, created, expires, last_seen, how, user_agent, address, ended, label"
 
 
 def setup(conn: sqlite3.Connection) -> None:
     conn.executescript(f"BEGIN IMMEDIATE;{SCHEMA}COMMIT;")
+    with write_txn(conn):
+        have = {row[1] for row in conn.execute("PRAGMA table_info(sessions)")}
+        if "label" not in have:  # a database made before API tokens
+            conn.execute("ALTER TABLE sessions ADD COLUMN label TEXT NOT NULL DEFAULT ''")
 
 
 def _record(row: Sequence[Any]) -> SessionRecord:
@@ -46,6 +51,7 @@ def _record(row: Sequence[Any]) -> SessionRecord:
         user_agent=str(row[6]),
         address=str(row[7]),
         ended=None if row[8] is None else float(row[8]),
+        label=str(row[9]),
     )
 
 
@@ -62,7 +68,7 @@ class EmbeddedSessions:
             with write_txn(conn):
                 conn.execute("DELETE FROM sessions WHERE expires <= ?", (s.created,))
                 conn.execute(
-                    f"INSERT INTO sessions ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    f"INSERT INTO sessions ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (
                         s.id,
                         s.username,
@@ -73,6 +79,7 @@ class EmbeddedSessions:
                         s.user_agent,
                         s.address,
                         s.ended,
+                        s.label,
                     ),
                 )
 

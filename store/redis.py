@@ -25,7 +25,8 @@ search, read marks and usage totals (``terms``, ``reads``, ``uturns``,
 ``store.redis_budgets``, those of tasks, evidence and skills in
 ``store.redis_tasks``, those of transcripts in ``store.redis_transcripts``,
 those of failed logins in ``store.redis_logins``, those of reactions and
-pins in ``store.redis_reactions``, those of people's mentions in
+pins in ``store.redis_reactions``, those of threads in ``store.redis_threads``,
+those of people's mentions in
 ``store.redis_mentions``, the audit log's in ``store.redis_audit``, those of
 invite links in ``store.redis_invites``, those of person quotas and usage
 rows in ``store.redis_quotas`` and the disabled accounts' in
@@ -82,6 +83,7 @@ from store.redis_quotas import RedisQuotas
 from store.redis_reactions import REACTION_KINDS, RedisReactions
 from store.redis_sessions import RedisSessions
 from store.redis_tasks import TASK_KINDS, RedisTasks
+from store.redis_threads import THREAD_KINDS, RedisThreads
 from store.redis_transcripts import TRANSCRIPT_KINDS, RedisTranscripts
 from store.turns import TurnEnd, TurnRecord, finish_frames
 from store.versions import MessageVersions
@@ -102,6 +104,7 @@ _GROUP_KINDS = (
     *BUDGET_KINDS,
     *TASK_KINDS,
     *REACTION_KINDS,
+    *THREAD_KINDS,
     *MENTION_KINDS,
 )
 _TURN_KINDS = ("turns", "tphase", "topen", "ttrig")
@@ -121,6 +124,7 @@ class RedisStore(
     RedisSessions,
     RedisReactions,
     MessageVersions,
+    RedisThreads,
     RedisMentions,
     RedisAudit,
     RedisInvites,
@@ -266,6 +270,8 @@ class RedisStore(
         if announce is not None:
             encoded = encode_event(announce)
             args += self._event_args(encoded)
+        # A reply in a thread is filed there first (store.redis_threads).
+        await self._post_thread(group_id, message)
         with _redis_errors():
             stored, data = await self._append_message(keys=keys, args=args)
         if int(stored):

@@ -87,6 +87,7 @@ def _record(session_id: str, fields: dict[str, str]) -> SessionRecord:
         user_agent=fields.get("user_agent", ""),
         address=fields.get("address", ""),
         ended=float(ended) if ended else None,
+        label=fields.get("label", ""),
     )
 
 
@@ -114,6 +115,7 @@ class RedisSessions:
             "how": s.how.value,
             "user_agent": s.user_agent,
             "address": s.address,
+            "label": s.label,
         }
         if s.ended is not None:
             fields["ended"] = repr(s.ended)

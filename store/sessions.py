@@ -1,6 +1,7 @@
 """Sign-in sessions, kept in the store so every gateway process agrees on which are live.
 
-A session is what one sign-in (a password login, an OpenID sign-in) began:
+A session is what one sign-in (a password login, an OpenID sign-in) began,
+or an API token its owner made for a program (named by ``label``):
 its id is the ``jti`` of the token the sign-in issued, and every renewal of
 that token keeps it. The rules both backends keep:
 
@@ -31,6 +32,7 @@ class SignIn(StrEnum):
 
     PASSWORD = "password"
     OIDC = "oidc"
+    API_TOKEN = "api_token"  # a named, long-lived token a person made for a program
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +48,8 @@ class SessionRecord:
     user_agent: str = ""
     address: str = ""
     ended: float | None = None
+    # The name its owner gave an API token ('' for a sign-in).
+    label: str = ""
 
     def live(self, now: float) -> bool:
         return self.ended is None and self.expires > now

@@ -70,6 +70,8 @@ class TurnRecord(BaseModel):
     approvals: list[str] = Field(default_factory=list)
     # How the person's message came in (web, terminal, API), for the VP's prompt.
     channel: Channel | None = None
+    # The thread the turn answers in (its root's id; ``store.threads``).
+    thread_id: str | None = None
     # The task this turn is a run of (team mode): such a turn is never run
     # again on its own after a restart, its task's attempt is ended instead.
     task_id: str | None = None

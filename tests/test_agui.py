@@ -2,13 +2,15 @@
 refusals of bad input, and whole runs read by the official ``@ag-ui/client``
 under Node.js (tests/agui, installed by ``make test``), which verifies the
 order of every event it parses: two VPs, one thinking and calling a tool; a
-question as an interrupt, resumed; a team task as state snapshots."""
+question as an interrupt, resumed; a team task as state snapshots; a quiet
+run kept alive by SSE comments."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import shutil
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,7 @@ from engine.providers.scripted import Reply, ScriptedModel
 from gateway.agui import parse_run
 from gateway.agui_events import ASK_USER_EVENT, RunTranslator, parse_interrupt_id
 from gateway.errors import GatewayError
+from gateway.run_stream import KEEP_ALIVE, ROUTING_WAIT_S, keep_alive
 from tests.fixtures.gateway import StartGateway
 from tests.fixtures.ray_cluster import MakeRuntime
 from tests.group_helpers import ROSTER, ask_then_answer, last_is_tool_result
@@ -448,3 +451,93 @@ async def test_a_team_task_streams_its_cards_as_state_and_its_runs_as_steps(
     assert finished == {r["turnId"] for r in runs}
     assert any(e["type"] == "TOOL_CALL_START" and e["toolCallName"] == "rethink" for e in events)
     assert done["done"] is True
+
+
+async def test_keep_alive_comments_fill_only_the_silences() -> None:
+    """A quiet source gets a comment per silent interval; chunks pass through in order."""
+    gate = asyncio.Event()
+
+    async def source() -> AsyncIterator[str]:
+        yield "data: 1\n\n"
+        await gate.wait()
+        yield "data: 2\n\n"
+
+    seen: list[str] = []
+    stream = keep_alive(source(), 0.01)
+    async for chunk in stream:
+        seen.append(chunk)
+        if seen.count(KEEP_ALIVE) == 3:
+            gate.set()
+    assert seen[0] == "data: 1\n\n" and seen[-1] == "data: 2\n\n"
+    assert seen[1:-1] == [KEEP_ALIVE] * 3
+
+
+def _slow_linus(request: ModelRequest) -> Reply:
+    return Reply("after a long think", delay=0.8)
+
+
+@pytest.mark.parametrize("store_factory", ["embedded"], indirect=True)
+async def test_a_quiet_run_is_kept_alive_and_the_official_client_reads_it(
+    start_gateway: StartGateway, make_runtime: MakeRuntime
+) -> None:
+    runtime = make_runtime(provider_overrides={"offline": ScriptedModel(_slow_linus)})
+    gw = await start_gateway(runtime, sse_keep_alive_s=0.1)
+    await gw.user("ann")
+    made = await gw.http.post(
+        "/api/groups", json={"name": "team", "roster": ["linus"]}, headers=gw.auth("ann")
+    )
+    url = f"{gw.base_url}/api/groups/{made.json()['id']}/agui"
+    ann = {**gw.auth("ann"), "Content-Type": "application/json"}
+    async with gw.http.stream("POST", url, content=_body(runId="quiet-1"), headers=ann) as raw:
+        body = "".join([chunk async for chunk in raw.aiter_text()])
+    assert body.count(KEEP_ALIVE) >= 3, body[:500]
+    assert body.index("RUN_STARTED") < body.index(KEEP_ALIVE) < body.index("RUN_FINISHED")
+    # The official client skips the comments and verifies the run as usual.
+    lines = await _client(url, gw.tokens["ann"], "@linus still there?", "quiet-2")
+    text = "".join(e["delta"] for e in lines[:-1] if e["type"] == "TEXT_MESSAGE_CONTENT")
+    assert text == "after a long think" and lines[-1]["done"] is True
+
+
+def _hands_on(request: ModelRequest) -> Reply:
+    """Steve hands the question to Linus by naming him; Linus answers."""
+    if request.context.speaker_id == "steve":
+        return Reply("over to @linus for the details")
+    return Reply("linus has the details")
+
+
+@pytest.mark.parametrize("store_factory", ["embedded"], indirect=True)
+async def test_a_hand_off_joins_the_run_and_a_refused_one_ends_it(
+    start_gateway: StartGateway, make_runtime: MakeRuntime
+) -> None:
+    runtime = make_runtime(provider_overrides={"offline": ScriptedModel(_hands_on)})
+    gw = await start_gateway(runtime)
+    await gw.user("ann")
+    made = await gw.http.post(
+        "/api/groups", json={"name": "team", "roster": ["steve", "linus"]}, headers=gw.auth("ann")
+    )
+    gid = made.json()["id"]
+    url = f"{gw.base_url}/api/groups/{gid}/agui"
+
+    lines = await _client(url, gw.tokens["ann"], "@steve who knows?", "hand-1")
+    events = lines[:-1]
+    steps = [e["stepName"] for e in events if e["type"] == "STEP_FINISHED"]
+    assert steps == ["steve", "linus"]
+    names = {e["messageId"]: e["name"] for e in events if e["type"] == "TEXT_MESSAGE_START"}
+    said = {name: "" for name in names.values()}
+    for e in events:
+        if e["type"] == "TEXT_MESSAGE_CONTENT":
+            said[names[e["messageId"]]] += e["delta"]
+    assert said == {"steve": "over to @linus for the details", "linus": "linus has the details"}
+    assert [t["vpId"] for t in events[-1]["result"]["turns"]] == ["steve", "linus"]
+
+    # Replies may not dispatch in this group: the run ends with Steve's turn, without a wait.
+    off = await gw.http.patch(
+        f"/api/groups/{gid}/settings",
+        json={"settings": {"vpMentionsDispatch": False}},
+        headers=gw.auth("ann"),
+    )
+    assert off.status_code == 200, off.text
+    started = asyncio.get_running_loop().time()
+    lines = await _client(url, gw.tokens["ann"], "@steve who knows now?", "hand-2")
+    assert asyncio.get_running_loop().time() - started < ROUTING_WAIT_S / 2
+    assert [t["vpId"] for t in lines[-2]["result"]["turns"]] == ["steve"]

@@ -7,7 +7,8 @@ counted: ``GET /api/inbox`` once, when the connection went live), Bob's
 group list shows Launch's unread count and an @1 mention badge, and, as his
 page is in the background and he allowed notifications from the sidebar's
 button, a notification. Opening Launch shows the mention highlighted and
-clears both counts.
+clears both counts. The sidebar's "@ Mentions" lists his mentions across
+groups, and one opens its group.
 
 Run: ``.venv/bin/pytest tests/test_browser_mentions.py`` (see tests/fixtures/browser.py).
 """
@@ -132,4 +133,24 @@ async def test_ada_mentions_bob_and_his_badge_moves_without_a_poll(
         await expect(_item(bob, launch.id).get_by_test_id("mention-badge")).to_have_count(0)
         await expect(_item(bob, launch.id).get_by_test_id("unread")).to_have_count(0)
         assert len(inbox_reads) == 1, inbox_reads
+
+        # His mentions are listed in the sidebar; one opens its group at the message.
+        await _item(bob, quiet.id).click()
+        await expect(bob.get_by_test_id("group-title")).to_have_text("Quiet")
+        await bob.get_by_test_id("show-mentions").click()
+        hit = bob.get_by_test_id("mention-hit")
+        await expect(hit).to_have_count(1)
+        await expect(hit).to_contain_text("Launch")
+        await expect(hit).to_contain_text("@bob can you check the canary?")
+        await hit.click()
+        await expect(bob.get_by_test_id("group-title")).to_have_text("Launch")
+        # A second click hides the list; Ada, mentioned by nobody, is told so.
+        await bob.get_by_test_id("show-mentions").click()
+        await expect(bob.get_by_test_id("mention-hit")).to_have_count(0)
+        await bob.get_by_test_id("show-mentions").click()
+        await expect(hit).to_have_count(1)
+        await bob.get_by_test_id("show-mentions").click()
+        await expect(bob.get_by_test_id("search-results")).to_be_hidden()
+        await ada.get_by_test_id("show-mentions").click()
+        await expect(ada.get_by_test_id("mentions-empty")).to_be_visible()
         assert problems == []

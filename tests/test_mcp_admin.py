@@ -3,9 +3,11 @@ VP actors use a new server without a restart (a real stdio server, real Ray)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import stat
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +17,7 @@ from pydantic import SecretStr
 from tests.fixtures.gateway import StartGateway, WsClient
 from tests.fixtures.llm_server import FakeLLM, ScriptedToolCall
 from tests.fixtures.ray_cluster import MakeRuntime
+from tests.mcp_helpers import silent_http
 
 SERVER = str(Path(__file__).resolve().parent / "fixtures" / "mcp_server.py")
 SECRET = "added-secret-0123456789"
@@ -133,3 +136,58 @@ async def test_a_server_added_at_run_time_is_used_by_a_running_vp(
 
 def _is_result(frame: dict[str, Any]) -> bool:
     return frame.get("type") == "yeaft_output" and frame["data"].get("type") == "result"
+
+
+async def test_a_server_the_vps_are_still_connecting_to_holds_up_no_turn_nor_its_removal(
+    start_gateway: StartGateway, make_runtime: MakeRuntime, fake_llm: FakeLLM
+) -> None:
+    engine = {
+        "model": "openai:gpt-test",
+        "openai_api_key": SecretStr("sk-test-0123456789"),
+        "openai_base_url": fake_llm.openai_base_url,
+        "max_retries": 0,
+    }
+    with silent_http() as url:
+        runtime = make_runtime(engine=engine)
+        gw = await start_gateway(runtime, admins="root", mcp_connect_timeout=60)
+        await gw.user("root")
+        roster = {"name": "t", "roster": ["linus", "ada"]}
+        created = await gw.http.post("/api/groups", json=roster, headers=gw.auth("root"))
+        assert created.status_code == 201
+        silent = {"name": "silent", "url": url}
+        added = await gw.http.post("/api/mcp/servers", json=silent, headers=gw.auth("root"))
+        assert added.status_code == 201
+        # The running VP hosts open it in the background and keep trying (60 s here).
+        async with asyncio.timeout(60):
+            while True:
+                listing = await gw.http.get("/api/mcp/servers", headers=gw.auth("root"))
+                [server] = listing.json()["servers"]
+                if server["hosts"] and all(h["state"] == "connecting" for h in server["hosts"]):
+                    break
+                await asyncio.sleep(0.1)  # nothing to await: the hosts are polled as people do
+        # A turn meanwhile is offered the servers that are ready (none) and answers at once.
+        client = await WsClient.open(gw, "root")
+        gid = created.json()["id"]
+        await client.request({"type": "subscribe", "groupId": gid})
+        fake_llm.text("Hello.")
+        began = time.monotonic()
+        await client.request({"type": "yeaft_session_chat", "groupId": gid, "text": "@linus hi"})
+        await client.recv_until(_is_result, within=20)
+        answered = time.monotonic() - began
+        await client.close()
+        assert not any(
+            t["function"]["name"].startswith("silent__")
+            for t in fake_llm.requests[-1].body.get("tools", [])
+        )
+        began = time.monotonic()
+        # Before, every host waited out the connect timeout before letting go of it.
+        async with asyncio.timeout(10):
+            gone = await gw.http.delete("/api/mcp/servers/silent", headers=gw.auth("root"))
+        print(
+            f"\nwith a server {len(server['hosts'])} VP hosts were connecting to (connect "
+            f"timeout 60 s): a turn answered in {answered:.2f}s, the server was removed in "
+            f"{time.monotonic() - began:.2f}s"
+        )
+        assert gone.status_code == 204
+        listing = await gw.http.get("/api/mcp/servers", headers=gw.auth("root"))
+        assert listing.json()["servers"] == []

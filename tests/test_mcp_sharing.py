@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -188,3 +189,59 @@ async def test_a_host_opens_the_servers_its_personas_may_use_when_it_starts(
         await shared.close()
     # Closing the host's connections stops the server (reaped by the SDK on close).
     assert not _alive(pid)
+
+
+# -- closing never waits for a server that is still opening -------------------------
+async def test_removing_or_closing_a_server_that_is_still_opening_is_immediate(
+    tmp_path: Path,
+) -> None:
+    started = tmp_path / "started"
+    os.mkfifo(started)
+    # A stdio server that starts and never answers its handshake; it says its pid first.
+    says_pid = f"open({str(started)!r}, 'w').write(str(os.getpid()))"
+    script = f"import os, time; {says_pid}; time.sleep(600)"
+    hangs = {"command": sys.executable, "args": ["-c", script]}
+    with silent_http() as url:
+        servers = {"silent": {"url": url}, "hangs": hangs}
+        manager = McpManager(parse_mcp_config({"mcpServers": servers}, connect_timeout_s=60))
+        try:
+            manager.start(["silent", "hangs"])
+            pid = int(await asyncio.to_thread(started.read_text))
+            states = {r.server: r.state for r in manager.reports()}
+            assert states == {"silent": ServerState.CONNECTING, "hangs": ServerState.CONNECTING}
+            began = time.monotonic()
+            # Before, each waited out the connect timeout (60 s here) behind the opening.
+            async with asyncio.timeout(10):
+                # What an administrator's removal of the silent server does.
+                only = parse_mcp_config({"mcpServers": {"hangs": hangs}}, connect_timeout_s=60)
+                await manager.reconfigure(only)
+                assert [r.server for r in manager.reports()] == ["hangs"]
+                removed = time.monotonic() - began
+                await manager.aclose()
+            print(
+                f"\nremoved a connecting server in {removed:.2f}s, closed all in "
+                f"{time.monotonic() - began:.2f}s (connect timeout 60 s)"
+            )
+        finally:
+            await manager.aclose()
+    # The server that never answered was stopped with its connection, not left behind.
+    assert not _alive(pid)
+
+
+async def test_closing_ends_a_call_waiting_out_a_back_off_without_a_new_attempt() -> None:
+    from engine.mcp.connection import ServerConnection, ServerUnavailable
+
+    dies = {"command": sys.executable, "args": ["-c", "raise SystemExit(1)"]}
+    spec = parse_mcp_config({"mcpServers": {"dies": dies}}).servers["dies"]
+    conn = ServerConnection("dies", spec, connect_timeout_s=10, backoff_s=(4.0, 4.0))
+    with pytest.raises(ServerUnavailable):
+        await conn.ensure()
+    assert conn.failures == 1 and conn.retry_in() > 3
+    # A call waits out a back-off of at most 5 s, then tries again.
+    waiting = asyncio.create_task(conn.ensure())
+    await asyncio.sleep(0)  # the call is now waiting out the back-off
+    async with asyncio.timeout(2):
+        await conn.aclose()
+        with pytest.raises(ServerUnavailable, match="is shut down"):
+            await waiting
+    assert conn.state is ServerState.CLOSED and conn.failures == 1

@@ -8,11 +8,15 @@ goes to every VP, a name nobody answers to gets its notice.
 
 from __future__ import annotations
 
-from coordinator.commands import Ingest, WaitIdle
+from coordinator.commands import Ingest, TeamIdle, WaitIdle
 from coordinator.people import people_mentioned
+from engine.providers.scripted import ScriptedModel
 from personas.routing import Selection, Trigger
+from protocol.common import Channel
+from protocol.settings import GroupSettingsPatch
 from tests.fixtures.ray_cluster import MakeRuntime
 from tests.group_helpers import ROSTER, all_events, notices, results
+from tests.test_team_mode import team_model
 
 
 def test_people_are_the_unknown_names_that_are_members() -> None:
@@ -62,3 +66,29 @@ async def test_a_person_mentioned_is_stored_and_never_gets_a_turn(
         ("martin", 1),
         ("steve", 1),
     ]
+
+
+async def test_a_task_request_that_names_a_person_tells_them(make_runtime: MakeRuntime) -> None:
+    """``/task`` goes to the team's router, and the person it names is still mentioned."""
+    rt = make_runtime(provider_overrides={"offline": ScriptedModel(team_model)})
+    group = await rt.create_group(
+        "team", ROSTER, members=["ann", "bob"], settings=GroupSettingsPatch(team_mode=True)
+    )
+    said = await rt.send(
+        Ingest(group.id, "ann", "/task plan the launch with @bob", channel=Channel.TERMINAL)
+    )
+    assert said.trigger == "task" and said.people == ("bob",)
+    await rt.send(TeamIdle(group.id))
+    store = await rt.store()
+    stored = {m.id: m for m in await store.read_messages(group.id)}
+    msg = stored[said.message_id]
+    assert msg.people == ["bob"] and msg.meta["channel"] == "terminal"
+    events = await all_events(rt, group.id)
+    frame = next(
+        e
+        for e in events
+        if e.get("messageId") == said.message_id and e.get("type") == "group_message"
+    )
+    assert frame["people"] == ["bob"]
+    # The team worked on it as a task: the router opened one.
+    assert await store.list_tasks(group.id)

@@ -214,3 +214,38 @@ async def _quota_notices(gw: Gateway, gid: str) -> list[dict[str, Any]]:
         for m in page.json()["messages"]
         if m["role"] == "system" and (m.get("meta") or {}).get("notice", {}).get("rule") == "quota"
     ]
+
+
+async def test_spending_in_one_group_moves_the_meter_watched_in_another(
+    make_runtime: MakeRuntime, start_gateway: StartGateway, fake_llm: FakeLLM
+) -> None:
+    """ann watches "plans" on one gateway and writes in "crew" on another: both meters move."""
+    fake_llm.text("Done.", input_tokens=900, output_tokens=100)
+    runtime = make_runtime(engine=_engine(fake_llm), dream_every_turns=0, dream_idle_s=0)
+    first = await start_gateway(runtime, admins="root")
+    second = await start_gateway(runtime, admins="root", jwt_secret=first.settings.jwt_secret)
+    for name in ("root", "ann"):
+        await first.user(name)
+    second.tokens["ann"] = first.tokens["ann"]
+    put = await first.http.put(
+        "/api/admin/users/ann/quota", json={"tokensPerDay": 4000}, headers=first.auth("root")
+    )
+    assert put.status_code == 200
+    crew = await _group(first, "ann", ["steve"])
+    plans = await _group(first, "ann", ["linus"])
+    watching = await WsClient.open(first, "ann")
+    await watching.request({"type": "subscribe", "groupId": plans})
+    opened = await watching.seen(lambda f: f["type"] == "quota_meter")
+    assert (opened["groupId"], opened["spent"]) == (plans, 0)
+
+    writing = await WsClient.open(second, "ann")
+    await writing.request({"type": "subscribe", "groupId": crew})
+    await _say(writing, crew, "@steve go", "m1")
+    await writing.seen(_result)
+    # No turn ran in "plans", and this gateway does not tail "crew": the activity log told it.
+    moved = await watching.seen(
+        lambda f: f["type"] == "quota_meter" and f["groupId"] == plans and f["spent"] == 1000
+    )
+    assert (moved["percent"], moved["scope"]) == (25.0, "person")
+    await watching.close()
+    await writing.close()

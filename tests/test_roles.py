@@ -31,8 +31,16 @@ PUBLIC = {
     "/api/invites/accept",
 }
 
-# Routes outside /api that check the bearer token themselves: the MCP server.
-SELF_AUTH = {"/mcp"}
+# Routes outside /api that check the bearer token themselves: the MCP server
+# and the A2A agents (a stranger to a group: tests/test_a2a_serve.py).
+SELF_AUTH = {
+    "/mcp",
+    "/a2a/groups",
+    "/a2a/groups/{group_id}",
+    "/a2a/groups/{group_id}/.well-known/agent-card.json",
+    "/a2a/groups/{group_id}/vps/{vp_id}",
+    "/a2a/groups/{group_id}/vps/{vp_id}/.well-known/agent-card.json",
+}
 
 # What the admin panel calls (gateway/static/admin_*.js).
 ADMIN_PANEL_ROUTES = {
@@ -136,6 +144,7 @@ async def test_every_route_and_frame_refuses_who_does_not_belong(
         "name": "fx",
         "vp_id": "linus",
         "message_id": "msg_x",
+        "thread_id": "msg_x",
         "task_id": "task_x",
         "file_id": "file_x",
         "path": "README.md",
@@ -194,6 +203,7 @@ async def test_every_route_and_frame_refuses_who_does_not_belong(
     # Every client frame that names a group, sent by a stranger to it, is refused.
     values = {"text": "hello", "name": "x", "vp_id": "linus", "username": "mia"}
     values.update(request_id="q_1", answer="yes", message_id="msg_x", emoji="👍", pinned=True)
+    values.update(thread_id="msg_x")
     client = await WsClient.open(gw, "sam")
     walked = []
     for model in typing.get_args(typing.get_args(ClientFrame)[0]):

@@ -45,6 +45,7 @@ from coordinator.errors import GroupError, GroupErrorCode
 from coordinator.results import IngestResult
 from coordinator.team.calls import VPComplete, task_request
 from coordinator.team.run import AttemptRun, TeamServices
+from protocol.common import Channel
 from protocol.tasks import (
     Attempt,
     Evidence,
@@ -127,18 +128,23 @@ class TeamDesk:
         text: str,
         client_message_id: str | None,
         attachments: list[dict[str, Any]] | None,
+        channel: Channel = Channel.WEB,
+        people: list[str] | None = None,
     ) -> IngestResult:
         """Store a person's message, then route it in the background.
 
+        ``channel`` is where it was written and ``people`` the members it
+        mentions (``coordinator.people``), stored with it as on the direct
+        path, so a task request that names a person still tells them.
         A repeat of a stored ``clientMessageId`` is routed again only if
         nothing answered it yet (its routing was lost with a restart, say).
         """
-        meta: dict[str, object] = {"trigger": "task"}
+        meta: dict[str, object] = {"trigger": "task", "channel": str(channel)}
         if client_message_id:
             meta["clientMessageId"] = client_message_id
         if attachments:
             meta["attachments"] = list(attachments)
-        msg = GroupMessage(author=sender, role="user", text=text, meta=meta)
+        msg = GroupMessage(author=sender, role="user", text=text, people=people or [], meta=meta)
         stored, created = await GroupEvents(self.s.store, group.id).store_message(msg)
         route = created or (
             stored.id not in self._routing and await self._unanswered(group.id, stored.id)
@@ -147,7 +153,9 @@ class TeamDesk:
             self._routing.add(stored.id)
             self._start_chain(group, stored.id)
             self._spawn(self._route(group, stored), f"routing of {stored.id}")
-        return IngestResult(stored.id, duplicate=not created, trigger="task")
+        return IngestResult(
+            stored.id, duplicate=not created, trigger="task", people=tuple(people or ())
+        )
 
     async def _route(self, group: Group, message: GroupMessage) -> None:
         try:

@@ -11,7 +11,10 @@ States: ``idle`` (never opened) → ``connecting`` → ``ready``; a server that
 cannot be started, or that dies, is ``failed`` with the reason, and the next
 use after its back-off opens it again; ``closed`` is final. Each server has
 its own lock, held only while it is being opened, so a slow or dead server
-never holds up another one, and calls are never serialised.
+never holds up another one, and calls are never serialised. Closing never
+waits for an opening: a server still answering its handshake (or waiting
+out its back-off) is given up at once, so removing a silent server, or
+stopping the process that holds it, takes no longer than a healthy one.
 """
 
 from __future__ import annotations
@@ -176,6 +179,10 @@ class ServerConnection:
         self._retiring: set[asyncio.Task[None]] = set()
         self._stop = asyncio.Event()
         self._ended = asyncio.Event()
+        # Set by aclose: an opening or a back-off wait under way gives up at once.
+        self._closed = asyncio.Event()
+        # The outcome of the opening under way, which aclose can end early.
+        self._opening: asyncio.Future[Client] | None = None
         self.generation = 0
         # When a request last could not reach the server (HTTP, connect refused).
         self._refused_at = 0.0
@@ -219,7 +226,7 @@ class ServerConnection:
             if client is not None:
                 return client
             if self.state is ServerState.CLOSED:
-                raise ServerUnavailable(f"MCP server '{self.name}' is shut down")
+                raise self._shut_down()
             wait = self._retry_at - time.monotonic()
             if wait > wait_backoff_s:
                 raise ServerUnavailable(
@@ -227,7 +234,10 @@ class ServerConnection:
                     f"next attempt in {wait:.0f}s"
                 )
             if wait > 0:
-                await asyncio.sleep(wait)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._closed.wait(), wait)
+                if self.state is ServerState.CLOSED:
+                    raise self._shut_down()
             return await self._open()
 
     def _live(self) -> Client | None:
@@ -246,6 +256,7 @@ class ServerConnection:
         ready: asyncio.Future[Client] = asyncio.get_running_loop().create_future()
         # Read the outcome even when nobody waits for it any more (a timeout).
         ready.add_done_callback(lambda f: f.cancelled() or f.exception())
+        self._opening = ready
         self._owner = asyncio.create_task(
             self._own(ready, self._stop, self._ended), name=f"mcp:{self.name}"
         )
@@ -254,13 +265,16 @@ class ServerConnection:
                 client = await asyncio.shield(ready)
         except TimeoutError:
             self._retire(cancel=True)
-            self._mark_failed(f"no answer within {self.connect_timeout_s:g}s")
-            raise ServerUnavailable(self._unavailable()) from None
+            raise self._gave_up(f"no answer within {self.connect_timeout_s:g}s") from None
         except Exception as exc:
             self._retire(cancel=True)
             command = self.spec.command if isinstance(self.spec, StdioServer) else None
-            self._mark_failed(describe_error(exc, command))
-            raise ServerUnavailable(self._unavailable()) from None
+            raise self._gave_up(describe_error(exc, command)) from None
+        finally:
+            self._opening = None
+        if self.state is ServerState.CLOSED:
+            # Closed just as it came up: aclose stops the owner once this returns.
+            raise self._shut_down()
         self._client = client
         self.state = ServerState.READY
         self.error = None
@@ -268,8 +282,15 @@ class ServerConnection:
         log.info("MCP server %s ready with %d tools", self.name, len(self.tools))
         return client
 
-    def _unavailable(self) -> str:
-        return f"MCP server '{self.name}' is unavailable: {self.error}"
+    def _shut_down(self) -> ServerUnavailable:
+        return ServerUnavailable(f"MCP server '{self.name}' is shut down")
+
+    def _gave_up(self, reason: str) -> ServerUnavailable:
+        """The error of an opening that failed for ``reason`` (or ended by aclose)."""
+        if self.state is ServerState.CLOSED:
+            return self._shut_down()
+        self._mark_failed(reason)
+        return ServerUnavailable(f"MCP server '{self.name}' is unavailable: {self.error}")
 
     async def _own(
         self, ready: asyncio.Future[Client], stop: asyncio.Event, ended: asyncio.Event
@@ -396,7 +417,16 @@ class ServerConnection:
             pass
 
     async def aclose(self) -> None:
-        """Close the connection for good (the server process, if any, is stopped)."""
+        """Close the connection for good (the server process, if any, is stopped).
+
+        An opening under way is not waited for: it ends now, as shut down,
+        and its owner is cancelled with the others.
+        """
+        self.state = ServerState.CLOSED
+        self._closed.set()
+        opening = self._opening
+        if opening is not None and not opening.done():
+            opening.set_exception(self._shut_down())
         async with self._lock:
             self.state = ServerState.CLOSED
             self._client = None

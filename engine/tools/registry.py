@@ -102,6 +102,16 @@ class ToolContext:
     # None lets it run, a string is the refusal the model gets. Without one,
     # only tools declared ``approval="ask"`` are asked about.
     approve: Callable[[Tool, ToolCall, ToolContext], Awaitable[str | None]] | None = None
+    # Shows part of a running call's output to the people watching (the
+    # turn's ``ToolOutputEvent``); None where nobody watches.
+    on_output: Callable[[ToolCall, str], Awaitable[None]] | None = None
+    # The call whose handler runs now (a turn runs its calls one at a time).
+    call: ToolCall | None = None
+
+    async def output(self, text: str) -> None:
+        """Stream ``text`` as part of the running call's output (the model reads the result)."""
+        if text and self.on_output is not None and self.call is not None:
+            await self.on_output(self.call, text)
 
     def request_end_turn(self, kind: str, **detail: Any) -> None:
         """Ask the engine to stop after this tool batch. The first request wins."""
@@ -298,6 +308,7 @@ class ToolRegistry:
             refusal = await gate(tool, call, ctx)
             if refusal is not None:
                 return ToolOutcome(refusal, is_error=True)
+        ctx.call = call
         try:
             async with asyncio.timeout(tool.timeout):
                 result = await tool.handler(params, ctx)
@@ -306,6 +317,8 @@ class ToolRegistry:
         except Exception as exc:
             log.warning("tool %s failed: %s", call.name, exc, exc_info=True)
             return ToolOutcome(f"{call.name} failed: {exc}", is_error=True)
+        finally:
+            ctx.call = None
         if isinstance(result, ToolOutcome):
             return result
         return ToolOutcome(render(result))

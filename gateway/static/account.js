@@ -1,12 +1,14 @@
 // The "Account" dialog, opened from the sidebar's foot: the person's display
 // name, a password change, what their messages cost (GET /api/me/usage) and
-// their sign-in sessions, each of which they may end (gateway/me_http.py).
+// their sign-in sessions, each of which they may end (gateway/me_http.py),
+// and their API tokens (apitokens.js).
 //
 // `mountAccount()` adds the button and the dialog; nothing else in the page
 // needs to know of them. Ending a session closes that browser's connection
 // (4401), which sends it back to the login view.
 
 import { ApiError, request } from './api.js';
+import { ApiTokens } from './apitokens.js';
 import { el, formatTime } from './dom.js';
 
 const enc = encodeURIComponent;
@@ -117,6 +119,7 @@ export class AccountDialog {
       onclick: () => this.endAllOthers(),
     });
 
+    this.tokens = new ApiTokens();
     const form = el(
       'form',
       { method: 'dialog', class: 'group-dialog-form account-form' },
@@ -135,6 +138,8 @@ export class AccountDialog {
       this.sessions,
       this.endOthers,
       this.sessionStatus,
+      el('h3', { text: 'API tokens' }),
+      this.tokens.node,
       el(
         'footer',
         { class: 'dialog-foot' },
@@ -147,8 +152,9 @@ export class AccountDialog {
 
   async open() {
     for (const status of [this.nameStatus, this.passwordStatus, this.sessionStatus]) status.textContent = '';
+    this.tokens.reset();
     this.dialog.showModal();
-    await Promise.all([this.loadMe(), this.loadUsage(), this.loadSessions()]);
+    await Promise.all([this.loadMe(), this.loadUsage(), this.loadSessions(), this.tokens.load()]);
   }
 
   async loadMe() {

@@ -76,6 +76,7 @@ export const api = {
   inbox: () => request('GET', '/api/inbox'),
   markRead: (id, messageId) => request('POST', `/api/groups/${enc(id)}/read`, { messageId }),
   search: (q) => request('GET', `/api/search?q=${enc(q)}&limit=50`),
+  mentions: () => request('GET', '/api/mentions?limit=50'),
   usage: (id) => request('GET', `/api/groups/${enc(id)}/usage`),
   limits: () => request('GET', '/api/limits'),
   deleteMessage: (id, messageId) => request('DELETE', `/api/groups/${enc(id)}/messages/${enc(messageId)}`),

@@ -37,6 +37,7 @@ import { presenceChip, Timeline } from './timeline.js';
 import { QuotaMeter } from './quotameter.js';
 import { Reactions } from './reactions.js';
 import { Versions } from './versions.js';
+import { ThreadPanel } from './threadpanel.js';
 
 const LAST_GROUP_KEY = 'yeaft.lastGroup';
 const BUSY = new Set(['queued', 'thinking', 'streaming', 'tool']);
@@ -98,6 +99,7 @@ const taskCards = new TaskCards({ timeline, persona, toast: (text, kind) => toas
 const pager = new HistoryPager({ timeline, taskCards, groupId: () => state.groupId });
 new Reactions({ timeline, pager, groupId: () => (conversations.active ? null : state.groupId), toast });
 new Versions({ timeline, groupId: () => (conversations.active ? null : state.groupId), toast });
+new ThreadPanel({ timeline, persona, groupId: () => (conversations.active ? null : state.groupId), me: () => state.me, connection: () => connection, roster: () => (currentGroup()?.roster || []).map(persona), toast });
 
 const ops = new MessageOps({
   groupId: () => (conversations.active ? null : state.groupId),
@@ -114,6 +116,7 @@ const mentions = new Mentions({
 const search = new SearchBox({
   input: $('search-input'),
   results: $('search-results'),
+  mentionsButton: $('show-mentions'),
   label: (author, role) => (role === 'assistant' ? persona(author).name : author),
   onOpen: (groupId, messageId) => {
     closeSidebar();

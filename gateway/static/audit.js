@@ -16,6 +16,8 @@ export const AUDIT_ACTIONS = [
   'lockout_lifted',
   'password_changed',
   'sessions_ended',
+  'api_token_created',
+  'api_token_revoked',
   'user_added',
   'mcp_server_added',
   'mcp_server_removed',

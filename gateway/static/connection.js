@@ -229,8 +229,9 @@ export class Connection {
   }
 
   /** Queue a chat message; it is resent on every reconnect until acked. */
-  sendChat(groupId, text, mentions, clientMessageId, files) {
+  sendChat(groupId, text, mentions, clientMessageId, files, threadId) {
     const frame = { type: 'yeaft_session_chat', groupId, text, clientMessageId };
+    if (threadId) frame.threadId = threadId; // a reply in a thread (threadpanel.js)
     if (mentions && mentions.length) frame.mentions = mentions;
     if (files && files.length) frame.attachments = files.map(({ id }) => ({ id }));
     this.outbox.set(clientMessageId, frame);

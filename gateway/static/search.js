@@ -1,5 +1,6 @@
 // Search across the user's groups: a box in the sidebar, hits below it
 // (group, author, snippet, time); a hit opens its group at that message.
+// The same list shows the messages that mention the user (`showMentions`).
 
 import { api } from './api.js';
 import { el, formatTime } from './dom.js';
@@ -9,15 +10,21 @@ const DEBOUNCE_MS = 250;
 export class SearchBox {
   /**
    * `input` is the search field, `results` the list the hits go in;
-   * `onOpen(groupId, messageId)` opens a hit; `label(author, role)` names an author.
+   * `onOpen(groupId, messageId)` opens a hit; `label(author, role)` names an author;
+   * `mentionsButton` shows the user's mentions in the list (a second click hides them).
    */
-  constructor({ input, results, onOpen, label }) {
+  constructor({ input, results, onOpen, label, mentionsButton }) {
     this.input = input;
     this.results = results;
     this.onOpen = onOpen;
     this.label = label;
     this.timer = null;
     this.token = 0;
+    this.listing = null; // 'search' | 'mentions' while the list shows one
+    mentionsButton?.addEventListener('click', () => {
+      if (this.listing === 'mentions') this.clear();
+      else this.showMentions();
+    });
     input.addEventListener('input', () => {
       clearTimeout(this.timer);
       this.timer = setTimeout(() => this.run(), DEBOUNCE_MS);
@@ -38,6 +45,7 @@ export class SearchBox {
     this.token += 1;
     this.results.replaceChildren();
     this.results.hidden = true;
+    this.listing = null;
   }
 
   async run() {
@@ -47,6 +55,7 @@ export class SearchBox {
       this.clear();
       return;
     }
+    this.listing = 'search';
     let data;
     try {
       data = await api.search(query);
@@ -64,12 +73,35 @@ export class SearchBox {
     this.show(hits.map((hit) => this.hitNode(hit)));
   }
 
+  /** The newest messages of the user's groups that mention them, in the hits list. */
+  async showMentions() {
+    this.input.value = '';
+    const token = ++this.token;
+    this.listing = 'mentions';
+    let data;
+    try {
+      data = await api.mentions();
+    } catch (err) {
+      if (token !== this.token) return;
+      this.show([el('li', { class: 'search-empty', text: `Mentions could not be read: ${err.message}` })]);
+      return;
+    }
+    if (token !== this.token) return;
+    const found = data?.mentions || [];
+    if (!found.length) {
+      this.show([el('li', { class: 'search-empty', testid: 'mentions-empty', text: 'Nobody has mentioned you yet.' })]);
+      return;
+    }
+    const hits = found.map((m) => ({ ...m, role: 'user', snippet: m.excerpt }));
+    this.show(hits.map((hit) => this.hitNode(hit, 'mention-hit')));
+  }
+
   show(items) {
     this.results.replaceChildren(...items);
     this.results.hidden = false;
   }
 
-  hitNode(hit) {
+  hitNode(hit, testid = 'search-hit') {
     return el(
       'li',
       {},
@@ -78,7 +110,7 @@ export class SearchBox {
         {
           type: 'button',
           class: 'search-hit',
-          testid: 'search-hit',
+          testid,
           dataset: { groupId: hit.groupId, messageId: hit.messageId },
           onclick: () => this.onOpen(hit.groupId, hit.messageId),
         },

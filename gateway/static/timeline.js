@@ -43,6 +43,8 @@ export class Timeline {
     this.onChange = onChange || (() => {});
     this.onTurnEnd = onTurnEnd || (() => {});
     this.me = '';
+    // A frame another view shows instead (a user thread's, threadpanel.js): true to take it.
+    this.divert = () => false;
     this.threads = new Threads();
     this.unseen = 0;
     // Other views of the stored messages (reactions.js), told of each (see observe).
@@ -158,7 +160,7 @@ export class Timeline {
 
   renderStored(container, message) {
     const meta = message.meta || {};
-    if (this.threads.has(message.id)) return;
+    if (this.threads.has(message.id) || this.divert({ ...message, threadId: meta.threadId })) return;
     // Its author deleted it: it is gone for everyone (the log keeps a tombstone).
     if (meta.deleted) return;
     if (message.role === 'user') {
@@ -217,7 +219,7 @@ export class Timeline {
    * put before it); anyone else's is added. Hand-offs show who handed to whom.
    */
   message(frame) {
-    if (this.threads.has(frame.messageId)) return; // in the history already
+    if (this.threads.has(frame.messageId) || this.divert(frame)) return; // in the history already
     this.mutate(() => {
       if (frame.handoff) {
         const { from, to, reason } = frame.handoff;
@@ -349,6 +351,7 @@ export class Timeline {
    * the history was loading is already shown: it moves after the history.
    */
   addPending(frame) {
+    if (this.divert(frame)) return;
     const shown = this.userMessages.get(frame.clientMessageId);
     this.mutate(() => {
       this.list.append(
@@ -446,6 +449,7 @@ export class Timeline {
 
   /** A yeaft_output frame. */
   output(frame) {
+    if (this.divert(frame)) return;
     const data = frame.data || {};
     if (frame.vpId === 'system') {
       if (data.type === 'system' || data.message) {
@@ -473,6 +477,7 @@ export class Timeline {
 
   /** An agent_status frame. */
   status(frame) {
+    if (this.divert(frame)) return;
     if (frame.queue && frame.turnId && frame.vpId !== 'system') {
       // A message that found its VP busy: say what became of it, under it.
       this.mutate(() => this.bubbleFor(frame.vpId, frame.turnId, frame).queueNote(frame.queue));

@@ -105,6 +105,16 @@ class ToolChip {
     this.toggle.setAttribute('aria-expanded', String(open));
   }
 
+  /** Part of the call's output while it runs (a remote agent's stream), shown open. */
+  appendOutput(text) {
+    if (!this.output) {
+      this.output = el('pre', { class: 'tool-output', testid: 'tool-output' });
+      this.detail.append(el('div', { class: 'tool-label', text: 'output' }), this.output);
+      this.setOpen(true);
+    }
+    this.output.textContent = truncate(this.output.textContent + text, 20_000);
+  }
+
   setResult({ content, is_error: isError }) {
     const text = Array.isArray(content)
       ? content.map((part) => (typeof part === 'string' ? part : part?.text ?? pretty(part))).join('')
@@ -284,10 +294,14 @@ export class TurnBubble {
     chip.setResult(block);
   }
 
-  /** A notice inside the turn (a compaction, a retry, an engine error). */
+  /** A notice inside the turn (a compaction, a retry, an engine error), or a tool's output. */
   addSystem(data) {
     // A turn's start (model, tools, session) is for programs, not for reading.
     if (data.subtype === 'init') return;
+    if (data.subtype === 'tool_output') {
+      this.tools.get(data.detail?.tool_use_id)?.appendOutput(data.message || '');
+      return;
+    }
     // A model call that is retried or handed to a fallback model starts its
     // reply over: what it had streamed is dropped, as the server drops it.
     if (data.detail && data.detail.discard_partial) this.dropPartial();
