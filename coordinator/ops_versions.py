@@ -18,6 +18,7 @@ from coordinator.shard import OPS, Shard
 from coordinator.versions import EditResult, ResendResult, resend
 from protocol import MAX_TEXT_LENGTH
 from store.base import Group, GroupMessage
+from store.retry import until_stored
 from store.versions import VersionError, edited_frame
 
 
@@ -62,7 +63,9 @@ async def edit_message(shard: Shard, cmd: EditMessage) -> EditResult:
         raise GroupError(GroupErrorCode(exc.code.value), exc.message) from exc
     if edited is None:
         raise GroupError(GroupErrorCode.NOT_FOUND, "no such message in this group")
-    await shard.store.append_event(group.id, edited_frame(group.id, edited))
+    # Retried while the store is away: a member who missed it would show the old text.
+    frame = edited_frame(group.id, edited)
+    await until_stored(lambda: shard.store.append_event(group.id, frame), f"edit of {edited.id}")
     resent = await resend(shard, group, edited, cmd.by) if cmd.resend else None
     return EditResult(edited, resent)
 

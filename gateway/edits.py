@@ -50,6 +50,7 @@ from protocol.versions import (
 )
 from store.audit import AuditAction
 from store.base import GroupMessage
+from store.retry import until_stored
 from store.versions import (
     chosen_versions,
     earlier_texts,
@@ -166,7 +167,8 @@ async def choose(
     now = time.time()
     if await store.choose_version(group.id, root, message.id, by=user, ts=now) is None:
         raise _missing()
-    await store.append_event(group.id, versions_frame(group.id, root, message.id, user, now))
+    frame = versions_frame(group.id, root, message.id, user, now)
+    await until_stored(lambda: store.append_event(group.id, frame), f"choice of {message.id}")
     detail = {"rootId": root, "messageId": message.id}
     await _audit(ctx, user, AuditAction.REPLY_VERSION_CHOSEN, group.id, detail)
     return versions_frame(group.id, root, message.id, user, now, request_id)
