@@ -17,6 +17,7 @@ import { Connection, connectionLabel } from './connection.js';
 import { Conversations } from './conversations.js';
 import { newId, toast } from './dom.js';
 import { FilesMenu } from './files.js';
+import { FrameRouter } from './frames.js';
 import { GroupDialog } from './groupdialog.js';
 import { mountHeadBar, showTitle } from './headbar.js';
 import { mountMcp } from './mcp.js';
@@ -29,7 +30,6 @@ import { acceptingInvite } from './inviteaccept.js';
 import { MessageOps } from './messageops.js';
 import { HISTORY_PAGE, HistoryPager } from './pager.js';
 import { SearchBox } from './search.js';
-import { handleServerError } from './servererrors.js';
 import { closeSidebar, mountDrawer, Sidebar } from './sidebar.js';
 import { Liveness, markStale } from './liveness.js';
 import { TaskCards } from './tasks.js';
@@ -280,7 +280,7 @@ function startConnection() {
   const scheme = window.location.protocol === 'https:' ? 'wss' : 'ws';
   connection = new Connection({
     url: `${scheme}://${window.location.host}/ws?client=web`,
-    onFrame: handleFrame,
+    onFrame: (frame) => frames.handle(frame),
     onState: showConnection,
     onAuthExpired: () => leaveApp('Your session has expired: log in again.'),
   });
@@ -472,112 +472,13 @@ async function openAt(groupId, messageId) {
   await pager.find(groupId, messageId);
 }
 
-// -- frames from the server ---------------------------------------------------
-function handleFrame(frame) {
-  quotaMeter.frame(frame);
-  switch (frame.type) {
-    case 'group_message':
-      if (frame.groupId !== state.groupId || state.loading) return;
-      timeline.message(frame);
-      if (conversations.active) break;
-      inbox.read(frame.groupId, frame.messageId);
-      inbox.saw(frame.groupId, {
-        messageId: frame.messageId,
-        author: frame.author,
-        role: frame.role,
-        text: frame.text,
-        ts: frame.ts,
-      });
-      break;
-    case 'message_changed':
-      if (frame.groupId !== state.groupId || state.loading) return;
-      timeline.changed(frame);
-      break;
-    case 'task_changed':
-      if (frame.groupId !== state.groupId || state.loading) return;
-      taskCards.changed(frame);
-      break;
-    case 'claude_output': {
-      const output = conversations.toGroupFrame(frame, connection);
-      if (output) handleFrame(output);
-      break;
-    }
-    case 'session_ready':
-    case 'conversation_deleted':
-      conversations.frame(frame);
-      break;
-    case 'yeaft_output':
-      if (frame.groupId !== state.groupId || state.loading) return;
-      liveness.alive(frame.vpId);
-      timeline.output(frame);
-      if (frame.data?.type === 'result') askDialog.forgetTurn(frame.turnId);
-      break;
-    case 'agent_status': {
-      if (frame.groupId !== state.groupId || state.loading) return;
-      const shown = liveness.status($('presence-bar'), frame);
-      if (shown.vpId) state.presence.set(shown.vpId, shown.state);
-      timeline.status(shown);
-      updateStopAll();
-      break;
-    }
-    case 'ask_user_question':
-      if (!frame.groupId || frame.groupId === state.groupId) askDialog.ask(frame);
-      break;
-    case 'ack':
-      timeline.ack(frame.clientMessageId, frame.messageId);
-      break;
-    case 'group_update':
-      handleGroupUpdate(frame);
-      break;
-    case 'presence':
-      membersPanel.presence(frame.groupId, frame.online);
-      break;
-    case 'removed':
-      toast(frame.message, 'info');
-      dropGroup(frame.groupId);
-      break;
-    case 'error':
-      // An answer that did not fit its question: the question is still open.
-      if (frame.field === 'answer' && frame.requestId) askDialog.refused(frame.requestId);
-      handleServerError(frame, {
-        state,
-        ops,
-        timeline,
-        toast,
-        connection: () => connection,
-        selectGroup,
-        leaveApp,
-        refreshGroups,
-      });
-      break;
-    default:
-      break;
-  }
-}
-
-/** The server's word on a group: listed, subscribed, changed or deleted. */
-function handleGroupUpdate(frame) {
-  if (frame.action === 'list' && Array.isArray(frame.groups)) {
-    state.groups = frame.groups;
-    renderGroupChrome();
-    return;
-  }
-  const group = frame.group;
-  if (!group || !group.id) return;
-  // A conversation's settings changed (in this tab or another): its header reads them again.
-  if (conversations.has(group.id)) {
-    chatHead.changed(group.id);
-    return;
-  }
-  if (frame.action === 'subscribed' && Array.isArray(frame.online)) {
-    membersPanel.presence(group.id, frame.online);
-  }
-  if (['deleted', 'removed', 'left'].includes(frame.action)) {
-    dropGroup(group.id);
-    return;
-  }
-  if (group.name) replaceGroup(group);
-}
+const frames = new FrameRouter({
+  state, quotaMeter, timeline, conversations, inbox, taskCards, liveness, askDialog, membersPanel, chatHead,
+  presenceBar: $('presence-bar'),
+  connection: () => connection,
+  updateStopAll, dropGroup, replaceGroup, renderGroupChrome,
+  errors: { state, ops, timeline, toast, connection: () => connection, selectGroup, leaveApp, refreshGroups },
+});
 
 // -- start ------------------------------------------------------------------
 async function boot() {
