@@ -29,9 +29,10 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
+from actors.group_events import GroupEvents
 from actors.turns import TurnOutcome, TurnRequest, TurnTracker
 from actors.visibility import group_view
-from actors.writer import GroupEvents
+from actors.writer import TurnWriter
 from engine.events import StopEvent, StopReason
 from engine.messages import Message, Usage
 from protocol import AgentState, QueueMode, QueueOutcome
@@ -313,8 +314,12 @@ class BusyLanes:
     ) -> TurnOutcome:
         """End a turn whose message another turn answers: a status naming it, an empty result."""
         await self._status(req, AgentState.IDLE, how, into)
-        writer = GroupEvents(self.store, req.group_id, req.origin.thread_id).turn(
-            self.vp_id, req.turn_id, tracker, req.origin.trigger_id
+        writer = TurnWriter(
+            GroupEvents(self.store, req.group_id, req.origin.thread_id),
+            self.vp_id,
+            req.turn_id,
+            tracker,
+            req.origin.trigger_id,
         )
         await writer.finish(StopEvent(StopReason.END_TURN, Usage(), 0.0, 0))
         return TurnOutcome(req.turn_id, self.vp_id, req.group_id, StopReason.END_TURN, skipped=True)

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from actors.attachments import open_files
 from actors.budget import TurnBudget
 from actors.coordinator_link import CoordinatorLink
+from actors.group_events import GroupEvents, error_stop
 from actors.hooks import BeforeTurn, context_window
 from actors.queueing import SteerInbox, shorten_overflow
 from actors.services import VPServices
@@ -33,7 +34,7 @@ from actors.turn_tools import TurnToolkit, turn_mode
 from actors.turns import TurnOutcome, TurnRequest, TurnState, TurnTracker
 from actors.version_view import refresh_versions
 from actors.visibility import forget_deleted, group_view, rewind, trigger_text
-from actors.writer import GroupEvents, TurnWriter, error_stop
+from actors.writer import TurnWriter
 from engine.attachments import drop_images
 from engine.call_context import CallContext, Speaker
 from engine.errors import SinkFailed
@@ -99,8 +100,13 @@ class TurnRunner:
         self.tracker = tracker
         self.host = host
         events = GroupEvents(services.store, req.group_id, req.origin.thread_id)
-        self.writer: TurnWriter = events.turn(
-            services.vp_id, req.turn_id, tracker, req.origin.trigger_id, services.heartbeat_s
+        self.writer: TurnWriter = TurnWriter(
+            events,
+            services.vp_id,
+            req.turn_id,
+            tracker,
+            req.origin.trigger_id,
+            services.heartbeat_s,
         )
         self.toolkit = TurnToolkit(services, req, self.writer, host)
         # How the turn ended, set just before its result is sent.

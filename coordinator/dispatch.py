@@ -31,6 +31,7 @@ from ray.actor import ActorHandle
 from ray.exceptions import ActorUnavailableError, RayError
 
 from actors.config import RuntimeConfig
+from actors.group_events import GroupEvents, error_stop
 from actors.turns import (
     TurnOrigin,
     TurnOutcome,
@@ -53,7 +54,7 @@ from actors.vp_commands import (
     VPStats,
 )
 from actors.vp_host import VPHost
-from actors.writer import GroupEvents, error_stop
+from actors.writer import TurnWriter
 from coordinator.admission import Admission
 from coordinator.lane_stamps import LaneStamps
 from coordinator.results import CancelResult, DrainResult, RecoveryReport
@@ -277,8 +278,11 @@ class Dispatcher:
 
     async def withdraw(self, req: TurnRequest, message: str) -> None:
         """End a recorded turn that will not be sent after all, with an aborted result."""
-        writer = GroupEvents(self.store, req.group_id, req.origin.thread_id).turn(
-            req.vp_id, req.turn_id, trigger_id=req.origin.trigger_id
+        writer = TurnWriter(
+            GroupEvents(self.store, req.group_id, req.origin.thread_id),
+            req.vp_id,
+            req.turn_id,
+            trigger_id=req.origin.trigger_id,
         )
         await writer.finish(error_stop(StopReason.ABORTED, message, "aborted"), TurnEnd.INTERRUPTED)
 
@@ -354,8 +358,11 @@ class Dispatcher:
         message gets a new answer from this VP.
         """
         req = turn.request
-        writer = GroupEvents(self.store, req.group_id, req.origin.thread_id).turn(
-            req.vp_id, req.turn_id, trigger_id=req.origin.trigger_id
+        writer = TurnWriter(
+            GroupEvents(self.store, req.group_id, req.origin.thread_id),
+            req.vp_id,
+            req.turn_id,
+            trigger_id=req.origin.trigger_id,
         )
         # The result says how long the turn went on, from when the coordinator sent it.
         took = int((time.time() - req.sent_at) * 1000)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from actors.writer import GroupEvents
+from actors.group_events import GroupEvents
 from coordinator.errors import GroupError, GroupErrorCode
 from personas.directory import PersonaDirectory
 from protocol.settings import GroupSettings, GroupSettingsPatch

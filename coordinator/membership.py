@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from actors.writer import GroupEvents
+from actors.group_events import GroupEvents
 from coordinator.errors import GroupError, GroupErrorCode
 from coordinator.groups import GroupBook, valid_name
 from protocol import GroupUpdate

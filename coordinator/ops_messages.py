@@ -12,9 +12,9 @@ from dataclasses import replace
 from typing import Any
 
 from actors.commands import Forward
+from actors.group_events import GroupEvents
 from actors.turns import QueuePolicy, TurnOrigin
 from actors.vp_commands import AnswerReceipt, VPStats
-from actors.writer import GroupEvents
 from coordinator import quota_gate
 from coordinator.commands import (
     Answer,

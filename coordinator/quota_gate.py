@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from actors.budget import QuotaRefusal, TurnBudget, budget_limits
+from actors.group_events import GroupEvents
 from actors.turns import TurnRequest
-from actors.writer import GroupEvents
 from store.base import Group, Store
 
 QUOTA_RULE = "quota"

@@ -24,9 +24,9 @@ from dataclasses import replace
 
 from actors.commands import Handlers
 from actors.config import RuntimeConfig
+from actors.group_events import GroupEvents
 from actors.tools import vp_tools
 from actors.turns import QueuePolicy, TurnOrigin, TurnOutcome, TurnRequest
-from actors.writer import GroupEvents
 from coordinator import quota_gate
 from coordinator.chains import rebuild_chain
 from coordinator.dispatch import Dispatcher
@@ -316,7 +316,7 @@ class Shard:
             or outcome.reason in _NOT_ROUTED
             or not group.settings.vp_mentions_dispatch
         ):
-            if outcome.mentions:  # its result promised a reply_routed (actors.writer)
+            if outcome.mentions:  # its result promised one (actors.writer)
                 await events.reply_routed(routed.model_copy(update={"refused": "not_routed"}))
             return
         if outcome.unknown:

@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from actors.writer import GroupEvents
+from actors.group_events import GroupEvents
 from coordinator.errors import GroupError, GroupErrorCode
 from coordinator.regenerate import REPLY_WINDOW, is_reply, origin_of
 from protocol import MessageChange, MessageChanged

@@ -6,7 +6,8 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
-from actors.writer import GroupEvents
+from actors.group_events import GroupEvents
+from actors.writer import TurnWriter
 from engine.engine import Engine
 from engine.events import EngineEvent, NoticeEvent, NoticeKind
 from engine.messages import Conversation, Message
@@ -75,7 +76,7 @@ async def test_a_full_lane_queues_turns_and_the_vp_shows_queued(
     ]
     store: Store = store_factory()
     events = GroupEvents(store, "g1")
-    writers = [events.turn(vp, f"t-{vp}") for vp in ("linus", "steve")]
+    writers = [TurnWriter(events, vp, f"t-{vp}") for vp in ("linus", "steve")]
     notices: list[list[NoticeEvent]] = [[], []]
     queued = asyncio.Event()
 

@@ -6,8 +6,9 @@ from typing import Any
 
 import pytest
 
+from actors.group_events import GroupEvents, error_stop
 from actors.turns import IllegalTransition, TurnState, TurnTracker
-from actors.writer import GroupEvents, error_stop
+from actors.writer import TurnWriter
 from engine.events import StopEvent, StopReason, TextDelta, ToolCallEvent
 from engine.messages import Usage
 from personas.prompts import SKIP_TOKEN
@@ -35,7 +36,7 @@ def kinds(envs: list[dict[str, Any]]) -> list[str]:
 
 
 async def test_the_result_waits_for_finish(store: Store) -> None:
-    writer = GroupEvents(store, "g1").turn("linus", "t1")
+    writer = TurnWriter(GroupEvents(store, "g1"), "linus", "t1")
     await writer.feed(TextDelta("hello there"))
     await writer.feed(stop("hello there"))
     # The engine has stopped, but nothing says so until the owner finishes.
@@ -48,7 +49,7 @@ async def test_the_result_waits_for_finish(store: Store) -> None:
 
 
 async def test_a_vp_that_chooses_silence_shows_nothing_but_its_end(store: Store) -> None:
-    writer = GroupEvents(store, "g2").turn("steve", "t1")
+    writer = TurnWriter(GroupEvents(store, "g2"), "steve", "t1")
     for piece in ("[[", "SKIP", "]]"):
         await writer.feed(TextDelta(piece))
     await writer.feed(stop(SKIP_TOKEN))
@@ -58,7 +59,7 @@ async def test_a_vp_that_chooses_silence_shows_nothing_but_its_end(store: Store)
 
 
 async def test_a_prefix_of_the_skip_token_is_released_in_order(store: Store) -> None:
-    writer = GroupEvents(store, "g3").turn("steve", "t1")
+    writer = TurnWriter(GroupEvents(store, "g3"), "steve", "t1")
     await writer.feed(TextDelta("[["))
     await writer.feed(ToolCallEvent("c1", "recall", {"query": "x"}))
     await writer.feed(stop("[["))
@@ -77,7 +78,7 @@ async def test_a_prefix_of_the_skip_token_is_released_in_order(store: Store) -> 
 
 
 async def test_a_turn_that_fails_ends_with_one_error_result(store: Store) -> None:
-    writer = GroupEvents(store, "g4").turn("kent", "t9")
+    writer = TurnWriter(GroupEvents(store, "g4"), "kent", "t9")
     await writer.finish(error_stop(StopReason.ERROR, "the VP died", "actor_died"))
     envs = await frames(store, "g4")
     assert kinds(envs) == ["result", "status:error"]
@@ -91,7 +92,7 @@ async def test_a_turn_that_fails_ends_with_one_error_result(store: Store) -> Non
 
 async def test_a_turn_is_finished_once_and_a_second_result_is_refused(store: Store) -> None:
     tracker = TurnTracker("t3", TurnState.RUNNING)
-    writer = GroupEvents(store, "g6").turn("kent", "t3", tracker)
+    writer = TurnWriter(GroupEvents(store, "g6"), "kent", "t3", tracker)
     await writer.feed(stop("done"))
     await writer.finish()
     assert tracker.finished and writer.sent is not None
@@ -164,7 +165,7 @@ async def test_a_stored_message_becomes_one_group_message_frame(store: Store) ->
 async def test_statuses_name_the_trigger_and_the_result_names_the_stored_reply(
     store: Store,
 ) -> None:
-    writer = GroupEvents(store, "g8").turn("linus", "t1", trigger_id="msg_a")
+    writer = TurnWriter(GroupEvents(store, "g8"), "linus", "t1", trigger_id="msg_a")
     await writer.status(AgentState.THINKING)
     await writer.feed(TextDelta("fine"))
     await writer.feed(stop("fine"))
@@ -202,7 +203,7 @@ class _CountingStore:
 
 async def test_a_status_goes_out_in_one_write_with_the_payload_it_announces(store: Store) -> None:
     counting = _CountingStore(store)
-    writer = GroupEvents(counting, "g10").turn("linus", "t1")  # type: ignore[arg-type]
+    writer = TurnWriter(GroupEvents(counting, "g10"), "linus", "t1")  # type: ignore[arg-type]
     await writer.feed(TextDelta("first words"))
     # The streaming status and the first text: one write, before the model's next token.
     assert counting.writes == [2]

@@ -39,8 +39,8 @@ import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any
 
+from actors.group_events import GroupEvents
 from actors.turns import TurnOrigin
-from actors.writer import GroupEvents
 from coordinator.errors import GroupError, GroupErrorCode
 from coordinator.results import IngestResult
 from coordinator.team.calls import VPComplete, task_request

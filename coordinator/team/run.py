@@ -30,9 +30,9 @@ from pathlib import Path
 
 from ray.exceptions import RayError
 
+from actors.group_events import GroupEvents
 from actors.turns import TurnOrigin, TurnOutcome
 from actors.vp_commands import Abort
-from actors.writer import GroupEvents
 from coordinator.dispatch import Dispatcher
 from engine.events import StopReason
 from personas.directory import PersonaDirectory
