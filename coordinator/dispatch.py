@@ -10,12 +10,8 @@ restarted actor; one that had ends with an error result. (No message from
 the VP says so on the way: a Ray call per turn, on the VP's path to its
 model call, would cost more than this read on the rare failure path.)
 
-When the coordinator itself starts again (a new deployment on the same
-store, or Ray restarting the actor), :meth:`Dispatcher.recover` takes every
-turn without a result: a VP actor still running it is followed, a turn that
-never started runs, and one that started is ended with an error result that
-says why. A graceful shutdown (:meth:`Dispatcher.drain`) lets turns finish
-for a while and ends the rest the same way.
+When the coordinator itself starts again, or shuts down gracefully, its
+open turns are taken over or drained (``coordinator.recovery``).
 """
 
 from __future__ import annotations
@@ -24,9 +20,8 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
-import ray
 from ray.actor import ActorHandle
 from ray.exceptions import ActorUnavailableError, RayError
 
@@ -45,10 +40,8 @@ from actors.vp_commands import (
     AnswerQuestion,
     AnswerReceipt,
     AnswerVerdict,
-    Follow,
     Ping,
     QuestionOf,
-    Running,
     RunTurn,
     Stats,
     VPStats,
@@ -57,11 +50,12 @@ from actors.vp_host import VPHost
 from actors.writer import TurnWriter
 from coordinator.admission import Admission
 from coordinator.lane_stamps import LaneStamps
-from coordinator.results import CancelResult, DrainResult, RecoveryReport
-from coordinator.vps import VPClient, find_host, host_names, pooled_hosts, start_named
+from coordinator.recovery import FollowedTurn, OnOutcome, TurnRecovery
+from coordinator.results import CancelResult
+from coordinator.vps import VPClient, host_names, pooled_hosts, start_named
 from engine.events import StopReason
 from store.base import Group, Store, StoreError
-from store.turns import TurnEnd, TurnPhase, TurnRecord
+from store.turns import TurnEnd, TurnPhase
 from telemetry import tracing
 
 log = logging.getLogger(__name__)
@@ -70,23 +64,8 @@ log = logging.getLogger(__name__)
 RESTART_RETRIES = 3
 RESTART_WAIT_S = 30.0
 
-OnOutcome = Callable[[TurnRequest, TurnOutcome], Awaitable[None]]
 
-
-@dataclass(slots=True)
-class _Turn:
-    request: TurnRequest
-    tracker: TurnTracker
-    # Resolved when the turn's task ends: with its outcome, or None when it
-    # was lost or ended from outside (a task's run awaits it).
-    ended: asyncio.Future[TurnOutcome | None]
-    # The call to the VP, made before the caller gets control back (an
-    # ingest's answer then leaves after its turns, not before them); a
-    # retry after a restart makes a new one.
-    sent: ray.ObjectRef[TurnOutcome] | None = None
-
-
-class Dispatcher:
+class Dispatcher(TurnRecovery):
     """The turns of one coordinator's groups, from dispatch to their single result.
 
     ``host`` is the coordinator's own actor name, handed to every turn (for
@@ -108,7 +87,7 @@ class Dispatcher:
         self._vps: dict[str, VPClient] = {}
         # The VP hosts' handles by actor name: a pooled host's VPs share one.
         self._hosts: dict[str, ActorHandle[VPHost]] = {}
-        self._turns: dict[str, dict[str, _Turn]] = {}
+        self._turns: dict[str, dict[str, FollowedTurn]] = {}
         self._tasks: dict[str, set[asyncio.Task[None]]] = {}
         # Counts every turn from its dispatch until its task ends.
         self.admission = Admission.for_shard(config)
@@ -193,8 +172,8 @@ class Dispatcher:
         return await self._track(req, self._run, send=True).ended
 
     def _track(
-        self, req: TurnRequest, body: Callable[[_Turn], Awaitable[None]], send: bool = False
-    ) -> _Turn:
+        self, req: TurnRequest, body: Callable[[FollowedTurn], Awaitable[None]], send: bool = False
+    ) -> FollowedTurn:
         """Follow a turn with ``body`` in a task of its own; ``send``: call its VP now.
 
         A turn to be sent takes its lane stamp here, in the order turns are
@@ -203,7 +182,7 @@ class Dispatcher:
         if send and req.lane is None:
             req = replace(req, lane=self.lanes.stamp(req.group_id, req.vp_id))
         ended: asyncio.Future[TurnOutcome | None] = asyncio.get_running_loop().create_future()
-        turn = _Turn(req, TurnTracker(req.turn_id), ended)
+        turn = FollowedTurn(req, TurnTracker(req.turn_id), ended)
         # A recorded turn's VP is known (``record``); any other is sent by the task.
         if send and (client := self._vps.get(req.vp_id)) is not None:
             try:
@@ -222,7 +201,7 @@ class Dispatcher:
         return turn
 
     @staticmethod
-    async def _guarded(turn: _Turn, body: Callable[[_Turn], Awaitable[None]]) -> None:
+    async def _guarded(turn: FollowedTurn, body: Callable[[FollowedTurn], Awaitable[None]]) -> None:
         # Nobody awaits these tasks: a failure is logged here, not left in
         # the task for the garbage collector to report.
         try:
@@ -234,7 +213,7 @@ class Dispatcher:
         self._tasks.get(group_id, set()).discard(task)
         self._turns.get(group_id, {}).pop(turn_id, None)
 
-    async def _run(self, turn: _Turn) -> None:
+    async def _run(self, turn: FollowedTurn) -> None:
         req = turn.request
         outcome: TurnOutcome | None = None
         for attempt in range(RESTART_RETRIES + 1):
@@ -262,7 +241,7 @@ class Dispatcher:
         except Exception:
             log.exception("follow-up of turn %s failed", req.turn_id)
 
-    async def _follow(self, turn: _Turn) -> TurnOutcome:
+    async def _follow(self, turn: FollowedTurn) -> TurnOutcome:
         """Send the turn (unless it was sent already) and wait for its outcome."""
         sent, turn.sent = turn.sent, None
         if sent is None:
@@ -328,7 +307,7 @@ class Dispatcher:
                 return False
         return False
 
-    async def _lost(self, turn: _Turn, exc: BaseException) -> None:
+    async def _lost(self, turn: FollowedTurn, exc: BaseException) -> None:
         """The VP actor died with the turn: end it with an error result.
 
         The message says what happens next: Ray restarts an actor that is
@@ -351,7 +330,7 @@ class Dispatcher:
         )
         await self._interrupt(turn, message, "actor_died")
 
-    async def _interrupt(self, turn: _Turn, message: str, kind: str) -> None:
+    async def _interrupt(self, turn: FollowedTurn, message: str, kind: str) -> None:
         """End a turn from outside with an error result (none if it has ended already).
 
         The record says ``interrupted``, so the person's resend of the same
@@ -445,119 +424,6 @@ class Dispatcher:
     def forget(self, group_id: str) -> None:
         self._turns.pop(group_id, None)
         self.admission.forget(group_id)
-
-    # -- restarts and shutdown ------------------------------------------------
-    async def recover(
-        self, records: list[TurnRecord], groups: dict[str, Group], since: float
-    ) -> RecoveryReport:
-        """Take over turns that have no result after a restart (see the module doc)."""
-        held = await self._held_by_vps({r.vp_id for r in records})
-        followed = rerun = interrupted = 0
-        for record in records:
-            group = groups.get(record.group_id)
-            if group is None:
-                # The group is gone: nobody is waiting for this turn.
-                await self.store.finish_turn(
-                    record.group_id, record.turn_id, None, TurnEnd.INTERRUPTED
-                )
-                continue
-            origin = TurnOrigin.of_record(record)
-            req = self.plan(group, record.vp_id, origin, record.turn_id, record.trace)
-            alive = record.turn_id in held.get(record.vp_id, ())
-            # A task's run is never followed or sent again on its own: its
-            # delegation went with the attempt that sent it, which the
-            # coordinator's recovery ends (``coordinator.team.desk``).
-            task_run = record.task_id is not None
-            if alive and not task_run:
-                self._track(req, self._follow_again)
-                followed += 1
-            elif alive:
-                self._track(req, self._stop_task_run)  # stopped, nothing routed on
-                interrupted += 1
-            elif record.phase is TurnPhase.REQUESTED and not task_run:
-                self.launch(req)
-                rerun += 1
-            else:
-                self._track(req, self._restarted)
-                interrupted += 1
-        return RecoveryReport(followed, rerun, interrupted, since)
-
-    async def _held_by_vps(self, vp_ids: set[str]) -> dict[str, set[str]]:
-        """The turns each live VP actor holds; a VP with no live actor holds none.
-
-        Looked up by name, never started: a fresh deployment has no VP actor
-        yet, and starting one only to ask would cost half a second each.
-        """
-        held: dict[str, set[str]] = {}
-        ids = sorted(vp_ids)
-        for vp_id, name in zip(ids, await host_names(self.config, self.store, ids), strict=True):
-            host = find_host(self.config, name)
-            if host is None:
-                continue
-            client = VPClient(host, vp_id)
-            try:
-                running: list[str] = await client.send(Running())
-                held[vp_id] = set(running)
-            except RayError:
-                continue
-            self._vps.setdefault(vp_id, client)
-        return held
-
-    async def _follow_again(self, turn: _Turn) -> None:
-        """Follow a turn a live VP actor still runs (its first follower is gone)."""
-        req = turn.request
-        try:
-            outcome = await (await self.vp(req.vp_id)).send(Follow(req.turn_id))
-        except RayError as exc:
-            await self._lost(turn, exc)
-            return
-        if not turn.tracker.finished:
-            turn.tracker.advance(TurnState.FINISHED)
-        if outcome is not None:
-            await self._on_outcome(req, outcome)
-
-    async def _stop_task_run(self, turn: _Turn) -> None:
-        req = turn.request
-        try:
-            vp = await self.vp(req.vp_id)
-            await vp.send(Abort(req.group_id, req.turn_id))
-            await vp.send(Follow(req.turn_id))
-        except RayError as exc:
-            await self._lost(turn, exc)
-            return
-        if not turn.tracker.finished:
-            turn.tracker.advance(TurnState.FINISHED)
-
-    async def _restarted(self, turn: _Turn) -> None:
-        await self._interrupt(
-            turn,
-            f"The server restarted while @{turn.request.vp_id} was answering, and this turn "
-            "was stopped. Send your message again to get an answer.",
-            "restarted",
-        )
-
-    async def drain(self, timeout_s: float) -> DrainResult:
-        """Let running turns finish for up to ``timeout_s``, then end the rest.
-
-        The turns still open then (queued or running) end with an error result
-        saying the server shut down, and their VPs stop working on them.
-        """
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_s
-        groups = list(self._tasks)
-        idle = [await self.wait_idle(g, max(0.0, deadline - loop.time())) for g in groups]
-        open_turns = [t for turns in self._turns.values() for t in turns.values()]
-        message = (
-            "The server was shut down while @{vp} was answering, and this turn was stopped. "
-            "Send your message again to get an answer."
-        )
-        for turn in open_turns:
-            await self._interrupt(turn, message.format(vp=turn.request.vp_id), "shutdown")
-        await asyncio.gather(
-            *(self.cancel(g) for g in {t.request.group_id for t in open_turns}),
-            return_exceptions=True,
-        )
-        return DrainResult(drained=all(idle), interrupted=len(open_turns))
 
 
 def _resolve(ended: asyncio.Future[TurnOutcome | None]) -> None:
