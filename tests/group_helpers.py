@@ -92,6 +92,13 @@ def forward_around(request: ModelRequest) -> Reply:
     return Reply(tool_calls=[("route_forward", {"to": nxt, "text": "over to you", "reason": "r"})])
 
 
+def steve_names_linus(request: ModelRequest) -> Reply:
+    """Steve hands the question to Linus by naming him in his reply; Linus answers."""
+    if request.context.speaker_id == "steve":
+        return Reply("over to @linus for the details")
+    return Reply("linus has the details")
+
+
 def steve_forwards_to_linus(request: ModelRequest) -> Reply:
     if request.context.speaker_id == "steve" and not last_is_tool_result(request):
         return Reply(tool_calls=[("route_forward", {"to": "linus", "text": "please take it"})])

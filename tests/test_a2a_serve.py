@@ -5,11 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import sys
 import uuid
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -38,6 +35,7 @@ from engine.providers.scripted import Reply, ScriptedModel
 from gateway import disabling
 from gateway.a2a_tasks import TaskRef, TaskTracker
 from protocol import MAX_TEXT_LENGTH
+from tests.doc_examples import python_example, run_example
 from tests.fixtures.gateway import Gateway, StartGateway
 from tests.fixtures.ray_cluster import MakeRuntime
 from tests.group_helpers import (
@@ -45,10 +43,10 @@ from tests.group_helpers import (
     ask_then_answer,
     last_is_tool_result,
     steve_forwards_to_linus,
+    steve_names_linus,
 )
 from tests.test_team_mode import team_model
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "web-api.md"
 RPC_HEADERS = {"A2A-Version": "1.0", "Content-Type": "application/json"}
 
 
@@ -398,22 +396,9 @@ async def test_the_documented_python_example_runs(
 ) -> None:
     gw = await _gateway(start_gateway, make_runtime)
     gid = await _group(gw, "ann")
-    section = DOC.read_text().split("## Groups and VPs as A2A agents", 1)[1]
-    code = section.split("```python\n", 1)[1].split("```", 1)[0]
-    assert 'BASE = "http://127.0.0.1:8765"' in code
-    code = code.replace("http://127.0.0.1:8765", gw.base_url)
-    env = {**os.environ, "YEAFT_TOKEN": gw.tokens["ann"], "YEAFT_GROUP": gid}
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-c",
-        code,
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(process.communicate(), 120)
-    assert process.returncode == 0, err.decode()
-    printed = out.decode()
+    code = python_example("Groups and VPs as A2A agents", 'BASE = "http://127.0.0.1:8765"')
+    env = {"YEAFT_TOKEN": gw.tokens["ann"], "YEAFT_GROUP": gid}
+    printed = await run_example(code, gw.base_url, env)
     assert "steve: this is steve speaking" in printed
     assert "linus: this is linus speaking" in printed
     assert "TASK_STATE_COMPLETED" in printed
@@ -511,18 +496,11 @@ async def test_a_team_task_is_followed_through_its_cards_and_runs(
     assert {a.artifact_id for a in task.artifacts} == {r["turnId"] for r in runs}
 
 
-def _hands_on(request: ModelRequest) -> Reply:
-    """Steve hands the question to Linus by naming him; Linus answers."""
-    if request.context.speaker_id == "steve":
-        return Reply("over to @linus for the details")
-    return Reply("linus has the details")
-
-
 @pytest.mark.parametrize("store_factory", ["embedded"], indirect=True)
 async def test_a_hand_off_is_part_of_the_task(
     start_gateway: StartGateway, make_runtime: MakeRuntime
 ) -> None:
-    runtime = make_runtime(provider_overrides={"offline": ScriptedModel(_hands_on)})
+    runtime = make_runtime(provider_overrides={"offline": ScriptedModel(steve_names_linus)})
     gw = await start_gateway(runtime)
     await gw.user("ann")
     gid = await _group(gw, "ann")

@@ -25,7 +25,7 @@ from gateway.errors import GatewayError
 from gateway.run_stream import KEEP_ALIVE, ROUTING_WAIT_S, keep_alive
 from tests.fixtures.gateway import StartGateway
 from tests.fixtures.ray_cluster import MakeRuntime
-from tests.group_helpers import ROSTER, ask_then_answer, last_is_tool_result
+from tests.group_helpers import ROSTER, ask_then_answer, last_is_tool_result, steve_names_linus
 from tests.test_team_mode import team_model
 
 CLIENT = Path(__file__).parent / "agui"
@@ -498,18 +498,11 @@ async def test_a_quiet_run_is_kept_alive_and_the_official_client_reads_it(
     assert text == "after a long think" and lines[-1]["done"] is True
 
 
-def _hands_on(request: ModelRequest) -> Reply:
-    """Steve hands the question to Linus by naming him; Linus answers."""
-    if request.context.speaker_id == "steve":
-        return Reply("over to @linus for the details")
-    return Reply("linus has the details")
-
-
 @pytest.mark.parametrize("store_factory", ["embedded"], indirect=True)
 async def test_a_hand_off_joins_the_run_and_a_refused_one_ends_it(
     start_gateway: StartGateway, make_runtime: MakeRuntime
 ) -> None:
-    runtime = make_runtime(provider_overrides={"offline": ScriptedModel(_hands_on)})
+    runtime = make_runtime(provider_overrides={"offline": ScriptedModel(steve_names_linus)})
     gw = await start_gateway(runtime)
     await gw.user("ann")
     made = await gw.http.post(

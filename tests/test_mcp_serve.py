@@ -3,13 +3,9 @@ against a real gateway whose VPs answer from a scripted offline model."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
-import os
-import sys
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import httpx2
 import pytest
@@ -22,10 +18,10 @@ from engine.providers.base import ModelRequest
 from engine.providers.scripted import Reply, ScriptedModel
 from gateway import disabling, sessions
 from protocol import MAX_TEXT_LENGTH
+from tests.doc_examples import python_example, run_example
 from tests.fixtures.gateway import Gateway, StartGateway
 from tests.fixtures.ray_cluster import MakeRuntime
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "web-api.md"
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
@@ -291,22 +287,8 @@ async def test_the_documented_python_example_runs(
 ) -> None:
     gw = await _gateway(start_gateway, make_runtime)
     await _group(gw, "ann")
-    section = DOC.read_text().split("## The group as an MCP server", 1)[1]
-    code = section.split("```python\n", 1)[1].split("```", 1)[0]
-    assert 'URL = "http://127.0.0.1:8765/mcp"' in code
-    code = code.replace("http://127.0.0.1:8765/mcp", f"{gw.base_url}/mcp")
-    env = {**os.environ, "YEAFT_TOKEN": gw.tokens["ann"]}
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-c",
-        code,
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(process.communicate(), 120)
-    assert process.returncode == 0, err.decode()
-    printed = out.decode()
+    code = python_example("The group as an MCP server", 'URL = "http://127.0.0.1:8765/mcp"')
+    printed = await run_example(code, gw.base_url, {"YEAFT_TOKEN": gw.tokens["ann"]})
     assert "steve: this is steve speaking" in printed
     assert "linus: this is linus speaking" in printed
     assert "[2/2]" in printed

@@ -32,7 +32,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
-from engine.mcp.config import name_problem
+from engine.mcp.config import name_problem, validation_reason
 
 # The well-known path of an agent card under an agent's base URL (A2A v1).
 CARD_PATH = "/.well-known/agent-card.json"
@@ -107,14 +107,6 @@ class A2aConfig(BaseModel):
         return spec.timeout if spec is not None and spec.timeout else self.call_timeout_s
 
 
-def _reason(exc: Exception) -> str:
-    if isinstance(exc, ValidationError):
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        return f"{where}: {first['msg']}" if where else first["msg"]
-    return str(exc)
-
-
 def parse_a2a_config(data: Any, source: str | None = None, **limits: Any) -> A2aConfig:
     """Read the ``a2aAgents`` shape; bad entries become invalid agents with a reason."""
     where = source or "A2A configuration"
@@ -132,7 +124,7 @@ def parse_a2a_config(data: Any, source: str | None = None, **limits: Any) -> A2a
         try:
             agents[name] = AgentSpec.model_validate(raw)
         except ValidationError as exc:
-            invalid[name] = _reason(exc)
+            invalid[name] = validation_reason(exc)
     return A2aConfig(agents=agents, invalid=invalid, source=source, **limits)
 
 

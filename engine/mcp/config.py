@@ -139,7 +139,8 @@ def _entry(raw: Any) -> ServerSpec:
     raise ValueError("an entry needs 'command' (stdio) or 'url' (streamable HTTP)")
 
 
-def _reason(exc: Exception) -> str:
+def validation_reason(exc: Exception) -> str:
+    """A bad entry's reason in one line: the first validation error and where it is."""
     if isinstance(exc, ValidationError):
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
@@ -162,7 +163,7 @@ def parse_mcp_config(data: Any, source: str | None = None, **limits: Any) -> Mcp
         try:
             servers[name] = _entry(raw)
         except (ValueError, ValidationError) as exc:
-            invalid[name] = _reason(exc)
+            invalid[name] = validation_reason(exc)
     return McpConfig(servers=servers, invalid=invalid, source=source, **limits)
 
 
