@@ -353,11 +353,19 @@ class Dispatcher(TurnRecovery):
         """Abort the running and queued turns of a group, or of one VP in it.
 
         The cancel is stamped with the time, so a turn sent before it that
-        reaches its VP after the abort is aborted on arrival.
+        reaches its VP after the abort is aborted on arrival. The VPs named
+        are those with a turn no earlier cancel had stopped.
         """
         at = time.time()
-        turns = self._turns.get(group_id, {}).values()
-        vps = sorted({t.request.vp_id for t in turns if vp_id is None or t.request.vp_id == vp_id})
+        # Turns a cancel stopped already, still ending, are not stopped again.
+        turns = [
+            t
+            for t in self._turns.get(group_id, {}).values()
+            if not t.cancelled and (vp_id is None or t.request.vp_id == vp_id)
+        ]
+        for turn in turns:
+            turn.cancelled = True
+        vps = sorted({t.request.vp_id for t in turns})
         counts = await asyncio.gather(
             *(self._abort(v, group_id, at) for v in vps), return_exceptions=True
         )

@@ -43,6 +43,8 @@ class FollowedTurn:
     # ingest's answer then leaves after its turns, not before them); a
     # retry after a restart makes a new one.
     sent: ray.ObjectRef[TurnOutcome] | None = None
+    # A cancel has stopped it; it may still be ending (a second cancel skips it).
+    cancelled: bool = False
 
 
 class TurnRecovery:
