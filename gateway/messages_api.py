@@ -58,6 +58,7 @@ def _hit_view(hit: SearchHit, names: dict[str, str]) -> dict[str, Any]:
         "role": hit.role,
         "ts": hit.ts,
         "snippet": hit.snippet,
+        "threadId": hit.thread_id,
     }
 
 

@@ -95,6 +95,8 @@ class SearchHit:
     role: str
     ts: float
     snippet: str
+    thread_id: str | None = None
+    """The thread the message is a reply in (``store.threads``); None on the main timeline."""
 
 
 @dataclass(frozen=True, slots=True)

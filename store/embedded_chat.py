@@ -38,6 +38,7 @@ from store.embedded_quotas import add_usage_row
 from store.events import EncodedEvent, encode_event
 from store.mentions import ACTIVITY_LOG, counts_as_mention, deleted_activity, read_activity
 from store.sqlite import read_txn, write_txn
+from store.threads import thread_of
 
 T = TypeVar("T")
 
@@ -135,7 +136,8 @@ class EmbeddedChatViews:
         hits = []
         for group_id, data in await self._run(op):
             m = GroupMessage.model_validate_json(data)
-            hits.append(SearchHit(group_id, m.id, m.author, m.role, m.ts, snippet(m.text, terms)))
+            found = snippet(m.text, terms)
+            hits.append(SearchHit(group_id, m.id, m.author, m.role, m.ts, found, thread_of(m.meta)))
         return hits
 
     async def _patch(

@@ -51,6 +51,7 @@ from store.chatviews import (
 from store.mentions import ACTIVITY_LOG, counts_as_mention, deleted_activity, read_activity
 from store.redis_errors import redis_errors
 from store.redis_mentions import mention_postings
+from store.threads import thread_of
 
 log = logging.getLogger(__name__)
 
@@ -164,7 +165,15 @@ class RedisChatViews:
                 m = GroupMessage.model_validate_json(blob)
                 if is_searchable(m.role, m.meta):
                     hits.append(
-                        SearchHit(group_id, m.id, m.author, m.role, m.ts, snippet(m.text, terms))
+                        SearchHit(
+                            group_id,
+                            m.id,
+                            m.author,
+                            m.role,
+                            m.ts,
+                            snippet(m.text, terms),
+                            thread_of(m.meta),
+                        )
                     )
         hits.sort(key=lambda h: (h.ts, h.message_id), reverse=True)
         return hits[:limit]

@@ -72,6 +72,7 @@ async def test_search_and_export_see_only_the_users_groups(start_gateway: StartG
     assert {h["groupId"] for h in found["hits"]} == {gid}
     hit = next(h for h in found["hits"] if h["messageId"] == asked)
     assert hit["groupName"] == "Cache design" and hit["author"] == "ann"
+    assert hit["threadId"] is None  # on the main timeline
     assert "cache" in hit["snippet"]
     bob_found = (await gw.http.get("/api/search", params={"q": "secretly"}, headers=ann)).json()
     assert bob_found["hits"] == []

@@ -13,6 +13,7 @@ from store import GroupMessage, Store
 from store.chatviews import UNREAD_CAP, TurnUsage
 from store.embedded import EmbeddedStore
 from store.sqlite import connect
+from store.threads import THREAD_KEY
 from tests.fixtures.store_samples import sample_group
 
 
@@ -41,6 +42,16 @@ async def test_search_matches_every_word_by_prefix_newest_first(store: Store) ->
     assert await store.search_messages([a.id, b.id], "  ?! ") == []
     assert await store.search_messages([], "cache") == []
     assert len(await store.search_messages([a.id, b.id], "sessions", limit=1)) == 1
+
+
+async def test_a_search_hit_names_the_thread_its_message_is_a_reply_in(store: Store) -> None:
+    g = await store.create_group(sample_group(members=["alice"]))
+    root, _ = await store.append_message(g.id, said("alice", "Which sessions store?", 1))
+    reply = said("linus", "Redis sessions, with a TTL", 2, "assistant")
+    reply.meta[THREAD_KEY] = root.id
+    answer, _ = await store.append_message(g.id, reply)
+    hits = await store.search_messages([g.id], "sessions")
+    assert [(h.message_id, h.thread_id) for h in hits] == [(answer.id, root.id), (root.id, None)]
 
 
 async def test_search_splits_words_like_both_backends_and_skips_notices(store: Store) -> None:

@@ -99,7 +99,7 @@ const taskCards = new TaskCards({ timeline, persona, toast: (text, kind) => toas
 const pager = new HistoryPager({ timeline, taskCards, groupId: () => state.groupId });
 new Reactions({ timeline, pager, groupId: () => (conversations.active ? null : state.groupId), toast });
 new Versions({ timeline, groupId: () => (conversations.active ? null : state.groupId), toast });
-new ThreadPanel({ timeline, persona, groupId: () => (conversations.active ? null : state.groupId), me: () => state.me, connection: () => connection, roster: () => (currentGroup()?.roster || []).map(persona), toast });
+const threads = new ThreadPanel({ timeline, persona, groupId: () => (conversations.active ? null : state.groupId), me: () => state.me, connection: () => connection, roster: () => (currentGroup()?.roster || []).map(persona), toast });
 
 const ops = new MessageOps({
   groupId: () => (conversations.active ? null : state.groupId),
@@ -118,9 +118,9 @@ const search = new SearchBox({
   results: $('search-results'),
   mentionsButton: $('show-mentions'),
   label: (author, role) => (role === 'assistant' ? persona(author).name : author),
-  onOpen: (groupId, messageId) => {
+  onOpen: (groupId, messageId, threadId) => {
     closeSidebar();
-    openAt(groupId, messageId);
+    openAt(groupId, messageId, threadId);
   },
 });
 
@@ -466,10 +466,11 @@ function updateStopAll() {
 }
 
 // -- search hits ------------------------------------------------------------
-/** Open a group at one message (a search hit). */
-async function openAt(groupId, messageId) {
+/** Open a group at one message (a search hit); a reply in a thread: at its root, the thread open at it. */
+async function openAt(groupId, messageId, threadId = null) {
   if (groupId !== state.groupId || state.loading) await selectGroup(groupId);
-  await pager.find(groupId, messageId);
+  await pager.find(groupId, threadId || messageId);
+  if (threadId && groupId === state.groupId) await threads.openAt(threadId, messageId);
 }
 
 const frames = new FrameRouter({

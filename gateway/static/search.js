@@ -1,5 +1,6 @@
 // Search across the user's groups: a box in the sidebar, hits below it
-// (group, author, snippet, time); a hit opens its group at that message.
+// (group, author, snippet, time); a hit opens its group at that message, and
+// a reply in a thread opens its thread's panel at the reply (`threadId`).
 // The same list shows the messages that mention the user (`showMentions`).
 
 import { api } from './api.js';
@@ -10,7 +11,7 @@ const DEBOUNCE_MS = 250;
 export class SearchBox {
   /**
    * `input` is the search field, `results` the list the hits go in;
-   * `onOpen(groupId, messageId)` opens a hit; `label(author, role)` names an author;
+   * `onOpen(groupId, messageId, threadId)` opens a hit (`threadId`: the thread it is a reply in); `label(author, role)` names an author;
    * `mentionsButton` shows the user's mentions in the list (a second click hides them).
    */
   constructor({ input, results, onOpen, label, mentionsButton }) {
@@ -111,8 +112,8 @@ export class SearchBox {
           type: 'button',
           class: 'search-hit',
           testid,
-          dataset: { groupId: hit.groupId, messageId: hit.messageId },
-          onclick: () => this.onOpen(hit.groupId, hit.messageId),
+          dataset: { groupId: hit.groupId, messageId: hit.messageId, threadId: hit.threadId || '' },
+          onclick: () => this.onOpen(hit.groupId, hit.messageId, hit.threadId || null),
         },
         el(
           'span',

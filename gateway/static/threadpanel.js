@@ -129,6 +129,13 @@ export class ThreadPanel {
     this.composer.focus();
   }
 
+  /** Open the thread under `rootId` at one of its replies (a search hit), flashed. */
+  async openAt(rootId, messageId) {
+    await this.open(rootId);
+    if (this.openId !== rootId || this.panel.hidden) return;
+    if (!this.timeline.focusMessage(messageId)) this.toast('That reply is no longer in the thread.', 'info');
+  }
+
   close() {
     this.openId = null;
     this.buffer = null;
