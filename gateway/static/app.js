@@ -97,9 +97,9 @@ const taskCards = new TaskCards({ timeline, persona, toast: (text, kind) => toas
 
 // "Load earlier messages", and a search hit older than the page shown.
 const pager = new HistoryPager({ timeline, taskCards, groupId: () => state.groupId });
-new Reactions({ timeline, pager, groupId: () => (conversations.active ? null : state.groupId), toast });
+const reactions = new Reactions({ timeline, pager, groupId: () => (conversations.active ? null : state.groupId), toast });
 new Versions({ timeline, groupId: () => (conversations.active ? null : state.groupId), toast });
-const threads = new ThreadPanel({ timeline, persona, groupId: () => (conversations.active ? null : state.groupId), me: () => state.me, connection: () => connection, roster: () => (currentGroup()?.roster || []).map(persona), toast });
+const threads = new ThreadPanel({ timeline, persona, groupId: () => (conversations.active ? null : state.groupId), me: () => state.me, connection: () => connection, roster: () => (currentGroup()?.roster || []).map(persona), toast, reactions });
 
 const ops = new MessageOps({
   groupId: () => (conversations.active ? null : state.groupId),

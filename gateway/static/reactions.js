@@ -12,6 +12,10 @@
 // from the group's event log, carrying the whole new state: what is shown is
 // replaced with it, never patched, so tabs and people cannot drift apart.
 // A page of history brings each message's `reactions` the same way.
+//
+// One Reactions serves every timeline that shows the group's messages: the
+// main one, and a thread's side panel (`watch`, threadpanel.js), which shows
+// reactions without Pin (the pinned list jumps to the main timeline).
 
 import { request } from './api.js';
 import { onEveryFrame } from './connection.js';
@@ -30,19 +34,35 @@ export class Reactions {
   constructor({ timeline, pager, groupId, toast }) {
     Object.assign(this, { timeline, pager, groupId, toast });
     this.reactions = new Map(); // message id -> [{emoji, users}]
-    this.nodes = new Map(); // message id -> its node on screen
+    this.views = []; // each timeline watched: {nodes: message id -> its node, pins}
     this.pinned = new Set();
     this.pinsOf = null; // the group the pinned list was read for
     this.picker = this.buildPicker();
     this.menu = this.buildPinsMenu();
-    timeline.observe(this);
+    this.watch(timeline, { main: true, pins: true });
     onEveryFrame((frame) => this.frame(frame));
   }
 
-  // -- the timeline's observer ------------------------------------------------
+  /**
+   * Show reactions under the messages of one more `timeline` of the open
+   * group (a thread's panel); `pins`: offer Pin there too. The `main`
+   * timeline's reset is another group opening.
+   */
+  watch(timeline, { pins = false, main = false } = {}) {
+    const view = { nodes: new Map(), pins };
+    this.views.push(view);
+    timeline.observe({
+      reset: () => {
+        view.nodes.clear();
+        if (main) this.reset();
+      },
+      shown: (node, message) => this.shown(view, node, message),
+    });
+  }
+
+  // -- the timelines' observer --------------------------------------------------
   reset() {
     this.reactions.clear();
-    this.nodes.clear();
     this.pinned.clear();
     this.closePicker();
     // Once the page has said what opens: a conversation is marked open just
@@ -50,10 +70,10 @@ export class Reactions {
     queueMicrotask(() => this.loadPins());
   }
 
-  shown(node, message) {
+  shown(view, node, message) {
     if (!message.id || !this.groupId()) return;
     if (Array.isArray(message.reactions)) this.reactions.set(message.id, message.reactions);
-    this.nodes.set(message.id, node);
+    view.nodes.set(message.id, node);
     this.render(message.id);
   }
 
@@ -79,8 +99,13 @@ export class Reactions {
 
   // -- one message --------------------------------------------------------------
   render(messageId) {
-    const node = this.nodes.get(messageId);
-    if (!node) return;
+    for (const view of this.views) {
+      const node = view.nodes.get(messageId);
+      if (node) this.renderInto(node, messageId, view.pins);
+    }
+  }
+
+  renderInto(node, messageId, pins) {
     let bar = node.querySelector(':scope > .reactions-bar');
     if (!bar) {
       bar = el('div', { class: 'reactions-bar', testid: 'reactions' });
@@ -125,8 +150,9 @@ export class Reactions {
       onclick: () => this.setPinned(messageId, !pinned),
     });
     const mark = pinned ? el('span', { class: 'pinned-mark', testid: 'pinned-mark', text: '📌 pinned' }) : null;
-    bar.replaceChildren(...chips, el('span', { class: 'reaction-tools' }, add, pin), mark || '');
-    bar.dataset.empty = String(chips.length === 0 && !pinned);
+    const tools = el('span', { class: 'reaction-tools' }, add, pins ? pin : '');
+    bar.replaceChildren(...chips, tools, (pins && mark) || '');
+    bar.dataset.empty = String(chips.length === 0 && !(pins && pinned));
   }
 
   /** Turn the user's `emoji` on (true), off (false) or over (null). */

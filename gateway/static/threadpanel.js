@@ -14,12 +14,17 @@
 // the root's summary on and, when that thread is open, shows them in the
 // panel. The panel reads the thread over HTTP (GET /api/groups/{id}/threads/
 // {threadId}); frames that arrive while it loads are applied after it.
+//
+// The panel's messages have what the main timeline's have: reactions (the
+// page's one Reactions watches this timeline too) and Edit, "edited" and the
+// ‹1/2› version switchers (a Versions of its own, observing this timeline).
 
 import { request } from './api.js';
 import { Composer } from './composer.js';
 import { onEveryFrame } from './connection.js';
 import { el, newId } from './dom.js';
 import { Timeline } from './timeline.js';
+import { Versions } from './versions.js';
 
 const enc = encodeURIComponent;
 const MINUTE = 60;
@@ -39,9 +44,10 @@ export class ThreadPanel {
    * frames); `persona(id)` names VPs; `groupId()` is the open group (null in
    * a one-to-one conversation); `me()` the user; `connection()` the live
    * connection; `roster()` the group's VPs for the composer's @-list;
-   * `toast(text)` tells the user.
+   * `toast(text)` tells the user; `reactions` (reactions.js) shows reactions
+   * in the panel too.
    */
-  constructor({ timeline, persona, groupId, me, connection, roster, toast }) {
+  constructor({ timeline, persona, groupId, me, connection, roster, toast, reactions }) {
     Object.assign(this, { main: timeline, persona, groupId, me, connection, roster, toast });
     this.summaries = new Map(); // root id -> {count, lastTs, participants}
     this.nodes = new Map(); // root id -> its node on the main timeline
@@ -49,6 +55,8 @@ export class ThreadPanel {
     this.openId = null;
     this.buffer = null; // frames of the open thread that came while it loaded
     this.build();
+    reactions?.watch(this.timeline);
+    new Versions({ timeline: this.timeline, groupId, toast });
     timeline.observe(this);
     timeline.divert = (frame) => this.divert(frame);
     onEveryFrame((frame) => this.frame(frame));
