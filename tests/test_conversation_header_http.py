@@ -165,3 +165,32 @@ async def test_strangers_and_unknown_ids_get_not_found(start_gateway: StartGatew
         # A group is not a conversation, even to its own member.
         await refused(method, f"/api/conversations/{gid}/{tail}", ann)
     assert (await gw.http.get(f"/api/conversations/{cid}/settings", headers=ann)).json() == before
+
+
+async def test_a_conversations_messages_have_no_edit_resend_or_versions(
+    start_gateway: StartGateway,
+) -> None:
+    """Edits are a group's (docs/web-ui.md): in a conversation a 404, nothing changed."""
+    gw = await start_gateway()
+    await gw.user("ann")
+    ann = gw.auth("ann")
+    cid = await _conversation(gw, "ann")
+    await _say(gw, "ann", cid, "LRU or LFU?")
+    page = (await gw.http.get(f"/api/conversations/{cid}/messages", headers=ann)).json()
+    mine = next(m for m in page["messages"] if m["author"] == "ann")
+    reply = next(m for m in page["messages"] if m["role"] == "assistant")
+    base = f"/api/groups/{cid}/messages"
+    refused = [
+        await gw.http.patch(f"{base}/{mine['id']}", json={"text": "LFU?"}, headers=ann),
+        await gw.http.patch(
+            f"{base}/{mine['id']}", json={"text": "LFU?", "resend": True}, headers=ann
+        ),
+        await gw.http.post(f"{base}/{mine['id']}/resend", headers=ann),
+        await gw.http.get(f"{base}/{mine['id']}/versions", headers=ann),
+        await gw.http.put(f"{base}/{reply['id']}/versions/chosen", headers=ann),
+    ]
+    for answer in refused:
+        assert answer.status_code == 404, answer.text
+        assert answer.json()["error"]["code"] == "not_found", answer.text
+    after = (await gw.http.get(f"/api/conversations/{cid}/messages", headers=ann)).json()
+    assert after["messages"] == page["messages"]
