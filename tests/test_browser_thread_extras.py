@@ -119,3 +119,59 @@ async def test_reactions_and_versions_in_a_thread_live_for_both(
         await expect(_linus(ada).get_by_test_id("version-label")).to_have_text("1/2")
         await expect(_linus(ada)).to_contain_text("LFU? LRU")
         assert problems == [], problems
+
+
+async def test_a_late_answer_to_adas_reaction_does_not_undo_bobs(
+    chromium: Callable[..., AbstractAsyncContextManager[Any]],
+    gateway_server: Callable[[Runtime], AbstractAsyncContextManager[LiveGateway]],
+    make_runtime: MakeRuntime,
+) -> None:
+    """The HTTP answer to Ada's reaction comes after Bob's change: Ada's page keeps Bob's."""
+    import asyncio
+
+    from playwright.async_api import expect
+
+    runtime = make_runtime()
+    store = await runtime.store()
+    await add_user(store, USER, PASSWORD)
+    await add_user(store, "bob", PASSWORD)
+    group = await runtime.create_group("Caches", ["linus"], members=[USER, "bob"])
+    asked, _ = await store.append_message(
+        group.id, GroupMessage(author="bob", role="user", text="Which cache policy?")
+    )
+    async with (
+        gateway_server(runtime) as gateway,
+        chromium() as first,
+        chromium("bob-profile") as second,
+    ):
+        ada, bob = [b.pages[0] if b.pages else await b.new_page() for b in (first, second)]
+        problems = watch_page_errors(ada) + watch_page_errors(bob)
+        await log_in(ada, gateway.url)
+        await log_in(bob, gateway.url, "bob")
+        for page in (ada, bob):
+            await expect(page.get_by_test_id("connection")).to_have_attribute("data-state", "live")
+        bob_done = asyncio.Event()
+
+        async def late(route: Any) -> None:
+            answer = await route.fetch()
+            await bob_done.wait()
+            await route.fulfill(response=answer)
+
+        await ada.route("**/reactions", late)
+        on = f'[data-message-id="{asked.id}"]'
+        await ada.locator(on).get_by_test_id("add-reaction").click()
+        await ada.get_by_test_id("reaction-picker").locator('[data-emoji="👍"]').click()
+        bob_chip = bob.locator(on).get_by_test_id("reaction-chip")
+        await expect(bob_chip.get_by_test_id("reaction-count")).to_have_text("1")
+        await bob_chip.click()
+        await expect(bob_chip.get_by_test_id("reaction-count")).to_have_text("2")
+        ada_chip = ada.locator(on).get_by_test_id("reaction-chip")
+        await expect(ada_chip.get_by_test_id("reaction-count")).to_have_text("2")
+        async with ada.expect_event("requestfinished") as finished:
+            bob_done.set()
+        await finished.value
+        # Ada's page had the answer (one reaction) after Bob's frame (two): it
+        # keeps two. The answer is read in the page's next tasks: let them run.
+        await ada.evaluate("() => new Promise((done) => setTimeout(() => setTimeout(done, 0), 0))")
+        await expect(ada_chip.get_by_test_id("reaction-count")).to_have_text("2")
+        assert problems == [], problems

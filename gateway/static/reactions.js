@@ -34,6 +34,9 @@ export class Reactions {
   constructor({ timeline, pager, groupId, toast }) {
     Object.assign(this, { timeline, pager, groupId, toast });
     this.reactions = new Map(); // message id -> [{emoji, users}]
+    // Message id -> how many states of its reactions were shown: the answer to
+    // a change of ours is dropped when a frame came meanwhile (it may be newer).
+    this.changes = new Map();
     this.views = []; // each timeline watched: {nodes: message id -> its node, pins}
     this.pinned = new Set();
     this.pinsOf = null; // the group the pinned list was read for
@@ -63,6 +66,7 @@ export class Reactions {
   // -- the timelines' observer --------------------------------------------------
   reset() {
     this.reactions.clear();
+    this.changes.clear();
     this.pinned.clear();
     this.closePicker();
     // Once the page has said what opens: a conversation is marked open just
@@ -85,6 +89,7 @@ export class Reactions {
   }
 
   applyReactions(frame) {
+    this.changes.set(frame.messageId, (this.changes.get(frame.messageId) || 0) + 1);
     this.reactions.set(frame.messageId, frame.reactions || []);
     this.render(frame.messageId);
   }
@@ -160,13 +165,16 @@ export class Reactions {
     const groupId = this.groupId();
     if (!groupId) return;
     const body = on === null ? { emoji } : { emoji, on };
+    const shown = this.changes.get(messageId) || 0;
     try {
       const state = await request(
         'POST',
         `/api/groups/${enc(groupId)}/messages/${enc(messageId)}/reactions`,
         body,
       );
-      if (groupId === this.groupId()) this.applyReactions(state);
+      // A frame that came meanwhile is this change's, or a later one's: it stands.
+      const since = (this.changes.get(messageId) || 0) !== shown;
+      if (groupId === this.groupId() && !since) this.applyReactions(state);
     } catch (err) {
       this.toast(`Could not react: ${err.message}`);
     }
