@@ -174,6 +174,7 @@ async def mentions(
                 "author": m.author,
                 "excerpt": m.excerpt,
                 "ts": m.ts,
+                "threadId": m.thread_id,
             }
             for m in found
         ]

@@ -19,6 +19,7 @@ from protocol.inbox import excerpt_of
 from store.base import GroupMessage
 from store.events import EncodedEvent, encode_event
 from store.mentions import MAX_MENTIONS_LISTED, Mention, message_activity
+from store.threads import thread_of
 
 T = TypeVar("T")
 
@@ -88,5 +89,7 @@ class EmbeddedMentions:
         for group_id, data in await self._read(op):
             m = GroupMessage.model_validate_json(data)
             if m.author != username and not m.meta.get("deleted"):
-                found.append(Mention(group_id, m.id, m.author, excerpt_of(m.text), m.ts))
+                found.append(
+                    Mention(group_id, m.id, m.author, excerpt_of(m.text), m.ts, thread_of(m.meta))
+                )
         return found

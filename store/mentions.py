@@ -52,6 +52,8 @@ class Mention:
     author: str
     excerpt: str
     ts: float
+    thread_id: str | None = None
+    """The thread the message is a reply in (``store.threads``); None on the main timeline."""
 
 
 def counts_as_activity(role: str) -> bool:

@@ -31,6 +31,7 @@ from store.mentions import (
     message_activity,
 )
 from store.redis_errors import redis_errors
+from store.threads import thread_of
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +105,10 @@ class RedisMentions:
                     continue
                 m = GroupMessage.model_validate_json(blob)
                 if m.author != username and not m.meta.get("deleted"):
-                    mentions.append(Mention(group_id, m.id, m.author, excerpt_of(m.text), m.ts))
+                    mentions.append(
+                        Mention(
+                            group_id, m.id, m.author, excerpt_of(m.text), m.ts, thread_of(m.meta)
+                        )
+                    )
         mentions.sort(key=lambda x: (x.ts, x.message_id), reverse=True)
         return mentions[:limit]

@@ -54,6 +54,16 @@ async def test_a_search_hit_in_a_thread_opens_the_thread_at_the_reply(
             meta={THREAD_KEY: root.id},
         ),
     )
+    asked, _ = await store.append_message(
+        group.id,
+        GroupMessage(
+            author="bob",
+            role="user",
+            text=f"@{USER} can you check the canary?",
+            people=[USER],
+            meta={THREAD_KEY: root.id},
+        ),
+    )
     later, _ = await store.append_message(
         group.id, GroupMessage(author="bob", role="user", text="Friday it is, wombat or not.")
     )
@@ -76,6 +86,18 @@ async def test_a_search_hit_in_a_thread_opens_the_thread_at_the_reply(
         await expect(shown.get_by_test_id("bubble-text")).to_contain_text("wombat canary")
         main = page.get_by_test_id("timeline").first
         await expect(main.locator(f'[data-message-id="{root.id}"]')).to_have_attribute(
+            "data-focused", "true"
+        )
+
+        # So does a mention of Ada made in the thread, from the Mentions list.
+        await page.get_by_test_id("thread-close").click()
+        await page.get_by_test_id("show-mentions").click()
+        mention = page.get_by_test_id("mention-hit")
+        await expect(mention).to_have_attribute("data-message-id", asked.id)
+        await expect(mention).to_have_attribute("data-thread-id", root.id)
+        await mention.click()
+        await expect(panel).to_have_attribute("data-thread-id", root.id)
+        await expect(panel.locator(f'[data-message-id="{asked.id}"]')).to_have_attribute(
             "data-focused", "true"
         )
 

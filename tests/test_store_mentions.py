@@ -12,6 +12,7 @@ import asyncio
 from protocol.inbox import ActivityEvent
 from store.base import Group, GroupMessage
 from store.mentions import ACTIVITY_LOG, Mention
+from store.threads import THREAD_KEY
 from tests.fixtures.stores import StoreFactory
 
 G1, G2 = "grp_m1", "grp_m2"
@@ -142,4 +143,19 @@ async def test_a_blocking_read_of_the_activity_log_gets_another_process_message(
     batch = await asyncio.wait_for(waiting, 10.0)
     assert [ActivityEvent.model_validate_json(e.text).message_id for e in batch.events] == [
         "msg_0001"
+    ]
+
+
+async def test_a_mention_in_a_thread_names_the_thread(store_factory: StoreFactory) -> None:
+    store = store_factory()
+    await store.create_group(Group(id=G1, name=G1, members=["ann", "bob"]))
+    await store.append_message(G1, _msg("msg_0001", "ann", "which cache?", [], 1.0))
+    reply = _msg("msg_0002", "ann", "@bob in the thread", ["bob"], 2.0)
+    reply.meta[THREAD_KEY] = "msg_0001"
+    await store.append_message(G1, reply)
+    await store.append_message(G1, _msg("msg_0003", "ann", "@bob on the main", ["bob"], 3.0))
+    listed = await store.mentions_of("bob", [G1])
+    assert [(m.message_id, m.thread_id) for m in listed] == [
+        ("msg_0003", None),
+        ("msg_0002", "msg_0001"),
     ]
