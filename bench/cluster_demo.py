@@ -96,6 +96,11 @@ class Report:
         return "\n".join(lines)
 
 
+# A client pings this often, as the web and terminal clients do: the gateway
+# closes a socket that sent nothing for YEAFT_IDLE_TIMEOUT (60 s) with 4408.
+PING_EVERY_S = 20.0
+
+
 class Client:
     """One person's WebSocket to one gateway; every frame read is kept."""
 
@@ -103,6 +108,7 @@ class Client:
         self.who = who
         self.conn = conn
         self.received: list[Frame] = []
+        self._pings = asyncio.create_task(self._ping(), name=f"pings of {who}")
 
     @classmethod
     async def open(cls, who: str, gw: Gateway, token: str) -> Client:
@@ -110,6 +116,18 @@ class Client:
 
         headers = {"Authorization": f"Bearer {token}"}
         return cls(who, await connect(gw.ws_url, additional_headers=headers, max_size=None))
+
+    async def _ping(self) -> None:
+        with contextlib.suppress(Exception):  # ends with the socket
+            while True:
+                await asyncio.sleep(PING_EVERY_S)  # a timer: there is nothing to await
+                await self.send({"type": "ping"})
+
+    async def close(self) -> None:
+        self._pings.cancel()
+        await asyncio.gather(self._pings, return_exceptions=True)
+        with contextlib.suppress(Exception):
+            await self.conn.close()
 
     async def send(self, frame: Frame) -> None:
         await self.conn.send(json.dumps(frame))
@@ -279,11 +297,8 @@ async def drive(a: Gateway, b: Gateway, report: Report, store_config: Any) -> No
         report.replies[client.who.split("@")[0]] = sum(
             any(is_result(g)(f) for g in gids) for f in envelopes
         )
-    for client in (ann_b, bob):
-        with contextlib.suppress(Exception):
-            await client.conn.close()
-    with contextlib.suppress(Exception):
-        await ann.conn.close()
+    for client in (ann_b, bob, ann):
+        await client.close()
 
 
 async def run(redis_url: str, work: Path) -> Report:
