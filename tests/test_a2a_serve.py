@@ -77,16 +77,6 @@ async def _gateway(
     return gw
 
 
-async def _group(gw: Gateway, user: str, name: str = "team") -> str:
-    reply = await gw.http.post(
-        "/api/groups",
-        json={"name": name, "roster": ["steve", "linus", "martin"]},
-        headers=gw.auth(user),
-    )
-    assert reply.status_code == 201, reply.text
-    return str(reply.json()["id"])
-
-
 @contextlib.asynccontextmanager
 async def a2a_client(
     gw: Gateway, user: str, path: str, *, streaming: bool = True
@@ -139,7 +129,7 @@ async def test_a_group_streams_each_vps_reply_and_its_task_is_read_again(
 ) -> None:
     secret = uuid.uuid4().hex * 2
     gw = await _gateway(start_gateway, make_runtime, jwt_secret=secret)
-    gid = await _group(gw, "ann")
+    gid = await gw.group("ann")
     async with a2a_client(gw, "ann", f"/a2a/groups/{gid}") as (client, card):
         assert card.name == "team" and card.capabilities.streaming
         assert [s.id for s in card.skills] == ["steve", "linus", "martin"]
@@ -188,7 +178,7 @@ async def test_a_vp_agent_addresses_its_vp_and_a_question_is_input_required(
     start_gateway: StartGateway, make_runtime: MakeRuntime
 ) -> None:
     gw = await _gateway(start_gateway, make_runtime)
-    gid = await _group(gw, "ann")
+    gid = await gw.group("ann")
     path = f"/a2a/groups/{gid}/vps/linus"
     async with a2a_client(gw, "ann", path, streaming=False) as (client, card):
         assert card.name == "Linus" and [s.id for s in card.skills] == ["linus"]
@@ -227,7 +217,7 @@ async def test_cancel_stops_the_task_and_a_finished_one_is_not_cancelable(
     start_gateway: StartGateway, make_runtime: MakeRuntime
 ) -> None:
     gw = await _gateway(start_gateway, make_runtime)
-    gid = await _group(gw, "ann")
+    gid = await gw.group("ann")
     async with a2a_client(gw, "ann", f"/a2a/groups/{gid}", streaming=False) as (client, _):
         request = _message("@martin are you there?")
         request.configuration.CopyFrom(SendMessageConfiguration(return_immediately=True))
@@ -261,8 +251,8 @@ async def test_a_stranger_gets_nothing_and_bad_tokens_are_refused(
     start_gateway: StartGateway, make_runtime: MakeRuntime
 ) -> None:
     gw = await _gateway(start_gateway, make_runtime)
-    gid = await _group(gw, "ann")
-    shared = await _group(gw, "ann", "shared")
+    gid = await gw.group("ann")
+    shared = await gw.group("ann", name="shared")
     added = await gw.http.post(
         f"/api/groups/{shared}/members", json={"username": "bob"}, headers=gw.auth("ann")
     )
@@ -338,7 +328,7 @@ async def test_bad_input_gets_the_protocols_own_errors(
     start_gateway: StartGateway, make_runtime: MakeRuntime
 ) -> None:
     gw = await _gateway(start_gateway, make_runtime)
-    gid = await _group(gw, "ann")
+    gid = await gw.group("ann")
     url = f"/a2a/groups/{gid}"
     ann = {**RPC_HEADERS, **gw.auth("ann")}
 
@@ -395,7 +385,7 @@ async def test_the_documented_python_example_runs(
     start_gateway: StartGateway, make_runtime: MakeRuntime
 ) -> None:
     gw = await _gateway(start_gateway, make_runtime)
-    gid = await _group(gw, "ann")
+    gid = await gw.group("ann")
     code = python_example("Groups and VPs as A2A agents", 'BASE = "http://127.0.0.1:8765"')
     env = {"YEAFT_TOKEN": gw.tokens["ann"], "YEAFT_GROUP": gid}
     printed = await run_example(code, gw.base_url, env)
@@ -467,10 +457,7 @@ async def test_a_team_task_is_followed_through_its_cards_and_runs(
     runtime = make_runtime(provider_overrides={"offline": ScriptedModel(team_model)})
     gw = await start_gateway(runtime)
     await gw.user("ann")
-    made = await gw.http.post(
-        "/api/groups", json={"name": "launch", "roster": ROSTER}, headers=gw.auth("ann")
-    )
-    gid = made.json()["id"]
+    gid = await gw.group("ann", ROSTER, "launch")
     async with a2a_client(gw, "ann", f"/a2a/groups/{gid}") as (client, _):
         events = await _all(client, _message("/task plan the launch"))
     task_id = events[0].task.id
@@ -503,7 +490,7 @@ async def test_a_hand_off_is_part_of_the_task(
     runtime = make_runtime(provider_overrides={"offline": ScriptedModel(steve_names_linus)})
     gw = await start_gateway(runtime)
     await gw.user("ann")
-    gid = await _group(gw, "ann")
+    gid = await gw.group("ann")
     async with a2a_client(gw, "ann", f"/a2a/groups/{gid}") as (client, _):
         events = await _all(client, _message("@steve who knows?"))
         task_id = events[0].task.id
@@ -524,7 +511,7 @@ async def test_a_route_forward_is_part_of_the_task(
     runtime = make_runtime(provider_overrides={"offline": ScriptedModel(steve_forwards_to_linus)})
     gw = await start_gateway(runtime)
     await gw.user("ann")
-    gid = await _group(gw, "ann")
+    gid = await gw.group("ann")
     async with a2a_client(gw, "ann", f"/a2a/groups/{gid}") as (client, _):
         events = await _all(client, _message("@steve please pass this on"))
     # Steve's turn ends with the hand-off; Linus's answer is part of the same task.

@@ -335,10 +335,7 @@ async def test_a_run_read_by_the_official_client_and_bad_requests(
     gw = await start_gateway(runtime)
     await gw.user("ann")
     await gw.user("sam")
-    made = await gw.http.post(
-        "/api/groups", json={"name": "team", "roster": ["steve", "linus"]}, headers=gw.auth("ann")
-    )
-    gid = made.json()["id"]
+    gid = await gw.group("ann", ["steve", "linus"], "team")
     url = f"{gw.base_url}/api/groups/{gid}/agui"
 
     lines = await _client(url, gw.tokens["ann"], "@steve @linus how is it going?", "run-1")
@@ -433,10 +430,8 @@ async def test_a_team_task_streams_its_cards_as_state_and_its_runs_as_steps(
     runtime = make_runtime(provider_overrides={"offline": ScriptedModel(team_model)})
     gw = await start_gateway(runtime)
     await gw.user("ann")
-    made = await gw.http.post(
-        "/api/groups", json={"name": "launch", "roster": ROSTER}, headers=gw.auth("ann")
-    )
-    url = f"{gw.base_url}/api/groups/{made.json()['id']}/agui"
+    gid = await gw.group("ann", ROSTER, "launch")
+    url = f"{gw.base_url}/api/groups/{gid}/agui"
     lines = await _client(url, gw.tokens["ann"], "/task plan the launch", "run-team")
     events, done = lines[:-1], lines[-1]
     assert events[0]["type"] == "RUN_STARTED" and events[-1]["type"] == "RUN_FINISHED"
@@ -483,10 +478,8 @@ async def test_a_quiet_run_is_kept_alive_and_the_official_client_reads_it(
     runtime = make_runtime(provider_overrides={"offline": ScriptedModel(_slow_linus)})
     gw = await start_gateway(runtime, sse_keep_alive_s=0.1)
     await gw.user("ann")
-    made = await gw.http.post(
-        "/api/groups", json={"name": "team", "roster": ["linus"]}, headers=gw.auth("ann")
-    )
-    url = f"{gw.base_url}/api/groups/{made.json()['id']}/agui"
+    gid = await gw.group("ann", ["linus"], "team")
+    url = f"{gw.base_url}/api/groups/{gid}/agui"
     ann = {**gw.auth("ann"), "Content-Type": "application/json"}
     async with gw.http.stream("POST", url, content=_body(runId="quiet-1"), headers=ann) as raw:
         body = "".join([chunk async for chunk in raw.aiter_text()])
@@ -505,10 +498,7 @@ async def test_a_hand_off_joins_the_run_and_a_refused_one_ends_it(
     runtime = make_runtime(provider_overrides={"offline": ScriptedModel(steve_names_linus)})
     gw = await start_gateway(runtime)
     await gw.user("ann")
-    made = await gw.http.post(
-        "/api/groups", json={"name": "team", "roster": ["steve", "linus"]}, headers=gw.auth("ann")
-    )
-    gid = made.json()["id"]
+    gid = await gw.group("ann", ["steve", "linus"], "team")
     url = f"{gw.base_url}/api/groups/{gid}/agui"
 
     lines = await _client(url, gw.tokens["ann"], "@steve who knows?", "hand-1")

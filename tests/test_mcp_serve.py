@@ -49,16 +49,6 @@ async def _gateway(start_gateway: StartGateway, make_runtime: MakeRuntime) -> Ga
     return gw
 
 
-async def _group(gw: Gateway, user: str, name: str = "team") -> str:
-    reply = await gw.http.post(
-        "/api/groups",
-        json={"name": name, "roster": ["steve", "linus", "martin"]},
-        headers=gw.auth(user),
-    )
-    assert reply.status_code == 201, reply.text
-    return str(reply.json()["id"])
-
-
 def _texts(result: CallToolResult) -> list[str]:
     return [block.text for block in result.content if isinstance(block, TextContent)]
 
@@ -68,8 +58,8 @@ async def test_ask_group_returns_every_addressed_vp_with_progress(
     start_gateway: StartGateway, make_runtime: MakeRuntime
 ) -> None:
     gw = await _gateway(start_gateway, make_runtime)
-    gid = await _group(gw, "ann")
-    other = await _group(gw, "bob", "bob's")
+    gid = await gw.group("ann")
+    other = await gw.group("bob", name="bob's")
     progress: list[tuple[float, float | None, str | None]] = []
 
     async def on_progress(done: float, total: float | None, message: str | None) -> None:
@@ -134,7 +124,7 @@ async def test_ask_group_waits_no_longer_than_told(
     start_gateway: StartGateway, make_runtime: MakeRuntime
 ) -> None:
     gw = await _gateway(start_gateway, make_runtime)
-    gid = await _group(gw, "ann")
+    gid = await gw.group("ann")
     progress: list[float] = []
 
     async def on_progress(done: float, total: float | None, message: str | None) -> None:
@@ -171,7 +161,7 @@ async def test_a_stranger_gets_nothing_of_another_persons_group(
     start_gateway: StartGateway, make_runtime: MakeRuntime
 ) -> None:
     gw = await _gateway(start_gateway, make_runtime)
-    gid = await _group(gw, "ann")
+    gid = await gw.group("ann")
     async with mcp_client(gw, "bob") as client:
         listed = await client.call_tool("list_groups", {})
         assert listed.structured_content == {"groups": []}
@@ -195,7 +185,7 @@ async def test_bad_input_gets_the_protocols_errors(
     start_gateway: StartGateway, make_runtime: MakeRuntime
 ) -> None:
     gw = await _gateway(start_gateway, make_runtime)
-    gid = await _group(gw, "ann")
+    gid = await gw.group("ann")
     async with mcp_client(gw, "ann") as client:
         oversized = "@steve " + "x" * MAX_TEXT_LENGTH
         too_long = await client.call_tool("ask_group", {"groupId": gid, "text": oversized})
@@ -286,7 +276,7 @@ async def test_the_documented_python_example_runs(
     start_gateway: StartGateway, make_runtime: MakeRuntime
 ) -> None:
     gw = await _gateway(start_gateway, make_runtime)
-    await _group(gw, "ann")
+    await gw.group("ann")
     code = python_example("The group as an MCP server", 'URL = "http://127.0.0.1:8765/mcp"')
     printed = await run_example(code, gw.base_url, {"YEAFT_TOKEN": gw.tokens["ann"]})
     assert "steve: this is steve speaking" in printed
