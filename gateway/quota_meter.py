@@ -23,6 +23,7 @@ not one each.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 from collections.abc import Awaitable, Callable
@@ -36,7 +37,7 @@ from store.events import StoredEvent
 from store.quotas import PersonQuota, month_account
 
 if TYPE_CHECKING:
-    from gateway.tail import Hub
+    from gateway.tail import Hub, Subscription
 
 log = logging.getLogger(__name__)
 
@@ -167,48 +168,35 @@ class QuotaMeters:
 
     async def _drain(self) -> None:
         while self._dirty or self._dirty_people:
+            # A group's subscribers after its turn; or one person's, in every group.
             if self._dirty:
-                group_id = self._dirty.pop()
-                try:
-                    await self._refresh(group_id)
-                except Exception:
-                    log.warning("quota meters of %s not refreshed", group_id, exc_info=True)
-                continue
-            username = self._dirty_people.pop()
+                key = self._dirty.pop()
+                subs = functools.partial(self._hub.group_subscriptions, key)
+            else:
+                key = self._dirty_people.pop()
+                subs = functools.partial(self._hub.user_subscriptions, key)
             try:
-                await self._refresh_person(username)
+                await self._send(subs)
             except Exception:
-                log.warning("quota meters of %s not refreshed", username, exc_info=True)
+                log.warning("quota meters of %s not refreshed", key, exc_info=True)
 
-    async def _refresh_person(self, username: str) -> None:
-        subs = self._hub.user_subscriptions(username)
+    async def _send(self, subscriptions: Callable[[], list[Subscription]]) -> None:
+        """Each (person, group) of these subscriptions gets its meter, computed once."""
+        subs = subscriptions()
         if not subs:
             return
         store = await self._store()
-        texts: dict[str, str | None] = {}
-        for sub in subs:
-            group_id = sub.group_id
-            if group_id not in texts:
-                group = await store.get_group(group_id)
-                found = await meter(store, username, group) if group is not None else None
-                texts[group_id] = dumps(found) if found and found.percent is not None else None
-            text = texts[group_id]
-            if text is not None and not sub.ended:
-                sub.sink.offer(text, envelope=False)
-
-    async def _refresh(self, group_id: str) -> None:
-        subs = self._hub.group_subscriptions(group_id)
-        if not subs:
-            return
-        store = await self._store()
-        group = await store.get_group(group_id)
-        if group is None:
-            return
-        users = sorted({sub.sink.username for sub in subs})
-        frames = await asyncio.gather(*(meter(store, u, group) for u in users))
-        texts = {u: dumps(f) for u, f in zip(users, frames, strict=True) if f.percent is not None}
-        for sub in self._hub.group_subscriptions(group_id):
-            text = texts.get(sub.sink.username)
+        groups = {
+            gid: group
+            for gid in {sub.group_id for sub in subs}
+            if (group := await store.get_group(gid)) is not None
+        }
+        pairs = sorted({(s.sink.username, s.group_id) for s in subs if s.group_id in groups})
+        frames = await asyncio.gather(*(meter(store, user, groups[gid]) for user, gid in pairs))
+        texts = {p: dumps(f) for p, f in zip(pairs, frames, strict=True) if f.percent is not None}
+        # Read again: who subscribed while the meters were computed gets theirs too.
+        for sub in subscriptions():
+            text = texts.get((sub.sink.username, sub.group_id))
             if text is not None and not sub.ended:
                 sub.sink.offer(text, envelope=False)
 
