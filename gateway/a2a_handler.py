@@ -64,7 +64,7 @@ from google.protobuf.json_format import MessageToDict
 from gateway.a2a_tasks import TERMINAL, TaskEvent, TaskRef, TaskTracker, user_message
 from gateway.context import GatewayContext
 from gateway.errors import GatewayError
-from gateway.run_stream import ROUTING_WAIT_S, EnvelopeReader, RunSink, StreamEnded
+from gateway.run_stream import ROUTING_WAIT_S, RunSink, StreamEnded, envelope_reader
 from gateway.tail import Subscription
 from protocol import MAX_TEXT_LENGTH, Channel, ErrorCode
 from protocol.common import is_id
@@ -265,7 +265,7 @@ class YeaftRequestHandler(RequestHandler):
 
     async def _follow(self, tracker: TaskTracker, sink: RunSink) -> AsyncIterator[TaskEvent]:
         """The task's events as the group's envelopes arrive, until it ends or waits for input."""
-        reader = EnvelopeReader(sink, tracker.ref.group_id)
+        reader = envelope_reader(sink, tracker.ref.group_id)
         try:
             while not tracker.done and not tracker.blocked:
                 # Once every turn has ended, only word of a hand-off is awaited, for a while.

@@ -51,9 +51,9 @@ from gateway.errors import GatewayError
 from gateway.http import Ctx, User
 from gateway.run_stream import (
     ROUTING_WAIT_S,
-    EnvelopeReader,
     RunSink,
     StreamEnded,
+    envelope_reader,
     keep_alive,
     read_body,
 )
@@ -249,7 +249,7 @@ async def _events(
     yield RunStartedEvent(
         thread_id=run.thread_id, run_id=run.run_id, protocol_version=PROTOCOL_VERSION
     )
-    reader = EnvelopeReader(sink, extra["groupId"])
+    reader = envelope_reader(sink, extra["groupId"])
     try:
         while not translator.done:
             # Once every turn has ended, only word of a hand-off is awaited, for a while.

@@ -15,13 +15,15 @@ import asyncio
 import json
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from starlette.requests import Request
 
 from gateway.tail import Subscription
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 # What ends the queue: the subscription overflowed or was ended by the hub.
 _CLOSED = object()
@@ -106,22 +108,27 @@ async def envelopes(sink: RunSink, group_id: str) -> AsyncGenerator[dict[str, An
             yield envelope
 
 
-class EnvelopeReader:
-    """:func:`envelopes` read with an optional bound on each wait.
+class TimedReader(Generic[T]):
+    """An async iterator read with an optional bound on each wait.
 
-    A run whose turns have all ended may still wait for the coordinator to
-    say where a reply went on (``reply_routed``); that wait is bounded, and
-    a read that times out leaves the stream as it was.
+    A read that times out leaves the iterator as it was: the next read goes
+    on waiting for the same item. The AG-UI and A2A edges read a group's
+    envelopes with it (a run whose turns have all ended waits a bounded time
+    for word of where a reply went on, ``reply_routed``); :func:`keep_alive`
+    reads an SSE stream with it.
     """
 
-    def __init__(self, sink: RunSink, group_id: str) -> None:
-        self._stream = envelopes(sink, group_id)
-        self._pending: asyncio.Future[dict[str, Any]] | None = None
+    def __init__(self, source: AsyncIterator[T]) -> None:
+        self._source = source
+        self._pending: asyncio.Future[T] | None = None
 
-    async def next(self, within: float | None = None) -> dict[str, Any] | None:
-        """The next envelope; None when ``within`` seconds passed first; raises StreamEnded."""
+    async def next(self, within: float | None = None) -> T | None:
+        """The next item; None when ``within`` seconds passed first.
+
+        The source's end (``StopAsyncIteration``) and its errors are raised.
+        """
         if self._pending is None:
-            self._pending = asyncio.ensure_future(anext(self._stream))
+            self._pending = asyncio.ensure_future(anext(self._source))
         done, _ = await asyncio.wait({self._pending}, timeout=within)
         if not done:
             return None
@@ -133,7 +140,14 @@ class EnvelopeReader:
             self._pending.cancel()
             await asyncio.gather(self._pending, return_exceptions=True)
         self._pending = None
-        await self._stream.aclose()
+        aclose = getattr(self._source, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
+
+def envelope_reader(sink: RunSink, group_id: str) -> TimedReader[dict[str, Any]]:
+    """:func:`envelopes` of a run's sink, read with a bound on each wait (StreamEnded raised)."""
+    return TimedReader(envelopes(sink, group_id))
 
 
 ROUTING_WAIT_S = 30.0
@@ -149,28 +163,16 @@ async def keep_alive(source: AsyncIterator[str], every_s: float) -> AsyncIterato
     and load balancers close a connection idle for about a minute, and a
     client cannot tell a quiet run from a dead one. Clients ignore comments.
     """
-    pending: asyncio.Task[str] | None = None
+    reader = TimedReader(source)
     try:
         while True:
-            if pending is None:
-                pending = asyncio.ensure_future(anext(source))
-            done, _ = await asyncio.wait({pending}, timeout=every_s)
-            if not done:
-                yield KEEP_ALIVE
-                continue
             try:
-                chunk = pending.result()
+                chunk = await reader.next(every_s)
             except StopAsyncIteration:
                 return
-            pending = None
-            yield chunk
+            yield KEEP_ALIVE if chunk is None else chunk
     finally:
-        if pending is not None and not pending.done():
-            pending.cancel()
-            await asyncio.gather(pending, return_exceptions=True)
-        aclose = getattr(source, "aclose", None)
-        if aclose is not None:
-            await aclose()
+        await reader.aclose()
 
 
 async def read_body(request: Request, limit: int) -> bytes:
