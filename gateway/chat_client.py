@@ -198,8 +198,7 @@ class ChatClient:
         except httpx.TransportError as exc:
             return f"  upload failed: {self._unreachable(exc)}"
         if reply.status_code != 201:
-            error = reply.json().get("error", {}) if reply.content else {}
-            return f"  upload refused: {error.get('message') or reply.status_code}"
+            return f"  upload refused: {_refusal(reply)}"
         self.files.append(str(reply.json()["id"]))
         return f"  attached {file.name} ({len(data)} bytes); it goes with your next message"
 
@@ -217,8 +216,7 @@ class ChatClient:
         except httpx.TransportError as exc:
             return f"  cannot open the thread: {self._unreachable(exc)}"
         if reply.status_code != 200:
-            error = reply.json().get("error", {}) if reply.content else {}
-            return f"  cannot open the thread: {error.get('message') or reply.status_code}"
+            return f"  cannot open the thread: {_refusal(reply)}"
         thread = reply.json()
         self.threads.open_id = root
         for line in self.threads.header(thread):
@@ -235,8 +233,7 @@ class ChatClient:
         except httpx.TransportError as exc:
             return f"  cancel failed: {self._unreachable(exc)}"
         if reply.status_code != 200:
-            error = reply.json().get("error", {}) if reply.content else {}
-            return f"  cancel refused: {error.get('message') or reply.status_code}"
+            return f"  cancel refused: {_refusal(reply)}"
         body = reply.json()
         count, vps = int(body.get("cancelled", 0)), [str(v) for v in body.get("vps", [])]
         if not vps:
@@ -487,3 +484,9 @@ class ChatClient:
         for task in done:
             task.result()  # re-raises ConnectionClosed for the reconnect loop
         return False
+
+
+def _refusal(reply: httpx.Response) -> str:
+    """What the server said when it refused a request: its error message, else the status."""
+    error = reply.json().get("error", {}) if reply.content else {}
+    return str(error.get("message") or reply.status_code)

@@ -51,50 +51,47 @@ export class SearchBox {
 
   async run() {
     const query = this.input.value.trim();
-    const token = ++this.token;
     if (!query) {
       this.clear();
       return;
     }
-    this.listing = 'search';
-    let data;
-    try {
-      data = await api.search(query);
-    } catch (err) {
-      if (token !== this.token) return;
-      this.show([el('li', { class: 'search-empty', text: `Search failed: ${err.message}` })]);
-      return;
-    }
-    if (token !== this.token) return;
-    const hits = data?.hits || [];
-    if (!hits.length) {
-      this.show([el('li', { class: 'search-empty', testid: 'search-empty', text: 'No messages match.' })]);
-      return;
-    }
-    this.show(hits.map((hit) => this.hitNode(hit)));
+    await this.fill('search', () => api.search(query), {
+      failed: 'Search failed',
+      empty: { testid: 'search-empty', text: 'No messages match.' },
+      nodes: (data) => (data?.hits || []).map((hit) => this.hitNode(hit)),
+    });
   }
 
   /** The newest messages of the user's groups that mention them, in the hits list. */
   async showMentions() {
     this.input.value = '';
+    await this.fill('mentions', () => api.mentions(), {
+      failed: 'Mentions could not be read',
+      empty: { testid: 'mentions-empty', text: 'Nobody has mentioned you yet.' },
+      nodes: (data) =>
+        (data?.mentions || []).map((m) => this.hitNode({ ...m, role: 'user', snippet: m.excerpt }, 'mention-hit')),
+    });
+  }
+
+  /**
+   * Fill the list with what `load()` answers, as `nodes(data)`; `empty` when
+   * that is none, the `failed` words when it fails. An answer that a newer
+   * listing overtook is dropped.
+   */
+  async fill(listing, load, { failed, empty, nodes }) {
     const token = ++this.token;
-    this.listing = 'mentions';
+    this.listing = listing;
     let data;
     try {
-      data = await api.mentions();
+      data = await load();
     } catch (err) {
       if (token !== this.token) return;
-      this.show([el('li', { class: 'search-empty', text: `Mentions could not be read: ${err.message}` })]);
+      this.show([el('li', { class: 'search-empty', text: `${failed}: ${err.message}` })]);
       return;
     }
     if (token !== this.token) return;
-    const found = data?.mentions || [];
-    if (!found.length) {
-      this.show([el('li', { class: 'search-empty', testid: 'mentions-empty', text: 'Nobody has mentioned you yet.' })]);
-      return;
-    }
-    const hits = found.map((m) => ({ ...m, role: 'user', snippet: m.excerpt }));
-    this.show(hits.map((hit) => this.hitNode(hit, 'mention-hit')));
+    const items = nodes(data);
+    this.show(items.length ? items : [el('li', { class: 'search-empty', testid: empty.testid, text: empty.text })]);
   }
 
   show(items) {
